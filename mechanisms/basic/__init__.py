@@ -1,0 +1,1 @@
+"""Textbook DP mechanisms: Laplace and exponential, with ledger records and release-safe paths."""

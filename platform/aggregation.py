@@ -1,0 +1,278 @@
+"""Streaming aggregation whose result does not depend on batching or merge order.
+
+Workers summarise each batch of trials into a :class:`ConfigAggregate`; the driver merges
+them as they arrive. Memory is O(metrics × reservoir size) per configuration, whatever the
+trial count. Every piece is a commutative, associative merge, so the result is bit-identical
+for any partition of the trials into batches and any completion order:
+
+* counts, minima and maxima are order-free;
+* sums and sums of squares are kept **exactly** as Shewchuk partials (the algorithm behind
+  :func:`math.fsum`), and the mean and variance are computed once from the exact rational
+  totals, so no floating-point rounding depends on the order of additions;
+* the reservoir is a bottom-k sample by a pseudo-random priority that is a pure function of
+  the trial index (:func:`privlab.platform.seeding.reservoir_priorities`), ties broken by
+  trial index.
+
+Quantiles are read from the reservoir (exact while the count is at most its size).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import math
+from collections.abc import Iterable, Mapping
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from privlab.platform.registry import MetricKind
+from privlab.platform.seeding import reservoir_priorities
+
+DEFAULT_RESERVOIR_SIZE = 10_000
+Z_95 = 1.959963984540054
+
+
+class ExactSum:
+    """An exact, mergeable sum of floats (Shewchuk's non-overlapping partials)."""
+
+    __slots__ = ("partials",)
+
+    def __init__(self, partials: Iterable[float] = ()) -> None:
+        self.partials: list[float] = list(partials)
+
+    def add(self, values: Iterable[float]) -> None:
+        partials = self.partials
+        for x in values:
+            i = 0
+            for y in partials:
+                if abs(x) < abs(y):
+                    x, y = y, x
+                hi = x + y
+                lo = y - (hi - x)
+                if lo:
+                    partials[i] = lo
+                    i += 1
+                x = hi
+            partials[i:] = [x]
+
+    def merge(self, other: ExactSum) -> None:
+        self.add(other.partials)
+
+    def fraction(self) -> Fraction:
+        return sum((Fraction(p) for p in self.partials), Fraction(0))
+
+    def value(self) -> float:
+        return math.fsum(self.partials)
+
+
+def _encode(array: np.ndarray) -> str:
+    return base64.b64encode(np.ascontiguousarray(array).tobytes()).decode()
+
+
+def _decode(text: str, dtype: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(text), dtype=dtype).copy()
+
+
+@dataclasses.dataclass
+class MetricAccumulator:
+    """Everything kept about one metric of one configuration."""
+
+    kind: MetricKind
+    reservoir_size: int = DEFAULT_RESERVOIR_SIZE
+    count: int = 0
+    total: ExactSum = dataclasses.field(default_factory=ExactSum)
+    total_sq: ExactSum = dataclasses.field(default_factory=ExactSum)
+    minimum: float = math.inf
+    maximum: float = -math.inf
+    res_priority: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0))
+    res_index: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    res_value: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0))
+
+    def add(self, values: np.ndarray, indices: np.ndarray, salt: int) -> None:
+        values = np.asarray(values, dtype=np.float64)
+        if values.size == 0:
+            return
+        self.count += int(values.size)
+        listed = values.tolist()
+        self.total.add(listed)
+        self.total_sq.add((values * values).tolist())
+        self.minimum = min(self.minimum, float(values.min()))
+        self.maximum = max(self.maximum, float(values.max()))
+        self._keep(reservoir_priorities(salt, indices), np.asarray(indices, dtype=np.int64), values)
+
+    def _keep(self, priority: np.ndarray, index: np.ndarray, value: np.ndarray) -> None:
+        priority = np.concatenate([self.res_priority, priority])
+        index = np.concatenate([self.res_index, index])
+        value = np.concatenate([self.res_value, value])
+        if priority.size > self.reservoir_size:
+            order = np.lexsort((index, priority))[: self.reservoir_size]
+            priority, index, value = priority[order], index[order], value[order]
+        self.res_priority, self.res_index, self.res_value = priority, index, value
+
+    def merge(self, other: MetricAccumulator) -> None:
+        self.count += other.count
+        self.total.merge(other.total)
+        self.total_sq.merge(other.total_sq)
+        self.minimum = min(self.minimum, other.minimum)
+        self.maximum = max(self.maximum, other.maximum)
+        self._keep(other.res_priority, other.res_index, other.res_value)
+
+    def reservoir(self) -> np.ndarray:
+        """The kept values in trial order (a uniform sample of at most ``reservoir_size``)."""
+        return self.res_value[np.argsort(self.res_index, kind="stable")]
+
+    def summary(self) -> dict[str, float]:
+        n = self.count
+        if n == 0:
+            return {"count": 0.0}
+        exact_mean = self.total.fraction() / n
+        mean = float(exact_mean)
+        if self.kind is MetricKind.RATE:
+            successes = float(self.total.fraction())
+            low, high = wilson_interval(successes, n)
+            return {"count": float(n), "rate": mean, "ci_low": low, "ci_high": high, "successes": successes}
+        if n > 1:
+            variance = (self.total_sq.fraction() - self.total.fraction() * exact_mean) / (n - 1)
+            sd = math.sqrt(max(float(variance), 0.0))
+            half = float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+        else:
+            sd, half = math.nan, math.nan
+        sample = self.res_value
+        q05, q50, q95 = (float(q) for q in np.quantile(sample, [0.05, 0.5, 0.95]))
+        return {
+            "count": float(n),
+            "mean": mean,
+            "sd": sd,
+            "ci_low": mean - half,
+            "ci_high": mean + half,
+            "min": self.minimum,
+            "max": self.maximum,
+            "p05": q05,
+            "p50": q50,
+            "p95": q95,
+        }
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "reservoir_size": self.reservoir_size,
+            "count": self.count,
+            "total": [p.hex() for p in self.total.partials],
+            "total_sq": [p.hex() for p in self.total_sq.partials],
+            "minimum": self.minimum.hex(),
+            "maximum": self.maximum.hex(),
+            "res_priority": _encode(self.res_priority.astype("<f8")),
+            "res_index": _encode(self.res_index.astype("<i8")),
+            "res_value": _encode(self.res_value.astype("<f8")),
+        }
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> MetricAccumulator:
+        return cls(
+            kind=MetricKind(state["kind"]),
+            reservoir_size=int(state["reservoir_size"]),
+            count=int(state["count"]),
+            total=ExactSum(float.fromhex(p) for p in state["total"]),
+            total_sq=ExactSum(float.fromhex(p) for p in state["total_sq"]),
+            minimum=float.fromhex(state["minimum"]),
+            maximum=float.fromhex(state["maximum"]),
+            res_priority=_decode(state["res_priority"], "<f8"),
+            res_index=_decode(state["res_index"], "<i8"),
+            res_value=_decode(state["res_value"], "<f8"),
+        )
+
+
+def wilson_interval(successes: float, n: int, z: float = Z_95) -> tuple[float, float]:
+    """The Wilson score interval for a binomial proportion (95% by default)."""
+    if n == 0:
+        return (math.nan, math.nan)
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+class IntervalSet:
+    """Disjoint half-open [start, stop) ranges of finished units, kept merged and sorted."""
+
+    def __init__(self, ranges: Iterable[tuple[int, int]] = ()) -> None:
+        self.ranges: list[tuple[int, int]] = []
+        for start, stop in ranges:
+            self.add(start, stop)
+
+    def add(self, start: int, stop: int) -> None:
+        merged: list[tuple[int, int]] = []
+        for a, b in self.ranges:
+            if b < start or a > stop:
+                merged.append((a, b))
+                continue
+            if max(a, start) < min(b, stop):
+                raise ValueError(f"units [{start}, {stop}) overlap finished units [{a}, {b}): double counting")
+            start, stop = min(a, start), max(b, stop)
+        merged.append((start, stop))
+        self.ranges = sorted(merged)
+
+    def covered(self) -> int:
+        return sum(b - a for a, b in self.ranges)
+
+    def missing(self, total: int) -> list[tuple[int, int]]:
+        gaps, cursor = [], 0
+        for a, b in self.ranges:
+            if a > cursor:
+                gaps.append((cursor, a))
+            cursor = max(cursor, b)
+        if cursor < total:
+            gaps.append((cursor, total))
+        return gaps
+
+
+@dataclasses.dataclass
+class ConfigAggregate:
+    """The merged results of some units (trials, repetitions or items) of one configuration."""
+
+    metrics: dict[str, MetricAccumulator]
+    done: IntervalSet = dataclasses.field(default_factory=IntervalSet)
+    salt: int = 0
+    compute_seconds: float = 0.0  # timing only; never part of results
+
+    @classmethod
+    def empty(cls, kinds: Mapping[str, MetricKind], *, salt: int, reservoir_size: int = DEFAULT_RESERVOIR_SIZE) -> ConfigAggregate:
+        return cls(
+            metrics={name: MetricAccumulator(kind=kind, reservoir_size=reservoir_size) for name, kind in kinds.items()},
+            salt=salt,
+        )
+
+    def add_batch(self, values: Mapping[str, np.ndarray], indices: np.ndarray) -> None:
+        for name, accumulator in self.metrics.items():
+            accumulator.add(values[name], indices, self.salt)
+
+    def merge(self, other: ConfigAggregate) -> None:
+        for start, stop in other.done.ranges:
+            self.done.add(start, stop)
+        for name, accumulator in self.metrics.items():
+            accumulator.merge(other.metrics[name])
+        self.compute_seconds += other.compute_seconds
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        return {name: acc.summary() for name, acc in self.metrics.items()}
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "metrics": {name: acc.state() for name, acc in self.metrics.items()},
+            "done": self.done.ranges,
+            "salt": self.salt,
+            "compute_seconds": self.compute_seconds,
+        }
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> ConfigAggregate:
+        return cls(
+            metrics={name: MetricAccumulator.from_state(s) for name, s in state["metrics"].items()},
+            done=IntervalSet(tuple(r) for r in state["done"]),
+            salt=int(state["salt"]),
+            compute_seconds=float(state["compute_seconds"]),
+        )

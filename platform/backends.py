@@ -1,0 +1,190 @@
+"""Where units run: in-process (serial, the reference) or on Ray (local or a cluster).
+
+The Ray backend starts a *private* local instance by default (``address="local"``, bound to
+127.0.0.1, no dashboard, a CPU cap), so a run never attaches to someone else's cluster by
+accident; an explicit address joins an existing cluster. Tasks are retried by Ray when a
+worker dies; because units are pure functions of their seeds, a retry gives the same result.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from privlab.platform.aggregation import ConfigAggregate
+from privlab.platform.errors import ExecutionError
+from privlab.platform.units import UnitContext, process_item, run_trial_range
+
+log = logging.getLogger(__name__)
+
+
+class _Done:
+    """A finished serial 'future'."""
+
+    __slots__ = ("value", "error")
+
+    def __init__(self, value: Any = None, error: BaseException | None = None) -> None:
+        self.value, self.error = value, error
+
+
+class SerialBackend:
+    """Runs every unit in this process, in submission order (the reference executor)."""
+
+    name = "serial"
+
+    def __init__(self) -> None:
+        self.workers = 1
+        self.nodes = 1
+
+    def put(self, obj: Any) -> Any:
+        return obj
+
+    def submit_trials(self, context: UnitContext, start: int, stop: int, data: Any) -> _Done:
+        try:
+            return _Done(run_trial_range(context, start, stop, data))
+        except Exception as error:  # re-raised by result(), like ray.get
+            return _Done(error=error)
+
+    def create_pool(self, size: int) -> list[Any]:
+        return [_LocalPoolWorker()]
+
+    def submit_item(self, actor: Any, context: UnitContext, state_ref: Any, item: Any, index: int) -> _Done:
+        try:
+            return _Done(actor.process(context, [state_ref], item, index))
+        except Exception as error:
+            return _Done(error=error)
+
+    def wait(self, handles: Sequence[Any], timeout: float) -> list[Any]:
+        return list(handles)
+
+    def result(self, handle: _Done) -> Any:
+        if handle.error is not None:
+            raise handle.error
+        return handle.value
+
+    def cancel(self, handles: Sequence[Any]) -> None:
+        return None
+
+    def release_pool(self, actors: Sequence[Any]) -> None:
+        return None
+
+    def shutdown(self) -> None:
+        return None
+
+
+class _LocalPoolWorker:
+    def __init__(self) -> None:
+        self._states: dict[str, Any] = {}
+
+    def process(self, context: UnitContext, state_ref: list[Any], item: Any, index: int) -> tuple[int, dict[str, Any], float]:
+        arrays, seconds = process_item(context, state_ref[0], item, index)
+        return index, arrays, seconds
+
+
+class RayBackend:
+    """Units as Ray tasks, actor-pool items as actor calls."""
+
+    name = "ray"
+
+    def __init__(self, *, address: str | None, workers: int | None, max_retries: int, include_dashboard: bool = False) -> None:
+        import ray
+
+        self._ray = ray
+        self._temp_dir: str | None = None
+        if ray.is_initialized():
+            raise ExecutionError("Ray is already initialised in this process; privlab starts and stops its own connection")
+        if address is None:
+            cpus = workers or os.cpu_count() or 1
+            # Keep socket paths short (Ray's unix sockets must stay under 108 bytes).
+            self._temp_dir = tempfile.mkdtemp(prefix="privlab-ray-", dir="/tmp")
+            ray.init(
+                address="local",
+                num_cpus=cpus,
+                include_dashboard=include_dashboard,
+                _node_ip_address="127.0.0.1",
+                _temp_dir=self._temp_dir,
+                logging_level=logging.WARNING,
+                log_to_driver=True,
+            )
+        else:
+            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=True)
+        cluster_cpus = int(ray.cluster_resources().get("CPU", 1))
+        self.workers = min(workers, cluster_cpus) if workers else cluster_cpus
+        self.nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
+        self._trials = ray.remote(num_cpus=1, max_retries=max_retries)(run_trial_range)
+        self._pool_cls = ray.remote(num_cpus=1, max_restarts=max_retries, max_task_retries=max_retries)(_RayPoolWorker)
+
+    def put(self, obj: Any) -> Any:
+        return self._ray.put(obj)
+
+    def submit_trials(self, context: UnitContext, start: int, stop: int, data: Any) -> Any:
+        return self._trials.remote(context, start, stop, data)
+
+    def create_pool(self, size: int) -> list[Any]:
+        return [self._pool_cls.remote() for _ in range(max(1, min(size, self.workers)))]
+
+    def submit_item(self, actor: Any, context: UnitContext, state_ref: Any, item: Any, index: int) -> Any:
+        # The state ref travels inside a list so Ray does not resolve it per call; the actor
+        # fetches it once and caches it (again after a restart).
+        return actor.process.remote(context, [state_ref], item, index)
+
+    def wait(self, handles: Sequence[Any], timeout: float) -> list[Any]:
+        ready, _ = self._ray.wait(list(handles), num_returns=1, timeout=timeout)
+        return ready
+
+    def result(self, handle: Any) -> Any:
+        try:
+            return self._ray.get(handle)
+        except self._ray.exceptions.RayTaskError as error:
+            cause = error.as_instanceof_cause()
+            raise cause from None
+
+    def cancel(self, handles: Sequence[Any]) -> None:
+        for handle in handles:
+            try:
+                self._ray.cancel(handle)
+            except Exception:  # already finished or an actor call: nothing to cancel
+                pass
+
+    def release_pool(self, actors: Sequence[Any]) -> None:
+        for actor in actors:
+            self._ray.kill(actor)
+
+    def shutdown(self) -> None:
+        self._ray.shutdown()
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+
+
+class _RayPoolWorker:
+    """An actor that caches one configuration's read-only state and processes items."""
+
+    def __init__(self) -> None:
+        self._config_id: str | None = None
+        self._state: Any = None
+
+    def process(self, context: UnitContext, state_ref: list[Any], item: Any, index: int) -> tuple[int, dict[str, Any], float]:
+        import ray
+
+        if self._config_id != context.config_id:
+            ref = state_ref[0]
+            self._state = ray.get(ref) if isinstance(ref, ray.ObjectRef) else ref
+            self._config_id = context.config_id
+        arrays, seconds = process_item(context, self._state, item, index)
+        return index, arrays, seconds
+
+
+def make_backend(*, serial: bool, address: str | None, workers: int | None, max_retries: int) -> SerialBackend | RayBackend:
+    if serial:
+        return SerialBackend()
+    return RayBackend(address=address, workers=workers, max_retries=max_retries)
+
+
+def frame_or_none(data: pd.DataFrame | None) -> pd.DataFrame | None:
+    return data

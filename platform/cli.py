@@ -1,0 +1,286 @@
+"""The ``privlab`` command.
+
+Exit codes: 0 success; 1 internal error (a bug: please report it with the traceback);
+2 bad input (spec, schema, arguments, unknown names); 3 privacy budget exceeded;
+4 execution or tracking failure; 130 interrupted (the run is resumable with ``--resume``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from privlab.platform.errors import (
+    BudgetExceededError,
+    ExecutionError,
+    PrivlabError,
+    TrackingError,
+)
+
+EXIT_OK, EXIT_BUG, EXIT_INPUT, EXIT_BUDGET, EXIT_EXECUTION, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+
+
+def _run(args: argparse.Namespace) -> int:
+    from privlab.platform.runner import RunInterrupted, RunOptions, run_experiment
+    from privlab.platform.spec import load_spec
+
+    spec = load_spec(args.spec, args.set or [])
+    if args.workers is not None and args.workers < 1:
+        raise _InputError(f"--workers ({args.workers}) must be at least 1")
+    options = RunOptions(
+        workers=args.workers,
+        address=args.address,
+        serial=args.serial,
+        tracking_uri=args.tracking_uri,
+        resume=args.resume,
+        progress=not args.no_progress,
+        stop_after_units=args.max_units,
+    )
+    units = sum(c.units for c in spec.configurations)
+    print(
+        f"privlab: {spec.name}: {len(spec.configurations)} configuration(s), {units:,} unit(s) of work, "
+        f"{'serial' if args.serial else ('cluster ' + args.address if args.address else 'local Ray')}",
+        file=sys.stderr,
+    )
+    try:
+        summary = run_experiment(spec, options)
+    except RunInterrupted as stop:
+        print(
+            f"\nprivlab: run {stop.run_id} stopped ({stop}); finished work is saved.\n"
+            f"resume with: privlab run {args.spec} {_set_args(args.set)}--resume {stop.run_id}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    if args.summary_json:
+        Path(args.summary_json).write_text(json.dumps(summary, indent=2, default=str))
+    _print_summary(summary)
+    return EXIT_OK
+
+
+def _set_args(overrides: Sequence[str] | None) -> str:
+    return "".join(f"--set {o!r} " for o in overrides or [])
+
+
+def _print_summary(summary: dict) -> None:
+    from privlab.platform.compare import _fmt
+
+    print(f"run {summary['run_id']} in experiment {summary['experiment']!r} "
+          f"(seed {summary['root_seed']}, {summary['timing']['wall_seconds']:.1f} s, "
+          f"{summary['timing']['workers']} worker(s) on {summary['timing']['ray_nodes']} node(s))")
+    print(f"privacy: ε per configuration ≤ {summary['epsilon_total']:.6g}, δ ≤ {summary['delta_total']:.3g}")
+    by_study: dict[str, list[dict]] = {}
+    for entry in summary["configurations"]:
+        by_study.setdefault(entry["study"], []).append(entry)
+    for study, entries in by_study.items():
+        print(f"\n{study}")
+        headline = [k for k in entries[0]["metrics"] if k.endswith(("_mean", "_rate")) or "_" not in k
+                    or k.startswith(("empirical_", "theoretical_", "expected_"))]
+        headline = [k for k in headline if not k.startswith(("eps_", "delta_"))][:5]
+        width = max(len(e["label"]) for e in entries)
+        print("  " + "config".ljust(width) + "  " + "  ".join(h.ljust(12) for h in headline) + "  ε")
+        for entry in entries:
+            cells = "  ".join(_fmt(entry["metrics"].get(h, float("nan"))).ljust(12) for h in headline)
+            print(f"  {entry['label'].ljust(width)}  {cells}  {entry['metrics']['eps_total']:.4g}")
+    print(f"\ncompare: privlab compare {summary['experiment']!r}    ledger: privlab ledger {summary['run_id']}")
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from privlab.platform.spec import load_spec
+
+    spec = load_spec(args.spec, args.set or [])
+    print(f"{spec.name}: valid; {len(spec.configurations)} configuration(s)")
+    for config in spec.configurations:
+        print(f"  {config.id}  {config.workload}  {config.label()}  units={config.units}")
+    return EXIT_OK
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from privlab.platform.compare import comparison_frame, comparison_plot, render_table
+    from privlab.platform.tracking import Tracker
+
+    tracker = Tracker(args.tracking_uri)
+    frame = comparison_frame(tracker, args.experiment, run_id=args.run, all_runs=args.all_runs,
+                             metrics=args.metric or ())
+    if args.format == "csv":
+        if args.output:
+            frame.to_csv(args.output, index=False)
+        else:
+            sys.stdout.write(frame.to_csv(index=False))
+    elif args.format == "parquet":
+        if not args.output:
+            raise _InputError("--format parquet needs --output PATH (parquet is binary)")
+        frame.to_parquet(args.output, index=False)
+    else:
+        text = render_table(frame)
+        if args.output:
+            Path(args.output).write_text(text + "\n")
+        else:
+            print(text)
+    if args.plot:
+        Path(args.plot).write_bytes(comparison_plot(frame, args.metric[0] if args.metric else None))
+        print(f"plot written to {args.plot}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _ledger(args: argparse.Namespace) -> int:
+    from privlab.platform.ledger import Ledger
+    from privlab.platform.tracking import KIND_TAG, Tracker
+
+    tracker = Tracker(args.tracking_uri)
+    run = tracker.get_run(args.run_id)
+    kind = run.data.tags.get(KIND_TAG)
+    if kind == "parent":
+        children = [c for c in tracker.child_runs(run.info.experiment_id, args.run_id)
+                    if c.data.tags.get(KIND_TAG) == "configuration"]
+        children.sort(key=lambda c: c.data.tags.get("privlab.config_id", ""))
+    elif kind == "configuration":
+        children = [run]
+    else:
+        raise TrackingError(f"run {args.run_id} was not made by privlab; give a run id printed by `privlab run`")
+    ledgers: dict[str, Ledger] = {}
+    for child in children:
+        text = tracker.read_text(child.info.run_id, "ledger.json")
+        if text is None:
+            raise TrackingError(f"run {child.info.run_id} has no ledger.json artifact (was [tracking] artifacts = false?)")
+        ledgers[child.data.tags.get("privlab.config_id", child.info.run_id)] = Ledger.from_json(text)
+    if args.json:
+        print(json.dumps({cid: json.loads(ledger.to_json()) for cid, ledger in ledgers.items()}, indent=2))
+        return EXIT_OK
+    if not ledgers:
+        print("no finished configurations yet")
+    for cid, ledger in ledgers.items():
+        print(f"== {cid} ==")
+        print(ledger.render_table())
+        print()
+    return EXIT_OK
+
+
+def _workloads(args: argparse.Namespace) -> int:
+    from privlab.platform import registry
+
+    for name in registry.workload_names():
+        workload = registry.get_workload(name)
+        metrics = ", ".join(list(workload.metrics) + list(workload.derived_metrics))
+        doc = (type(workload).__doc__ or "").strip().splitlines()[0] if type(workload).__doc__ else ""
+        print(f"{name:24s} {workload.pattern.value:10s} {doc}\n{'':35s}metrics: {metrics}")
+    return EXIT_OK
+
+
+def _cluster(args: argparse.Namespace) -> int:
+    from privlab.platform import local_cluster
+
+    state_dir = Path(args.state_dir)
+    if args.cluster_command == "up":
+        info = local_cluster.start_local_cluster(nodes=args.nodes, cpus_per_node=args.cpus_per_node, state_dir=state_dir)
+        print(f"started a {info.nodes}-node Ray cluster on loopback at {info.address}")
+        for key, value in info.env.items():
+            print(f"export {key}={value}")
+        print(f"run on it:  privlab run SPEC --address {info.address}\nstop it:    privlab cluster down")
+    elif args.cluster_command == "down":
+        stopped = local_cluster.stop_local_cluster(state_dir=state_dir)
+        print(f"stopped {stopped} process(es)")
+    else:
+        status = local_cluster.local_cluster_status(state_dir=state_dir)
+        if status is None:
+            print("no local cluster recorded in " + str(state_dir))
+            return EXIT_EXECUTION
+        print(f"{status.nodes} node(s) at {status.address}; pids {', '.join(map(str, status.pids))}")
+    return EXIT_OK
+
+
+class _InputError(PrivlabError, ValueError):
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="privlab",
+        description="Differentially private synthetic-data research on Ray, tracked in MLflow.",
+        epilog="Exit codes: 0 ok, 2 bad input, 3 budget exceeded, 4 execution/tracking failure, 130 interrupted.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def tracking(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else ./mlflow.db)")
+
+    run = sub.add_parser("run", help="run an experiment spec", description="Run every configuration of a spec.")
+    run.add_argument("spec", help="path to an experiment TOML file")
+    run.add_argument("--set", action="append", metavar="KEY=VALUE",
+                     help="override a spec value (TOML syntax; repeatable), e.g. --set trials=1000000")
+    run.add_argument("--workers", type=int, help="worker processes (local: CPUs to use; cluster: concurrency cap)")
+    run.add_argument("--address", help="join an existing Ray cluster (default: a private local instance)")
+    run.add_argument("--serial", action="store_true", help="run in this process without Ray (reference/debugging)")
+    run.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted run without recomputing finished work")
+    run.add_argument("--summary-json", metavar="PATH", help="write the run summary as JSON")
+    run.add_argument("--max-units", type=int, metavar="N", help="stop cleanly (resumable) after N units of work")
+    run.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
+    tracking(run)
+    run.set_defaults(handler=_run)
+
+    validate = sub.add_parser("validate", help="check a spec and list its configurations without running")
+    validate.add_argument("spec")
+    validate.add_argument("--set", action="append", metavar="KEY=VALUE")
+    validate.set_defaults(handler=_validate)
+
+    compare = sub.add_parser("compare", help="compare an experiment's configurations from MLflow")
+    compare.add_argument("experiment", help="MLflow experiment name (the spec's [tracking] experiment)")
+    compare.add_argument("--metric", action="append", metavar="M", help="show only this metric (repeatable)")
+    compare.add_argument("--format", choices=("table", "csv", "parquet"), default="table")
+    compare.add_argument("--output", metavar="PATH", help="write to a file instead of stdout")
+    compare.add_argument("--plot", metavar="PATH", help="also write a PNG plot of the first --metric")
+    compare.add_argument("--run", metavar="RUN_ID", help="a specific parent run (default: the latest)")
+    compare.add_argument("--all-runs", action="store_true", help="include every parent run of the experiment")
+    tracking(compare)
+    compare.set_defaults(handler=_compare)
+
+    ledger = sub.add_parser("ledger", help="show the ε ledger of a run (parent or configuration)")
+    ledger.add_argument("run_id")
+    ledger.add_argument("--json", action="store_true", help="print the ledgers as JSON")
+    tracking(ledger)
+    ledger.set_defaults(handler=_ledger)
+
+    workloads = sub.add_parser("workloads", help="list registered workloads, their patterns and metrics")
+    workloads.set_defaults(handler=_workloads)
+
+    cluster = sub.add_parser("cluster", help="start/stop a multi-node Ray cluster on this machine (loopback)")
+    cluster_sub = cluster.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
+    up = cluster_sub.add_parser("up", help="start a head and worker nodes bound to 127.0.0.1")
+    up.add_argument("--nodes", type=int, default=3)
+    up.add_argument("--cpus-per-node", type=int, default=1)
+    for p in (up, cluster_sub.add_parser("down", help="stop the cluster started by `up`"),
+              cluster_sub.add_parser("status", help="show the recorded cluster")):
+        p.add_argument("--state-dir", default=".privlab/cluster", help="where the cluster's state is kept")
+    cluster.set_defaults(handler=_cluster)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    os.environ.setdefault("RAY_DEDUP_LOGS", "1")
+    try:
+        return args.handler(args)
+    except KeyboardInterrupt:
+        print("\nprivlab: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BudgetExceededError as error:
+        print(f"privlab: privacy budget exceeded: {error}", file=sys.stderr)
+        return EXIT_BUDGET
+    except (ExecutionError, TrackingError) as error:
+        print(f"privlab: {error}", file=sys.stderr)
+        return EXIT_EXECUTION
+    except PrivlabError as error:
+        print(f"privlab: {error}", file=sys.stderr)
+        return EXIT_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

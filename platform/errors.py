@@ -1,0 +1,51 @@
+"""The privlab error hierarchy.
+
+Every error privlab raises on purpose derives from :class:`PrivlabError` and also from the
+builtin that fits (``ValueError`` for a wrong value, ``TypeError`` for a wrong kind of value),
+so callers can catch either. Messages name the problem and say what to do.
+"""
+
+from __future__ import annotations
+
+
+class PrivlabError(Exception):
+    """Base class of every error privlab raises deliberately."""
+
+
+class SpecError(PrivlabError, ValueError):
+    """An experiment spec is invalid: unknown key, wrong type, bad grid, missing file."""
+
+
+class SchemaError(PrivlabError, ValueError):
+    """Data does not match its declared schema: missing column, NaN, value out of bounds."""
+
+
+class RegistryError(PrivlabError, KeyError):
+    """An unknown workload, dataset generator or mechanism name was requested."""
+
+    def __str__(self) -> str:  # KeyError would quote the message; show it as written.
+        return str(self.args[0]) if self.args else ""
+
+
+class BudgetExceededError(PrivlabError, ValueError):
+    """A DP step would take the run past its privacy budget; the step did not run."""
+
+
+class LedgerError(PrivlabError, ValueError):
+    """A ledger operation is malformed (bad event, undeclared scope, mismatch with the plan)."""
+
+
+class ModeError(PrivlabError, RuntimeError):
+    """An operation is not allowed in the current mode (research vs release)."""
+
+
+class TranscriptError(PrivlabError, ValueError):
+    """A randomness transcript is corrupt or does not match the requests replayed against it."""
+
+
+class TrackingError(PrivlabError, RuntimeError):
+    """The tracking store cannot be reached or does not hold what was asked for."""
+
+
+class ExecutionError(PrivlabError, RuntimeError):
+    """A run could not complete (a task failed after its retries, a resume does not match)."""

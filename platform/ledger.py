@@ -1,0 +1,725 @@
+"""The privacy ledger: immutable records of what each DP step spent, and how they compose.
+
+A :class:`PrivacyEvent` records one DP step (mechanism, ε, δ, sensitivity, noise scale, the data
+it touched). A :class:`Ledger` holds a run's events and caps, composes them with the functions
+of :mod:`privlab.platform.composition`, and refuses a step *before* it is recorded when it would
+take the run past its cap. Events never compose themselves; that is the ledger's job
+(dp_accounting keeps events apart from accountants the same way).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+from privlab.platform import composition
+from privlab.platform.errors import BudgetExceededError, LedgerError
+
+__all__ = ["ACCOUNTANTS", "CAP_RELATIVE_TOLERANCE", "Budget", "Ledger", "PrivacyEvent"]
+
+ACCOUNTANTS = ("basic", "advanced")
+"""Accountant names :class:`Ledger` accepts."""
+
+CAP_RELATIVE_TOLERANCE = 1e-12
+"""A total may exceed its cap by this relative amount (float summation error, not budget)."""
+
+DetailValue = int | float | str
+
+
+def _real(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} ({value!r}) must be a real number")
+    return float(value)
+
+
+def _text(name: str, value: object, *, empty_ok: bool = False) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} ({value!r}) must be a str")
+    if not empty_ok and not value.strip():
+        raise LedgerError(f"{name} ({value!r}) must be a non-empty string")
+    return value
+
+
+def _optional_nonnegative(name: str, value: object) -> float | None:
+    if value is None:
+        return None
+    x = _real(name, value)
+    if not (math.isfinite(x) and x >= 0.0):
+        raise LedgerError(f"{name} ({value!r}) must be finite and >= 0 when given")
+    return x
+
+
+def _details(value: object) -> tuple[tuple[str, DetailValue], ...]:
+    if not isinstance(value, (tuple, list)):
+        raise TypeError(f"details ({value!r}) must be a tuple of (key, value) pairs")
+    out: list[tuple[str, DetailValue]] = []
+    for item in value:
+        if not (isinstance(item, (tuple, list)) and len(item) == 2):
+            raise TypeError(f"details item ({item!r}) must be a (key, value) pair")
+        key = _text("details key", item[0])
+        v = item[1]
+        if isinstance(v, bool) or not isinstance(v, (str, numbers.Real)):
+            raise TypeError(f"details[{key!r}] ({v!r}) must be a number or a str")
+        if isinstance(v, numbers.Integral):
+            v = int(v)
+        elif isinstance(v, numbers.Real):
+            v = float(v)
+            if not math.isfinite(v):
+                raise LedgerError(f"details[{key!r}] ({v!r}) must be finite (or a str)")
+        if any(k == key for k, _ in out):
+            raise LedgerError(f"details key ({key!r}) must be unique")
+        out.append((key, v))
+    return tuple(out)
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.6g}"
+
+
+def _effective_cell(event: PrivacyEvent) -> str:
+    if event.sampling_rate is None:
+        return ""
+    return f"{event.effective_epsilon:.6g} (p={event.sampling_rate:.6g})"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrivacyEvent:
+    """What one DP step spent: an immutable, loggable record.
+
+    Numbers are stored as ``float`` (ints and numpy scalars are converted), ``details`` as a
+    tuple of pairs, so events are hashable and round-trip exactly through :meth:`to_dict`.
+
+    Attributes:
+        name: what was released, e.g. ``"noisy_mean"``.
+        mechanism: the mechanism, e.g. ``"laplace"``, ``"exponential"``.
+        epsilon: ε of the step as run (before amplification), finite and > 0. ε = 0 is
+            rejected: a DP step that spends nothing is a bug.
+        delta: δ of the step as run, in [0, 1).
+        sensitivity: the query's sensitivity, ≥ 0, when it has one.
+        noise_scale: the noise scale used (Laplace b, Gaussian σ), ≥ 0, when it has one.
+        scope: the data the step touched (a scope name; see :class:`Ledger`).
+        step: the pipeline step or function that ran it.
+        sampling_rate: Poisson subsampling rate p in (0, 1], greater than ``delta``, when the
+            step ran on such a subsample.
+        details: extra loggable facts, e.g. ``(("epsilon1", 0.5),)``; values are numbers or
+            strings, keys unique.
+
+    Raises:
+        TypeError: a field has the wrong kind of value.
+        LedgerError: a field has a wrong value.
+
+    Privacy:
+        ``effective_epsilon``/``effective_delta`` are what the step costs after amplification
+        by subsampling (add/remove-one neighbouring); otherwise ``epsilon``/``delta``.
+
+    References:
+        Bindschaedler, Shokri & Gunter (VLDB 2017), Appendix A, Theorem 4.
+    """
+
+    name: str
+    mechanism: str
+    epsilon: float
+    delta: float = 0.0
+    sensitivity: float | None = None
+    noise_scale: float | None = None
+    scope: str = "data"
+    step: str = ""
+    sampling_rate: float | None = None
+    details: tuple[tuple[str, DetailValue], ...] = ()
+
+    def __post_init__(self) -> None:
+        _text("name", self.name)
+        _text("mechanism", self.mechanism)
+        _text("scope", self.scope)
+        _text("step", self.step, empty_ok=True)
+        epsilon = _real("epsilon", self.epsilon)
+        if not (math.isfinite(epsilon) and epsilon > 0.0):
+            raise LedgerError(f"epsilon ({self.epsilon!r}) must be finite and > 0")
+        delta = _real("delta", self.delta)
+        if not 0.0 <= delta < 1.0:
+            raise LedgerError(f"delta ({self.delta!r}) must be in [0, 1)")
+        rate = None
+        if self.sampling_rate is not None:
+            rate = _real("sampling_rate", self.sampling_rate)
+            if not 0.0 < rate <= 1.0:
+                raise LedgerError(f"sampling_rate ({self.sampling_rate!r}) must be in (0, 1]")
+            if not rate > delta:
+                raise LedgerError(
+                    f"sampling_rate ({self.sampling_rate!r}) must be greater than delta "
+                    f"({self.delta!r}) for amplification by subsampling (δ < p)"
+                )
+        normalized = {
+            "epsilon": epsilon,
+            "delta": delta,
+            "sensitivity": _optional_nonnegative("sensitivity", self.sensitivity),
+            "noise_scale": _optional_nonnegative("noise_scale", self.noise_scale),
+            "sampling_rate": rate,
+            "details": _details(self.details),
+        }
+        for key, value in normalized.items():
+            object.__setattr__(self, key, value)
+
+    @property
+    def effective_epsilon(self) -> float:
+        """ε after amplification by subsampling (``epsilon`` when not subsampled)."""
+        return self._effective()[0]
+
+    @property
+    def effective_delta(self) -> float:
+        """δ after amplification by subsampling (``delta`` when not subsampled)."""
+        return self._effective()[1]
+
+    def _effective(self) -> tuple[float, float]:
+        if self.sampling_rate is None:
+            return self.epsilon, self.delta
+        return composition.amplify_by_subsampling(
+            epsilon=self.epsilon, delta=self.delta, rate=self.sampling_rate
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The event as JSON-ready data; :meth:`from_dict` inverts it exactly."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["details"] = [[k, v] for k, v in self.details]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PrivacyEvent:
+        """Rebuild an event from :meth:`to_dict` output.
+
+        Raises:
+            TypeError: ``d`` is not a mapping, or a field has the wrong kind of value.
+            LedgerError: ``d`` has unknown keys, lacks a required key, or a value is wrong.
+        """
+        if not isinstance(d, Mapping):
+            raise TypeError(f"event ({d!r}) must be a mapping")
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(d) - set(known))
+        if unknown:
+            raise LedgerError(f"event keys ({unknown!r}) must be among {known}")
+        missing = [k for k in ("name", "mechanism", "epsilon") if k not in d]
+        if missing:
+            raise LedgerError(f"event ({dict(d)!r}) must have keys {missing}")
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """An (ε, δ) total."""
+
+    epsilon: float
+    delta: float
+
+
+class Ledger:
+    """A run's privacy events, caps and accountant.
+
+    Composition semantics:
+
+    * Events are grouped by ``scope`` (the data they touched). Amplification by subsampling is
+      applied to each event first (``effective_epsilon``/``effective_delta``).
+    * A scope's own events compose with the accountant. ``"basic"``: sequential composition,
+      the sums of effective ε and δ. ``"advanced"``: Dwork–Roth Theorem 3.20 with k = number of
+      the scope's events, ε = their largest effective ε, δ = their largest effective δ, and
+      δ'' = ``delta_slack``. That is valid for heterogeneous events because an
+      (ε_i, δ_i)-DP step is also (max ε, max δ)-DP; each scope with events pays δ'' once.
+    * :meth:`declare_partition` splits a scope into disjoint parts. Each partition of a scope
+      contributes the parallel composition (the largest ε and the largest δ) of its parts'
+      totals, computed recursively, so partitions nest; that is added sequentially to the
+      scope's own total. A scope can have several partitions (e.g. by age and by region);
+      they add up.
+    * Scopes that are not a declared part are top-level and compose sequentially with each
+      other, which is conservative when they overlap.
+    * Basic totals are :func:`math.fsum` over all terms at once, so without partitions the
+      total is exactly the correctly rounded sum of the effective ε.
+
+    Caps: :meth:`spend` computes the total the event would produce under ``accountant`` and
+    raises :class:`BudgetExceededError` before recording if ε exceeds ``epsilon_cap`` or δ
+    exceeds ``delta_cap``, each with relative tolerance :data:`CAP_RELATIVE_TOLERANCE`
+    (1e-12) so that splitting a budget into fractions that sum to the cap is not refused
+    for float rounding.
+
+    Args:
+        epsilon_cap: the run's ε budget, finite and > 0, or ``None`` for an uncapped research
+            run (totals are still computed and logged).
+        delta_cap: the run's δ budget in [0, 1), or ``None`` for uncapped. Default 0: pure DP,
+            any δ > 0 is refused.
+        accountant: ``"basic"`` or ``"advanced"``; the one whose total is enforced.
+        delta_slack: δ'' in (0, 1) for the advanced accountant; required by ``"advanced"``,
+            optional with ``"basic"`` (then :meth:`totals_by_accountant` reports both).
+
+    Raises:
+        TypeError: an argument has the wrong kind of value.
+        LedgerError: an argument has a wrong value, or the advanced accountant's δ'' alone
+            exceeds ``delta_cap``.
+
+    Privacy:
+        The totals bound the whole run's privacy loss under add/remove-one neighbouring.
+        Sequential and advanced composition also hold for replace-one, but partitions and
+        subsampling do not as computed here: for replace-one data declare no partitions and
+        set no ``sampling_rate``. Advanced composition is looser than basic for few events
+        (at k = 1 its ε exceeds the event's ε).
+
+    References:
+        Dwork & Roth (2014), Theorems 3.16 and 3.20; McSherry (SIGMOD 2009), Theorem 4;
+        Bindschaedler, Shokri & Gunter (VLDB 2017), Appendix A; Liu & Talwar (STOC 2019) as
+        Hod & Canetti, Theorem 3.
+    """
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __init__(
+        self,
+        *,
+        epsilon_cap: float | None,
+        delta_cap: float | None = 0.0,
+        accountant: str = "basic",
+        delta_slack: float | None = None,
+    ) -> None:
+        if epsilon_cap is not None:
+            epsilon_cap = _real("epsilon_cap", epsilon_cap)
+            if not (math.isfinite(epsilon_cap) and epsilon_cap > 0.0):
+                raise LedgerError(
+                    f"epsilon_cap ({epsilon_cap!r}) must be finite and > 0, or None for uncapped"
+                )
+        if delta_cap is not None:
+            delta_cap = _real("delta_cap", delta_cap)
+            if not 0.0 <= delta_cap < 1.0:
+                raise LedgerError(f"delta_cap ({delta_cap!r}) must be in [0, 1), or None")
+        _text("accountant", accountant, empty_ok=True)
+        if accountant not in ACCOUNTANTS:
+            raise LedgerError(f"accountant ({accountant!r}) must be one of {list(ACCOUNTANTS)}")
+        if delta_slack is not None:
+            delta_slack = _real("delta_slack", delta_slack)
+            if not 0.0 < delta_slack < 1.0:
+                raise LedgerError(f"delta_slack ({delta_slack!r}) must be in (0, 1), or None")
+        if accountant == "advanced":
+            if delta_slack is None:
+                raise LedgerError(
+                    "delta_slack (None) must be set for the advanced accountant (its δ'')"
+                )
+            if delta_cap is not None and delta_slack > delta_cap:
+                raise LedgerError(
+                    f"delta_slack ({delta_slack!r}) must be <= delta_cap ({delta_cap!r}) with "
+                    "the advanced accountant, which adds δ'' to δ; lower delta_slack or raise "
+                    "[budget] delta in the spec"
+                )
+        self._epsilon_cap = epsilon_cap
+        self._delta_cap = delta_cap
+        self._accountant = accountant
+        self._delta_slack = delta_slack
+        self._partitions: list[tuple[str, tuple[str, ...]]] = []
+        self._events: list[PrivacyEvent] = []
+
+    # --- properties -------------------------------------------------------------------------
+
+    @property
+    def epsilon_cap(self) -> float | None:
+        """The ε cap, or ``None`` when uncapped."""
+        return self._epsilon_cap
+
+    @property
+    def delta_cap(self) -> float | None:
+        """The δ cap, or ``None`` when uncapped."""
+        return self._delta_cap
+
+    @property
+    def accountant(self) -> str:
+        """The accountant whose total is enforced."""
+        return self._accountant
+
+    @property
+    def delta_slack(self) -> float | None:
+        """δ'' of the advanced accountant, or ``None``."""
+        return self._delta_slack
+
+    @property
+    def partitions(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """Declared partitions as ``(parent, parts)``, in declaration order."""
+        return tuple(self._partitions)
+
+    @property
+    def events(self) -> tuple[PrivacyEvent, ...]:
+        """Recorded events, in order."""
+        return tuple(self._events)
+
+    # --- recording --------------------------------------------------------------------------
+
+    def declare_partition(self, parent: str, parts: Sequence[str]) -> None:
+        """Declare ``parts`` as disjoint subsets of scope ``parent`` (parallel composition).
+
+        Args:
+            parent: the scope split; it may have events, be a part itself, or be new.
+            parts: at least two distinct new scope names (not yet used by any event or
+                partition), so a partition is declared before anything is spent on its parts.
+
+        Raises:
+            TypeError: a name is not a str, or ``parts`` is not a sequence of names.
+            LedgerError: fewer than two parts, duplicates, or a part name already in use.
+
+        Privacy:
+            Declaring a partition asserts that every record of ``parent`` is in exactly one part
+            (add/remove-one neighbouring); a wrong declaration under-counts the budget.
+        """
+        _text("parent", parent)
+        if isinstance(parts, str) or not isinstance(parts, Sequence):
+            raise TypeError(f"parts ({parts!r}) must be a sequence of scope names")
+        for part in parts:
+            _text("part", part)
+        if len(parts) < 2:
+            raise LedgerError(f"parts ({list(parts)!r}) must name at least 2 scopes")
+        if len(set(parts)) != len(parts):
+            raise LedgerError(f"parts ({list(parts)!r}) must be distinct")
+        if parent in parts:
+            raise LedgerError(f"parts ({list(parts)!r}) must not contain the parent ({parent!r})")
+        known = self._scope_names()
+        used = [p for p in parts if p in known]
+        if used:
+            raise LedgerError(
+                f"parts ({used!r}) must be new scope names (not used by an event or an earlier "
+                "partition); declare partitions before spending on their parts"
+            )
+        self._partitions.append((parent, tuple(parts)))
+
+    def spend(self, event: PrivacyEvent) -> PrivacyEvent:
+        """Record ``event`` if the run stays within its caps, else raise without recording.
+
+        Args:
+            event: the step about to run.
+
+        Returns:
+            ``event``.
+
+        Raises:
+            TypeError: ``event`` is not a :class:`PrivacyEvent`.
+            BudgetExceededError: the total ε or δ under the enforced accountant would exceed
+                its cap (beyond the relative tolerance); nothing is recorded.
+
+        Privacy:
+            Call before the step runs, so a refused step never touches the data.
+        """
+        if not isinstance(event, PrivacyEvent):
+            raise TypeError(f"event ({event!r}) must be a PrivacyEvent")
+        after = self._total(self._events + [event], self._accountant)
+        label = f"step {event.step!r}" if event.step else f"event {event.name!r}"
+        where = (
+            f"{label} ({event.mechanism} {event.name!r} on scope {event.scope!r}) would bring the "
+            f"run's {self._accountant} total"
+        )
+        if self._over(after.epsilon, self._epsilon_cap):
+            raise BudgetExceededError(
+                f"{where} ε to {after.epsilon:.12g}, over the cap of {self._epsilon_cap:.12g}; "
+                "lower the step's ε or raise [budget] epsilon in the spec"
+            )
+        if self._over(after.delta, self._delta_cap):
+            raise BudgetExceededError(
+                f"{where} δ to {after.delta:.12g}, over the cap of {self._delta_cap:.12g}; "
+                "lower the step's δ (or use a pure-DP mechanism) or raise [budget] delta in "
+                "the spec"
+            )
+        self._events.append(event)
+        return event
+
+    def charge(
+        self,
+        *,
+        name: str,
+        mechanism: str,
+        epsilon: float,
+        delta: float = 0.0,
+        sensitivity: float | None = None,
+        noise_scale: float | None = None,
+        scope: str = "data",
+        step: str = "",
+        sampling_rate: float | None = None,
+        details: tuple[tuple[str, DetailValue], ...] = (),
+    ) -> PrivacyEvent:
+        """Build a :class:`PrivacyEvent` from the arguments and :meth:`spend` it."""
+        return self.spend(
+            PrivacyEvent(
+                name=name,
+                mechanism=mechanism,
+                epsilon=epsilon,
+                delta=delta,
+                sensitivity=sensitivity,
+                noise_scale=noise_scale,
+                scope=scope,
+                step=step,
+                sampling_rate=sampling_rate,
+                details=details,
+            )
+        )
+
+    def record_private_selection(
+        self,
+        *,
+        name: str,
+        epsilon1: float,
+        epsilon0: float,
+        gamma: float = 0.0,
+        steps: float = math.inf,
+        delta1: float = 0.0,
+        scope: str = "data",
+        step: str = "",
+    ) -> PrivacyEvent:
+        """Charge one private-selection-with-a-known-threshold search as a single event.
+
+        Args:
+            name: what the search selects, e.g. ``"release_candidate"``.
+            epsilon1: ε₁ of one iteration of the base mechanism (> 0, pure DP).
+            epsilon0: ε₀ in [0, 1], the price of the iteration cap.
+            gamma: γ in [0, 1], the per-failure probability of stopping with ⊥.
+            steps: the iteration cap T, a positive integer or :data:`math.inf`.
+            delta1: δ of the base mechanism; must be 0.
+            scope: the data the search touched.
+            step: the pipeline step that ran it.
+
+        Returns:
+            The recorded event: mechanism ``"private_selection_known_threshold"``, ε = 2ε₁+ε₀,
+            details ``epsilon1``, ``epsilon0``, ``gamma``, ``steps`` (``"inf"`` when infinite).
+
+        Raises:
+            TypeError: an argument has the wrong kind of value.
+            LedgerError: the parameters violate the theorem (the message names the minimum T).
+            BudgetExceededError: the search would exceed the cap; nothing is recorded.
+
+        Privacy:
+            (2ε₁ + ε₀)-DP for the whole search, however many iterations run, when the base
+            mechanism is ε₁-DP; same neighbouring relation as the base mechanism.
+
+        References:
+            Liu & Talwar (STOC 2019); Hod & Canetti, Theorem 3.
+        """
+        composition.validate_private_selection(steps=steps, gamma=gamma, epsilon0=epsilon0)
+        epsilon = composition.private_selection_known_threshold(
+            epsilon1=epsilon1, epsilon0=epsilon0, delta1=delta1
+        )
+        steps_detail: DetailValue = "inf" if steps == math.inf else int(steps)
+        return self.charge(
+            name=name,
+            mechanism="private_selection_known_threshold",
+            epsilon=epsilon,
+            scope=scope,
+            step=step,
+            details=(
+                ("epsilon1", float(epsilon1)),
+                ("epsilon0", float(epsilon0)),
+                ("gamma", float(gamma)),
+                ("steps", steps_detail),
+            ),
+        )
+
+    # --- planning and totals ----------------------------------------------------------------
+
+    def check_plan(self, events: Sequence[PrivacyEvent]) -> Budget:
+        """The total a fresh copy of this ledger reaches after spending ``events`` in order.
+
+        Events already recorded here are not counted; ``self`` is not changed.
+
+        Raises:
+            TypeError: an item is not a :class:`PrivacyEvent`.
+            BudgetExceededError: some event of the plan would exceed a cap.
+        """
+        trial = self.fresh()
+        for event in events:
+            trial.spend(event)
+        return trial.total()
+
+    def fresh(self) -> Ledger:
+        """A ledger with the same caps, accountant and partitions, and no events."""
+        copy = Ledger(
+            epsilon_cap=self._epsilon_cap,
+            delta_cap=self._delta_cap,
+            accountant=self._accountant,
+            delta_slack=self._delta_slack,
+        )
+        copy._partitions = list(self._partitions)
+        return copy
+
+    def total(self, accountant: str | None = None) -> Budget:
+        """The run's total under ``accountant`` (default: the enforced one).
+
+        Raises:
+            LedgerError: unknown accountant, or ``"advanced"`` without ``delta_slack``.
+        """
+        accountant = self._accountant if accountant is None else accountant
+        if accountant not in ACCOUNTANTS:
+            raise LedgerError(f"accountant ({accountant!r}) must be one of {list(ACCOUNTANTS)}")
+        if accountant == "advanced" and self._delta_slack is None:
+            raise LedgerError(
+                "delta_slack (None) must be set on the ledger for the advanced accountant"
+            )
+        return self._total(self._events, accountant)
+
+    def totals_by_accountant(self) -> dict[str, Budget]:
+        """Totals under ``"basic"`` and, when ``delta_slack`` is set, ``"advanced"``."""
+        names = ACCOUNTANTS if self._delta_slack is not None else ("basic",)
+        return {name: self._total(self._events, name) for name in names}
+
+    def _scope_names(self) -> set[str]:
+        names = {e.scope for e in self._events}
+        for parent, parts in self._partitions:
+            names.add(parent)
+            names.update(parts)
+        return names
+
+    def _total(self, events: Sequence[PrivacyEvent], accountant: str) -> Budget:
+        by_scope: dict[str, list[PrivacyEvent]] = {}
+        for event in events:
+            by_scope.setdefault(event.scope, []).append(event)
+        children: dict[str, list[tuple[str, ...]]] = {}
+        for parent, parts in self._partitions:
+            children.setdefault(parent, []).append(parts)
+        is_part = {p for _, parts in self._partitions for p in parts}
+
+        def terms(scope: str) -> tuple[list[float], list[float]]:
+            own = by_scope.get(scope, [])
+            if accountant == "basic":
+                eps = [e.effective_epsilon for e in own]
+                dels = [e.effective_delta for e in own]
+            elif own:
+                e, d = composition.advanced(
+                    epsilon=max(e.effective_epsilon for e in own),
+                    delta=max(e.effective_delta for e in own),
+                    k=len(own),
+                    delta_slack=self._delta_slack,  # type: ignore[arg-type]
+                )
+                eps, dels = [e], [d]
+            else:
+                eps, dels = [], []
+            for parts in children.get(scope, []):
+                pe, pd = composition.parallel([composition.sequential(*terms(p)) for p in parts])
+                eps.append(pe)
+                dels.append(pd)
+            return eps, dels
+
+        top = [s for s in dict.fromkeys([*by_scope, *children]) if s not in is_part]
+        all_eps: list[float] = []
+        all_dels: list[float] = []
+        for scope in top:
+            eps, dels = terms(scope)
+            all_eps += eps
+            all_dels += dels
+        return Budget(*composition.sequential(all_eps, all_dels))
+
+    @staticmethod
+    def _over(value: float, cap: float | None) -> bool:
+        return cap is not None and value > cap * (1.0 + CAP_RELATIVE_TOLERANCE)
+
+    # --- serialization and display ----------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """Caps, accountant, partitions and events as JSON-ready data."""
+        return {
+            "epsilon_cap": self._epsilon_cap,
+            "delta_cap": self._delta_cap,
+            "accountant": self._accountant,
+            "delta_slack": self._delta_slack,
+            "partitions": [{"parent": p, "parts": list(parts)} for p, parts in self._partitions],
+            "events": [e.to_dict() for e in self._events],
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """Strict JSON of :meth:`to_dict`; floats are written by ``repr`` and read back exactly."""
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False, ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Ledger:
+        """Rebuild a ledger from :meth:`to_dict` output, replaying partitions then events.
+
+        Raises:
+            TypeError: ``d`` or a part of it has the wrong kind of value.
+            LedgerError: unknown or missing keys, or a malformed event or partition.
+            BudgetExceededError: the recorded events exceed the recorded caps.
+        """
+        if not isinstance(d, Mapping):
+            raise TypeError(f"ledger ({d!r}) must be a mapping")
+        keys = ["epsilon_cap", "delta_cap", "accountant", "delta_slack", "partitions", "events"]
+        unknown = sorted(set(d) - set(keys))
+        if unknown:
+            raise LedgerError(f"ledger keys ({unknown!r}) must be among {keys}")
+        missing = [k for k in keys if k not in d]
+        if missing:
+            raise LedgerError(f"ledger ({sorted(d)!r}) must have keys {missing}")
+        ledger = cls(
+            epsilon_cap=d["epsilon_cap"],
+            delta_cap=d["delta_cap"],
+            accountant=d["accountant"],
+            delta_slack=d["delta_slack"],
+        )
+        for partition in d["partitions"]:
+            if not isinstance(partition, Mapping) or set(partition) != {"parent", "parts"}:
+                raise LedgerError(f"partition ({partition!r}) must have keys parent and parts")
+            ledger.declare_partition(partition["parent"], partition["parts"])
+        for event in d["events"]:
+            ledger.spend(PrivacyEvent.from_dict(event))
+        return ledger
+
+    @classmethod
+    def from_json(cls, text: str) -> Ledger:
+        """Inverse of :meth:`to_json`; see :meth:`from_dict`."""
+        return cls.from_dict(json.loads(text))
+
+    def render_table(self) -> str:
+        """A fixed-width plain-text table of the events, the totals and the caps."""
+        headers = [
+            "#", "step", "name", "mechanism", "scope", "ε", "δ", "sensitivity", "noise scale",
+            "effective ε",
+        ]
+        numeric = {0, 5, 6, 7, 8, 9}
+        rows = [
+            [
+                str(i),
+                e.step,
+                e.name,
+                e.mechanism,
+                e.scope,
+                _fmt(e.epsilon),
+                _fmt(e.delta),
+                _fmt(e.sensitivity),
+                _fmt(e.noise_scale),
+                _effective_cell(e),
+            ]
+            for i, e in enumerate(self._events, start=1)
+        ]
+        widths = [max(len(r[c]) for r in [headers, *rows]) for c in range(len(headers))]
+
+        def line(cells: list[str]) -> str:
+            return "  ".join(
+                cell.rjust(w) if c in numeric else cell.ljust(w)
+                for c, (cell, w) in enumerate(zip(cells, widths))
+            ).rstrip()
+
+        out = [line(headers), "  ".join("-" * w for w in widths)]
+        out += [line(r) for r in rows] or ["(no events)"]
+        out += [f"partition {p}: {' | '.join(parts)}" for p, parts in self._partitions]
+        for name, budget in self.totals_by_accountant().items():
+            label = name if name == "basic" else f"{name}, δ''={self._delta_slack:.6g}"
+            enforced = ", enforced" if name == self._accountant else ""
+            out.append(
+                f"total ({label}{enforced}): ε = {budget.epsilon:.6g}, δ = {budget.delta:.6g}"
+            )
+        eps_cap = "none" if self._epsilon_cap is None else f"{self._epsilon_cap:.6g}"
+        delta_cap = "none" if self._delta_cap is None else f"{self._delta_cap:.6g}"
+        out.append(f"cap: ε = {eps_cap}, δ = {delta_cap}")
+        return "\n".join(out)
+
+    # --- dunder -----------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Ledger):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    def __repr__(self) -> str:
+        return (
+            f"Ledger(epsilon_cap={self._epsilon_cap!r}, delta_cap={self._delta_cap!r}, "
+            f"accountant={self._accountant!r}, delta_slack={self._delta_slack!r}, "
+            f"events={len(self._events)})"
+        )

@@ -1,0 +1,223 @@
+"""Workloads and dataset generators, registered by name.
+
+A mechanism issue adds a workload by defining a :class:`Workload` subclass in its own module
+decorated with :func:`register_workload` and listing the module in ``BUILTIN_MODULES``; the
+runner never changes. Third-party packages register through the ``privlab.workloads`` entry
+point group (each entry point names a module to import).
+
+Three execution patterns exist (see :mod:`privlab.platform.execution`):
+
+* ``grid`` — each repetition of a configuration is one task (heavy units of work);
+* ``trials`` — up to millions of cheap trials per configuration, batched into tasks;
+* ``actor_pool`` — actors hold a large read-only state put once in the object store and
+  consume a stream of work items with backpressure; outputs come back in item order.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import enum
+import importlib
+import importlib.metadata
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from privlab.platform.errors import RegistryError, SpecError
+from privlab.platform.ledger import Ledger, PrivacyEvent
+
+BUILTIN_MODULES: tuple[str, ...] = (
+    "privlab.platform.workloads.quickstart",
+    "privlab.platform.workloads.testing",
+)
+ENTRY_POINT_GROUP = "privlab.workloads"
+
+
+class Pattern(enum.StrEnum):
+    GRID = "grid"
+    TRIALS = "trials"
+    ACTOR_POOL = "actor_pool"
+
+
+class MetricKind(enum.StrEnum):
+    VALUE = "value"  # a real number: mean, sd, 95% CI of the mean, min, max, quantiles
+    RATE = "rate"  # a 0/1 outcome: rate with a 95% Wilson interval
+
+
+class Workload(abc.ABC):
+    """What a study computes for one configuration.
+
+    Subclasses set ``name``, ``pattern``, ``Params`` (a frozen keyword-only dataclass
+    validated in ``__post_init__``) and ``metrics``; grid and trials workloads implement
+    :meth:`run_trial`, actor-pool workloads implement :class:`ActorPoolWorkload`'s methods.
+    """
+
+    name: ClassVar[str]
+    pattern: ClassVar[Pattern]
+    Params: ClassVar[type]
+    metrics: ClassVar[Mapping[str, MetricKind]]
+    #: Metrics computed from the aggregated ones by :meth:`derive` (names only, for specs).
+    derived_metrics: ClassVar[tuple[str, ...]] = ()
+    #: True when each trial receives a freshly generated dataset from the spec's generator.
+    uses_dataset: ClassVar[bool] = False
+
+    def plan(self, params: Any) -> list[PrivacyEvent]:
+        """The DP steps one trial will charge, in order (checked against the budget up front
+        and against what every trial actually charged). Empty for non-private workloads."""
+        return []
+
+    def derive(self, params: Any, summary: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+        """Metrics computed from the aggregated summary (e.g. an empirical ε from two rates)."""
+        return {}
+
+    def run_trial(
+        self, params: Any, *, data: pd.DataFrame | None, rng: np.random.Generator, ledger: Ledger
+    ) -> Mapping[str, float]:
+        """One trial (or repetition): returns one value per metric."""
+        raise NotImplementedError(f"workload {self.name!r} does not implement run_trial")
+
+
+class ActorPoolWorkload(Workload):
+    """A workload whose items are processed by actors that share a large read-only state."""
+
+    pattern = Pattern.ACTOR_POOL
+
+    @abc.abstractmethod
+    def item_count(self, params: Any) -> int:
+        """How many work items the configuration streams (for progress and resume)."""
+
+    @abc.abstractmethod
+    def build_state(self, params: Any, *, data: pd.DataFrame | None, rng: np.random.Generator) -> Any:
+        """The read-only state (put once in the object store and shared by every actor)."""
+
+    @abc.abstractmethod
+    def items(self, params: Any, *, rng: np.random.Generator) -> Iterator[Any]:
+        """The stream of work items, produced lazily on the driver in a fixed order."""
+
+    @abc.abstractmethod
+    def process(self, state: Any, item: Any, *, rng: np.random.Generator) -> Mapping[str, np.ndarray]:
+        """Process one item; returns per-record arrays, one per metric, of equal length."""
+
+
+_WORKLOADS: dict[str, type[Workload]] = {}
+_GENERATORS: dict[str, DatasetGenerator] = {}
+_loaded = False
+
+
+def register_workload(cls: type[Workload]) -> type[Workload]:
+    """Class decorator: register ``cls`` under ``cls.name`` (names are unique)."""
+    for attribute in ("name", "pattern", "Params", "metrics"):
+        if not hasattr(cls, attribute):
+            raise TypeError(f"workload {cls.__qualname__} must define {attribute!r}")
+    if not (dataclasses.is_dataclass(cls.Params) and cls.Params.__dataclass_params__.frozen):
+        raise TypeError(f"{cls.__qualname__}.Params must be a frozen dataclass")
+    existing = _WORKLOADS.get(cls.name)
+    if existing is not None and existing.__qualname__ != cls.__qualname__:
+        raise RegistryError(f"workload name {cls.name!r} is already registered by {existing}")
+    _WORKLOADS[cls.name] = cls
+    return cls
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetGenerator:
+    """A named synthetic-data generator: ``generate(params, rng) -> DataFrame``."""
+
+    name: str
+    Params: type
+    generate: Callable[[Any, np.random.Generator], pd.DataFrame]
+
+
+def register_dataset_generator(
+    name: str, params_type: type
+) -> Callable[[Callable[[Any, np.random.Generator], pd.DataFrame]], Callable[..., pd.DataFrame]]:
+    """Decorator registering a dataset generator with its frozen parameter dataclass."""
+
+    def decorate(fn: Callable[[Any, np.random.Generator], pd.DataFrame]) -> Callable[..., pd.DataFrame]:
+        _GENERATORS[name] = DatasetGenerator(name=name, Params=params_type, generate=fn)
+        return fn
+
+    return decorate
+
+
+def _load_builtins() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for module in BUILTIN_MODULES:
+        importlib.import_module(module)
+    for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        importlib.import_module(entry_point.value)
+
+
+def get_workload(name: str) -> Workload:
+    """A fresh instance of the workload registered as ``name``."""
+    _load_builtins()
+    try:
+        return _WORKLOADS[name]()
+    except KeyError:
+        raise RegistryError(
+            f"unknown workload {name!r}; registered workloads: {', '.join(workload_names())}"
+        ) from None
+
+
+def workload_names() -> list[str]:
+    _load_builtins()
+    return sorted(_WORKLOADS)
+
+
+def get_dataset_generator(name: str) -> DatasetGenerator:
+    _load_builtins()
+    try:
+        return _GENERATORS[name]
+    except KeyError:
+        raise RegistryError(
+            f"unknown dataset generator {name!r}; registered generators: "
+            f"{', '.join(sorted(_GENERATORS))}"
+        ) from None
+
+
+def build_params(params_type: type, values: Mapping[str, Any], *, where: str) -> Any:
+    """Construct a frozen parameter dataclass, turning every problem into a SpecError.
+
+    ``where`` names the spec location (e.g. ``study 'laplace' params``) for the message.
+    """
+    fields = {f.name: f for f in dataclasses.fields(params_type)}
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise SpecError(
+            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
+            f"allowed keys: {', '.join(sorted(fields))}"
+        )
+    missing = sorted(
+        name
+        for name, f in fields.items()
+        if name not in values
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    )
+    if missing:
+        raise SpecError(f"{where}: missing required key(s) {', '.join(map(repr, missing))}")
+    try:
+        return params_type(**values)
+    except (TypeError, ValueError) as error:
+        raise SpecError(f"{where}: {error}") from None
+
+
+def params_dict(params: Any) -> dict[str, Any]:
+    """A parameter dataclass as a plain dict (for logging and keys)."""
+    return dataclasses.asdict(params)
+
+
+def check_metric_names(workload: Workload, requested: Sequence[str], *, where: str) -> tuple[str, ...]:
+    allowed = list(workload.metrics) + list(workload.derived_metrics)
+    unknown = [m for m in requested if m not in allowed]
+    if unknown:
+        raise SpecError(
+            f"{where}: unknown metric(s) {', '.join(map(repr, unknown))} for workload "
+            f"{workload.name!r}; allowed metrics: {', '.join(allowed)}"
+        )
+    return tuple(requested) if requested else tuple(allowed)

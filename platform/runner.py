@@ -1,0 +1,575 @@
+"""The driver of ``privlab run``: schedules units, merges results, logs, checkpoints, resumes.
+
+Flow: validate the spec (done before this module is reached) → open the tracking store and
+create the experiment (driver only, before any worker starts) → start or resume the parent
+run → start the backend → load file datasets once and put them in the object store → stream
+units with bounded in-flight work (backpressure) → merge each result into its
+configuration's aggregate → when a configuration completes, log its child run (one batch)
+→ checkpoint every ``checkpoint_interval_s`` and on Ctrl-C → log the parent's tables,
+plots and summary.
+
+Batch sizing is adaptive (a short pilot batch, then batches sized to take about
+``target_task_seconds``) and never changes results, because aggregation is exact and
+order-free (:mod:`privlab.platform.aggregation`) and every trial has its own seed.
+
+Privacy accounting: each configuration is one candidate release, so its ledger is the plan
+of one trial checked against the ``[budget]`` cap before any work; the run's ``eps_total``
+is the largest configuration total (configurations are alternatives, not compositions).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+import io
+import json
+import logging
+import math
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from privlab.platform import registry
+from privlab.platform.aggregation import ConfigAggregate
+from privlab.platform.backends import make_backend
+from privlab.platform.datasets import FileDataset, GeneratedDataset
+from privlab.platform.errors import ExecutionError, PrivlabError
+from privlab.platform.ledger import Ledger
+from privlab.platform.progress import Progress
+from privlab.platform.registry import MetricKind, Pattern
+from privlab.platform.seeding import fresh_root_seed
+from privlab.platform.spec import Configuration, ExperimentSpec
+from privlab.platform.tracking import CONFIG_TAG, KIND_TAG, Tracker
+from privlab.platform.units import UnitContext, build_pool_state, iterate_items
+
+log = logging.getLogger(__name__)
+
+PILOT_UNITS = 4
+CHECKPOINT_PATH = "checkpoint/checkpoint.json"
+RESULT_PATH = "result.json"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    workers: int | None = None
+    address: str | None = None
+    serial: bool = False  # run in this process without Ray (reference and debugging)
+    tracking_uri: str | None = None
+    resume: str | None = None
+    progress: bool = True
+    stop_after_units: int | None = None  # stop cleanly (resumable) after this many results
+
+
+class RunInterrupted(PrivlabError):
+    """The run stopped before finishing (Ctrl-C or ``stop_after_units``); it can be resumed."""
+
+    def __init__(self, run_id: str, message: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+
+
+@dataclasses.dataclass
+class _ConfigState:
+    config: Configuration
+    context: UnitContext
+    aggregate: ConfigAggregate
+    ledger: Ledger
+    data_ref: Any = None
+    started: float | None = None
+    finished: bool = False
+    cursor: list[tuple[int, int]] = dataclasses.field(default_factory=list)  # ranges still to submit
+
+
+def run_experiment(spec: ExperimentSpec, options: RunOptions) -> dict[str, Any]:
+    """Run every configuration of ``spec``; returns the run summary (see ``--summary-json``)."""
+    return _Driver(spec, options).run()
+
+
+class _Driver:
+    def __init__(self, spec: ExperimentSpec, options: RunOptions) -> None:
+        self.spec = spec
+        self.options = options
+        self.tracker = Tracker(options.tracking_uri or spec.tracking.uri)
+        self.results: dict[str, dict[str, Any]] = {}
+        self.timing: dict[str, dict[str, float]] = {}
+        self.states: dict[str, _ConfigState] = {}
+        self.units_seen = 0
+        self.last_checkpoint = time.perf_counter()
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        spec, options = self.spec, self.options
+        began = time.perf_counter()
+        experiment_id = self.tracker.experiment_id(spec.tracking.experiment, create=True)
+        checkpoint = self._open_parent(experiment_id)
+        status = "FAILED"
+        backend = None
+        try:
+            backend = self.backend = make_backend(
+                serial=options.serial, address=options.address, workers=options.workers,
+                max_retries=spec.execution.max_retries,
+            )
+            self.tracker.log_batch(
+                self.run_id,
+                tags={"privlab.workers": str(backend.workers), "privlab.ray_nodes": str(backend.nodes),
+                      "privlab.backend": backend.name},
+            )
+            self._prepare(checkpoint)
+            self.progress = Progress(
+                sum(s.config.units for s in self.states.values()), label="units", enabled=options.progress
+            )
+            self.progress.configs_total = len(spec.configurations)
+            self.progress.resume_from(sum(s.aggregate.done.covered() for s in self.states.values()))
+            self.progress.update(configs_done=len(self.results), force=True)
+            self._run_units()
+            self._run_pools()
+            self.progress.close()
+            summary = self._finish_parent(time.perf_counter() - began)
+            status = "FINISHED"
+            return summary
+        except (KeyboardInterrupt, RunInterrupted) as interrupt:
+            status = "KILLED"
+            self._checkpoint(force=True)
+            self.tracker.log_batch(self.run_id, tags={"privlab.status": "interrupted", "privlab.resumable": "true"})
+            if isinstance(interrupt, RunInterrupted):
+                raise
+            raise RunInterrupted(self.run_id, "interrupted") from None
+        except BaseException:
+            self._checkpoint(force=True)
+            raise
+        finally:
+            if backend is not None:
+                backend.shutdown()
+            self.tracker.finish(self.run_id, status)
+
+    def _open_parent(self, experiment_id: str) -> dict[str, Any] | None:
+        spec, options = self.spec, self.options
+        self.experiment_id = experiment_id
+        if options.resume:
+            run = self.tracker.get_run(options.resume)
+            tags = run.data.tags
+            if tags.get(KIND_TAG) != "parent":
+                raise ExecutionError(f"run {options.resume} is not a privlab parent run; resume the id `privlab run` printed")
+            if tags.get("privlab.spec_sha256") != spec.sha256:
+                raise ExecutionError(
+                    f"run {options.resume} was started from a different spec (or different --set values); "
+                    "resume with exactly the same spec and overrides, or start a new run"
+                )
+            self.run_id = options.resume
+            self.root_seed = int(tags["privlab.root_seed"])
+            self.tracker.client.update_run(self.run_id, status="RUNNING")
+            text = self.tracker.read_text(self.run_id, CHECKPOINT_PATH)
+            checkpoint = json.loads(text) if text else None
+            for child in self.tracker.child_runs(experiment_id, self.run_id):
+                if child.info.status != "FINISHED":
+                    continue
+                result = self.tracker.read_text(child.info.run_id, RESULT_PATH)
+                if result:
+                    entry = json.loads(result)
+                    self.results[entry["id"]] = entry
+            return checkpoint
+        self.root_seed = spec.seed if spec.seed is not None else fresh_root_seed()
+        try:
+            version = importlib.metadata.version("privlab")
+        except importlib.metadata.PackageNotFoundError:
+            version = "unknown"
+        tags = {
+            KIND_TAG: "parent",
+            "privlab.version": version,
+            "privlab.git_commit": _git_commit(spec.source),
+            "privlab.root_seed": str(self.root_seed),
+            "privlab.mode": spec.mode,
+            "privlab.spec_name": spec.name,
+            "privlab.spec_sha256": spec.sha256,
+            "privlab.status": "running",
+            "mlflow.note.content": spec.description,
+        }
+        params = {
+            "spec": spec.name,
+            "seed": self.root_seed,
+            "studies": ",".join(s.name for s in spec.studies),
+            "configurations": len(spec.configurations),
+            "budget.epsilon": spec.budget.epsilon if spec.budget else "uncapped",
+        }
+        self.run_id = self.tracker.start_run(experiment_id, name=f"{spec.name}", params=params, tags=tags)
+        if spec.tracking.artifacts:
+            self.tracker.log_texts(self.run_id, {"spec.json": json.dumps(spec.document, indent=2, default=str),
+                                                 "spec.toml": spec.source.read_text()})
+        return None
+
+    # -- preparation ---------------------------------------------------------------------
+    def _prepare(self, checkpoint: dict[str, Any] | None) -> None:
+        spec = self.spec
+        partial = (checkpoint or {}).get("partial", {})
+        file_refs: dict[str, Any] = {}
+        for config in spec.configurations:
+            if config.id in self.results:
+                continue
+            study = spec.study(config.study)
+            workload = registry.get_workload(config.workload)
+            ledger = spec.new_ledger()
+            for event in workload.plan(registry.build_params(workload.Params, config.params, where=config.id)):
+                ledger.spend(event)
+            context = UnitContext(
+                config_id=config.id,
+                workload=config.workload,
+                params=config.params,
+                dataset=study.dataset if isinstance(study.dataset, GeneratedDataset) else None,
+                dataset_params=config.dataset_params,
+                metric_kinds=dict(workload.metrics),
+                root_seed=self.root_seed,
+                study_key=config.study_key,
+                config_key=config.config_key,
+                ledger_template=ledger.fresh(),
+            )
+            aggregate = (
+                ConfigAggregate.from_state(partial[config.id]) if config.id in partial else context.empty_aggregate()
+            )
+            state = _ConfigState(config=config, context=context, aggregate=aggregate, ledger=ledger)
+            if isinstance(study.dataset, FileDataset):
+                if study.name not in file_refs:
+                    file_refs[study.name] = self.backend.put(study.dataset.load())
+                state.data_ref = file_refs[study.name]
+            state.cursor = aggregate.done.missing(config.units)
+            self.states[config.id] = state
+
+    # -- grid and trials -------------------------------------------------------------------
+    def _run_units(self) -> None:
+        pending = [s for s in self.states.values() if registry.get_workload(s.config.workload).pattern is not Pattern.ACTOR_POOL]
+        seconds_per_unit: dict[str, float] = {}
+        capacity = self.backend.workers * self.spec.execution.max_in_flight_per_worker
+        in_flight: dict[Any, tuple[_ConfigState, int, int]] = {}
+        queue = list(pending)
+        pilots: dict[str, int] = {}
+
+        def next_unit() -> tuple[_ConfigState, int, int] | None:
+            while queue:
+                state = queue[0]
+                if not state.cursor:
+                    queue.pop(0)
+                    continue
+                start, stop = state.cursor[0]
+                size = self._batch_size(state, seconds_per_unit, pilots, queue)
+                if size is None:
+                    return None
+                end = min(stop, start + size)
+                if end == stop:
+                    state.cursor.pop(0)
+                else:
+                    state.cursor[0] = (end, stop)
+                return state, start, end
+            return None
+
+        for state in pending:
+            self._maybe_complete(state)
+        try:
+            while True:
+                while len(in_flight) < capacity:
+                    unit = next_unit()
+                    if unit is None:
+                        break
+                    state, start, end = unit
+                    if state.started is None:
+                        state.started = time.perf_counter()
+                    handle = self.backend.submit_trials(state.context, start, end, state.data_ref)
+                    in_flight[handle] = unit
+                if not in_flight:
+                    break
+                for handle in self.backend.wait(list(in_flight), timeout=1.0):
+                    state, start, end = in_flight.pop(handle)
+                    try:
+                        result = self.backend.result(handle)
+                    except PrivlabError:
+                        raise
+                    except Exception as error:
+                        raise ExecutionError(
+                            f"{state.config.id} units [{start}, {end}) failed: {type(error).__name__}: {error}"
+                        ) from error
+                    study = state.config.study
+                    measured = max(result.compute_seconds / max(end - start, 1), 1e-7)
+                    seconds_per_unit[study] = measured if study not in seconds_per_unit else 0.5 * (seconds_per_unit[study] + measured)
+                    state.aggregate.merge(result)
+                    self._after_result(state, end - start)
+                self._checkpoint()
+        finally:
+            self.backend.cancel(list(in_flight))
+            for handle, (state, start, end) in in_flight.items():
+                # Units that did not come back are submitted again on resume.
+                state.cursor.insert(0, (start, end))
+
+    def _batch_size(self, state: _ConfigState, spu: dict[str, float], pilots: dict[str, int], queue: list[_ConfigState]) -> int | None:
+        execution = self.spec.execution
+        if execution.batch_size is not None:
+            return execution.batch_size
+        study = state.config.study
+        if study not in spu:
+            # Pilot batches measure the cost of a unit; at most one per worker until one returns.
+            if pilots.get(study, 0) >= self.backend.workers:
+                return None
+            pilots[study] = pilots.get(study, 0) + 1
+            return PILOT_UNITS
+        size = max(1, int(execution.target_task_seconds / spu[study]))
+        remaining = sum(b - a for s in queue for a, b in s.cursor)
+        balance = max(1, math.ceil(remaining / (self.backend.workers * 4)))
+        return min(size, balance)
+
+    def _after_result(self, state: _ConfigState, units: int) -> None:
+        self.units_seen += 1
+        self.progress.update(units)
+        self._maybe_complete(state)
+        limit = self.options.stop_after_units
+        if limit is not None and self.units_seen >= limit:
+            raise RunInterrupted(self.run_id, f"stopped after {limit} units as asked")
+
+    def _maybe_complete(self, state: _ConfigState) -> None:
+        if state.finished or state.aggregate.done.covered() < state.config.units:
+            return
+        state.finished = True
+        self._log_configuration(state)
+        self.progress.update(configs_done=len(self.results), force=True)
+
+    # -- actor pool ---------------------------------------------------------------------
+    def _run_pools(self) -> None:
+        for state in self.states.values():
+            if state.finished or registry.get_workload(state.config.workload).pattern is not Pattern.ACTOR_POOL:
+                continue
+            self._run_pool(state)
+
+    def _run_pool(self, state: _ConfigState) -> None:
+        backend, context = self.backend, state.context
+        state.started = time.perf_counter()
+        data = None
+        if state.data_ref is not None:
+            data = state.data_ref if self.options.serial else _ray_get(state.data_ref)
+        state_ref = backend.put(build_pool_state(context, data))
+        actors = backend.create_pool(backend.workers)
+        per_actor = self.spec.execution.max_in_flight_per_worker
+        load = {i: 0 for i in range(len(actors))}
+        done_items = state.aggregate.done.covered()
+        next_emit = done_items
+        offset = int(max((acc.count for acc in state.aggregate.metrics.values()), default=0))
+        items = iterate_items(context)
+        for _ in range(done_items):  # the stream is deterministic: skip what is already merged
+            next(items)
+        index = done_items
+        exhausted = index >= state.config.units
+        in_flight: dict[Any, int] = {}
+        buffer: dict[int, tuple[dict[str, Any], float]] = {}
+        try:
+            while True:
+                while not exhausted:
+                    actor_id = min(load, key=load.__getitem__)
+                    if load[actor_id] >= per_actor:
+                        break
+                    try:
+                        item = next(items)
+                    except StopIteration:
+                        exhausted = True
+                        break
+                    handle = backend.submit_item(actors[actor_id], context, state_ref, item, index)
+                    in_flight[handle] = actor_id
+                    load[actor_id] += 1
+                    index += 1
+                    exhausted = exhausted or index >= state.config.units
+                if not in_flight:
+                    break
+                for handle in backend.wait(list(in_flight), timeout=1.0):
+                    actor_id = in_flight.pop(handle)
+                    load[actor_id] -= 1
+                    item_index, arrays, seconds = backend.result(handle)
+                    buffer[item_index] = (arrays, seconds)
+                while next_emit in buffer:  # emit in item order, whatever order they finished in
+                    arrays, seconds = buffer.pop(next_emit)
+                    length = len(next(iter(arrays.values()))) if arrays else 0
+                    state.aggregate.add_batch(arrays, offset + np_arange(length))
+                    state.aggregate.done.add(next_emit, next_emit + 1)
+                    state.aggregate.compute_seconds += seconds
+                    offset += length
+                    next_emit += 1
+                    self._after_result(state, 1)
+                self._checkpoint()
+        finally:
+            backend.cancel(list(in_flight))
+            backend.release_pool(actors)
+        if next_emit != state.config.units:
+            raise ExecutionError(
+                f"{state.config.id}: the workload's item stream yielded {next_emit} items but item_count() "
+                f"declared {state.config.units}"
+            )
+
+    # -- logging -------------------------------------------------------------------------
+    def _log_configuration(self, state: _ConfigState) -> None:
+        config = state.config
+        study = self.spec.study(config.study)
+        workload = registry.get_workload(config.workload)
+        summary = state.aggregate.summary()
+        params = registry.build_params(workload.Params, config.params, where=config.id)
+        derived = workload.derive(params, summary)
+        metrics = flatten_metrics(summary, workload.metrics, study.metrics, derived)
+        totals = state.ledger.total()
+        metrics["eps_total"] = totals.epsilon
+        metrics["delta_total"] = totals.delta
+        for i, event in enumerate(state.ledger.events):
+            metrics[f"eps_step_{i:02d}_{_metric_safe(event.name)}"] = event.effective_epsilon
+        entry = {
+            "id": config.id,
+            "study": config.study,
+            "workload": config.workload,
+            "label": config.label(),
+            "units": config.units,
+            "params": config.flat_params(),
+            "grid_point": config.grid_point,
+            "metrics": metrics,
+            "ledger": json.loads(state.ledger.to_json()),
+        }
+        wall = time.perf_counter() - (state.started or time.perf_counter())
+        timing = {"wall_seconds": wall, "compute_seconds": state.aggregate.compute_seconds}
+        child = self.tracker.start_run(
+            self.experiment_id,
+            name=config.label()[:250],
+            params=config.flat_params() | {"workload": config.workload, "study": config.study, "units": config.units},
+            tags={
+                KIND_TAG: "configuration", CONFIG_TAG: config.id, "privlab.study": config.study,
+                "privlab.workload": config.workload, "privlab.root_seed": str(self.root_seed),
+                "privlab.mode": self.spec.mode,
+            },
+            parent_id=self.run_id,
+        )
+        self.tracker.log_batch(child, metrics=metrics | {f"timing_{k}": v for k, v in timing.items()})
+        files: dict[str, str | bytes] = {RESULT_PATH: json.dumps(entry, indent=2, default=str)}
+        if self.spec.tracking.artifacts:
+            files["ledger.json"] = state.ledger.to_json()
+            files["ledger.txt"] = state.ledger.render_table()
+            reservoirs = {name: acc.reservoir() for name, acc in state.aggregate.metrics.items() if acc.count}
+            if reservoirs:
+                files["reservoir.parquet"] = _parquet_bytes(pd.DataFrame({k: pd.Series(v) for k, v in reservoirs.items()}))
+        self.tracker.log_texts(child, files)
+        self.tracker.finish(child)
+        self.results[config.id] = entry
+        self.timing[config.id] = timing
+
+    def _finish_parent(self, wall_seconds: float) -> dict[str, Any]:
+        spec = self.spec
+        ordered = [self.results[c.id] for c in spec.configurations]
+        epsilons = [e["metrics"]["eps_total"] for e in ordered]
+        deltas = [e["metrics"]["delta_total"] for e in ordered]
+        summary = {
+            "run_id": self.run_id,
+            "experiment": spec.tracking.experiment,
+            "spec": spec.name,
+            "spec_sha256": spec.sha256,
+            "root_seed": self.root_seed,
+            "mode": spec.mode,
+            "epsilon_total": max(epsilons, default=0.0),
+            "delta_total": max(deltas, default=0.0),
+            "budget": dataclasses.asdict(spec.budget) if spec.budget else None,
+            "configurations": ordered,
+            "timing": {
+                "wall_seconds": wall_seconds,
+                "workers": self.backend.workers,
+                "ray_nodes": self.backend.nodes,
+                "backend": self.backend.name,
+                "configurations": self.timing,
+            },
+        }
+        table = results_table(ordered)
+        self.tracker.log_batch(
+            self.run_id,
+            metrics={"eps_total": summary["epsilon_total"], "delta_total": summary["delta_total"],
+                     "configurations_done": float(len(ordered)), "timing_wall_seconds": wall_seconds},
+            tags={"privlab.status": "complete", "privlab.resumable": "false"},
+        )
+        files: dict[str, str | bytes] = {"summary.json": json.dumps(summary, indent=2, default=str)}
+        if spec.tracking.artifacts:
+            files["results.parquet"] = _parquet_bytes(table)
+            files["results.csv"] = table.to_csv(index=False)
+        if spec.tracking.artifacts and spec.tracking.plots:
+            from privlab.platform.plots import study_plots
+
+            for name, png in study_plots(spec, ordered).items():
+                files[f"plots/{name}"] = png
+        self.tracker.log_texts(self.run_id, files)
+        return summary
+
+    def _checkpoint(self, *, force: bool = False) -> None:
+        interval = self.spec.tracking.checkpoint_interval_s
+        now = time.perf_counter()
+        if not force and now - self.last_checkpoint < interval:
+            return
+        self.last_checkpoint = now
+        partial = {
+            cid: s.aggregate.state() for cid, s in self.states.items()
+            if not s.finished and s.aggregate.done.covered() > 0
+        }
+        payload = {"spec_sha256": self.spec.sha256, "root_seed": self.root_seed, "partial": partial,
+                   "completed": sorted(self.results)}
+        self.tracker.log_texts(self.run_id, {CHECKPOINT_PATH: json.dumps(payload)})
+
+
+def np_arange(length: int) -> Any:
+    import numpy as np
+
+    return np.arange(length, dtype=np.int64)
+
+
+def _ray_get(ref: Any) -> Any:
+    import ray
+
+    return ray.get(ref)
+
+
+def flatten_metrics(
+    summary: Mapping[str, Mapping[str, float]],
+    kinds: Mapping[str, MetricKind],
+    selected: tuple[str, ...],
+    derived: Mapping[str, float],
+) -> dict[str, float]:
+    """``{metric}_{statistic}`` for the selected aggregated metrics, plus derived metrics."""
+    flat: dict[str, float] = {}
+    for name in selected:
+        if name in summary:
+            for statistic, value in summary[name].items():
+                flat[f"{name}_{statistic}"] = float(value)
+        elif name in derived:
+            flat[name] = float(derived[name])
+    return flat
+
+
+def results_table(entries: list[Mapping[str, Any]]) -> pd.DataFrame:
+    rows = []
+    for entry in entries:
+        row = {"config_id": entry["id"], "study": entry["study"], "workload": entry["workload"]}
+        row.update({k: (v if isinstance(v, (int, float, str)) else json.dumps(v)) for k, v in entry["params"].items()})
+        row.update(entry["metrics"])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _parquet_bytes(frame: pd.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), buffer)
+    return buffer.getvalue()
+
+
+def _metric_safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "_-./ " else "_" for c in name)
+
+
+def _git_commit(source: Path) -> str:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(source.resolve().parent), "rev-parse", "HEAD"],
+            capture_output=True, text=True, timeout=5, check=False,
+        )
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+ProgressCallback = Callable[[int], None]

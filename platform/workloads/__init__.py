@@ -1,0 +1,1 @@
+"""Built-in workloads (the quickstart studies); each module registers itself on import."""

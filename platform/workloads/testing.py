@@ -1,0 +1,142 @@
+"""Diagnostic workloads for benchmarks and platform tests (no privacy claims of their own
+except ``column_mean``, which is an ordinary ε-DP mean of a file column).
+
+* ``cpu_burn`` (trials): a deterministic CPU-bound trial of a few milliseconds (a numpy sort
+  on one core), for measuring scheduling overhead and scaling;
+* ``column_mean`` (grid): the Laplace mean of one column of a file dataset, with the column's
+  public bounds given as parameters (checks the file-dataset path and the object store);
+* ``crash_once`` (trials): kills its Ray worker process during the first trial it runs (a marker file records that it happened), to show that a retried task gives the same
+  result. It never kills a process that is not a Ray worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from privlab.mechanisms.basic.laplace import laplace_mechanism
+from privlab.platform.ledger import Ledger, PrivacyEvent
+from privlab.platform.randomness import SeededSource
+from privlab.platform.registry import MetricKind, Pattern, Workload, register_workload
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BurnParams:
+    size: int = 20_000  # elements sorted per trial (≈1.5 ms here)
+    sorts: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("size", "sorts"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} ({value!r}) must be an integer ≥ 1")
+
+
+@register_workload
+class CpuBurn(Workload):
+    name = "cpu_burn"
+    pattern = Pattern.TRIALS
+    Params = BurnParams
+    metrics = {"median": MetricKind.VALUE}
+
+    def run_trial(self, params: BurnParams, *, data: pd.DataFrame | None, rng: np.random.Generator,
+                  ledger: Ledger) -> Mapping[str, float]:
+        return {"median": burn(params, rng)}
+
+
+def burn(params: BurnParams, rng: np.random.Generator) -> float:
+    value = 0.0
+    for _ in range(params.sorts):
+        value += float(np.sort(rng.random(params.size))[params.size // 2])
+    return value
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ColumnMeanParams:
+    column: str
+    epsilon: float
+    lower: float
+    upper: float
+    n: int  # the public record count (the sensitivity depends on it)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.column, str) or not self.column:
+            raise ValueError(f"column ({self.column!r}) must be a non-empty column name")
+        if not (isinstance(self.epsilon, (int, float)) and math.isfinite(self.epsilon) and self.epsilon > 0):
+            raise ValueError(f"epsilon ({self.epsilon!r}) must be a positive finite number")
+        if not self.upper > self.lower:
+            raise ValueError(f"upper ({self.upper!r}) must be greater than lower ({self.lower!r})")
+        if not isinstance(self.n, int) or self.n < 1:
+            raise ValueError(f"n ({self.n!r}) must be a positive integer")
+
+
+@register_workload
+class ColumnMean(Workload):
+    """ε-DP mean of a column of a file dataset (replace-one neighbours, public n and bounds)."""
+
+    name = "column_mean"
+    pattern = Pattern.GRID
+    Params = ColumnMeanParams
+    metrics = {"dp_mean": MetricKind.VALUE, "abs_error": MetricKind.VALUE}
+    uses_dataset = True
+
+    @staticmethod
+    def sensitivity(params: ColumnMeanParams) -> float:
+        return (params.upper - params.lower) / params.n
+
+    def plan(self, params: ColumnMeanParams) -> list[PrivacyEvent]:
+        s = self.sensitivity(params)
+        return [PrivacyEvent(name="dp_mean", mechanism="laplace", epsilon=params.epsilon, sensitivity=s,
+                             noise_scale=s / params.epsilon, scope="data", step="column_mean")]
+
+    def run_trial(self, params: ColumnMeanParams, *, data: pd.DataFrame | None, rng: np.random.Generator,
+                  ledger: Ledger) -> Mapping[str, float]:
+        if data is None or params.column not in data.columns:
+            raise ValueError(f"column ({params.column!r}) must be a column of the study's [dataset]")
+        if len(data) != params.n:
+            raise ValueError(f"n ({params.n!r}) must equal the dataset's public record count ({len(data)})")
+        values = np.clip(data[params.column].to_numpy(dtype=np.float64), params.lower, params.upper)
+        exact = float(values.mean())
+        noisy = laplace_mechanism(exact, sensitivity=self.sensitivity(params), epsilon=params.epsilon,
+                                  source=SeededSource(rng), ledger=ledger, name="dp_mean", step="column_mean")
+        return {"dp_mean": float(noisy), "abs_error": abs(float(noisy) - exact)}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CrashParams:
+    marker_dir: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.marker_dir, str) or not self.marker_dir:
+            raise ValueError(f"marker_dir ({self.marker_dir!r}) must be a directory path")
+
+
+def _inside_ray_worker() -> bool:
+    try:
+        import ray
+    except ImportError:
+        return False
+    return ray.is_initialized() and ray.get_runtime_context().worker.mode == ray.WORKER_MODE
+
+
+@register_workload
+class CrashOnce(Workload):
+    name = "crash_once"
+    pattern = Pattern.TRIALS
+    Params = CrashParams
+    metrics = {"value": MetricKind.VALUE}
+
+    def run_trial(self, params: CrashParams, *, data: pd.DataFrame | None, rng: np.random.Generator,
+                  ledger: Ledger) -> Mapping[str, float]:
+        value = float(rng.random())
+        marker = Path(params.marker_dir) / "crashed"
+        if _inside_ray_worker() and not marker.exists():
+            marker.write_text(str(os.getpid()))
+            os._exit(1)  # a hard worker death, not an exception: Ray must retry the task
+        return {"value": value}
