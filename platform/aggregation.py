@@ -193,7 +193,11 @@ def wilson_interval(successes: float, n: int, z: float = Z_95) -> tuple[float, f
     denominator = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denominator
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    # At p = 0 (p = 1) the bound is exactly 0 (1); centre ∓ half cancels only up to rounding,
+    # which left e.g. 6.9e-18 > 0 for 0 of 50 (a finite log-ratio where there is none).
+    low = 0.0 if successes <= 0 else max(0.0, centre - half)
+    high = 1.0 if successes >= n else min(1.0, centre + half)
+    return (low, high)
 
 
 class IntervalSet:
@@ -238,6 +242,7 @@ class ConfigAggregate:
     done: IntervalSet = dataclasses.field(default_factory=IntervalSet)
     salt: int = 0
     compute_seconds: float = 0.0  # timing only; never part of results
+    nodes: set[str] = dataclasses.field(default_factory=set)  # Ray nodes that ran units (timing only)
 
     @classmethod
     def empty(cls, kinds: Mapping[str, MetricKind], *, salt: int, reservoir_size: int = DEFAULT_RESERVOIR_SIZE) -> ConfigAggregate:
@@ -251,11 +256,16 @@ class ConfigAggregate:
             accumulator.add(values[name], indices, self.salt)
 
     def merge(self, other: ConfigAggregate) -> None:
+        # Check every range before changing anything: a half-merged aggregate (units marked
+        # done whose metrics were never merged) would be checkpointed and skipped on resume.
+        done = IntervalSet(self.done.ranges)
         for start, stop in other.done.ranges:
-            self.done.add(start, stop)
+            done.add(start, stop)
+        self.done = done
         for name, accumulator in self.metrics.items():
             accumulator.merge(other.metrics[name])
         self.compute_seconds += other.compute_seconds
+        self.nodes |= other.nodes
 
     def summary(self) -> dict[str, dict[str, float]]:
         return {name: acc.summary() for name, acc in self.metrics.items()}
@@ -266,6 +276,7 @@ class ConfigAggregate:
             "done": self.done.ranges,
             "salt": self.salt,
             "compute_seconds": self.compute_seconds,
+            "nodes": sorted(self.nodes),
         }
 
     @classmethod
@@ -275,4 +286,5 @@ class ConfigAggregate:
             done=IntervalSet(tuple(r) for r in state["done"]),
             salt=int(state["salt"]),
             compute_seconds=float(state["compute_seconds"]),
+            nodes=set(state.get("nodes", [])),
         )

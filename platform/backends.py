@@ -11,11 +11,10 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Sequence
 from typing import Any
-
-import pandas as pd
 
 from privlab.platform.aggregation import ConfigAggregate
 from privlab.platform.errors import ExecutionError
@@ -87,12 +86,36 @@ class _LocalPoolWorker:
         return index, arrays, seconds
 
 
+LOOPBACK_HOSTS = ("127.", "localhost", "[::1]", "::1")
+
+
+def is_loopback_address(address: str | None) -> bool:
+    return address is None or address.startswith(LOOPBACK_HOSTS)
+
+
+def keep_ray_on_loopback() -> None:
+    """Make Ray resolve "this node" to 127.0.0.1 instead of the machine's interface address.
+
+    Ray rewrites a loopback bootstrap address such as ``127.0.0.1:6379`` into the machine's
+    routable IP before connecting (``resolve_ip_for_localhost``), so a driver cannot reach a
+    cluster that listens on loopback only, and hangs. Ray reads
+    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` at import time to use loopback instead; when Ray
+    was imported before we could set it, the constant it derived is updated to match.
+    """
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    constants = sys.modules.get("ray._private.ray_constants")
+    if constants is not None:
+        constants.ENABLE_RAY_CLUSTER = False
+
+
 class RayBackend:
     """Units as Ray tasks, actor-pool items as actor calls."""
 
     name = "ray"
 
     def __init__(self, *, address: str | None, workers: int | None, max_retries: int, include_dashboard: bool = False) -> None:
+        if is_loopback_address(address):
+            keep_ray_on_loopback()
         import ray
 
         self._ray = ray
@@ -113,7 +136,8 @@ class RayBackend:
                 log_to_driver=True,
             )
         else:
-            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=True)
+            extra = {"_node_ip_address": "127.0.0.1"} if is_loopback_address(address) else {}
+            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=True, **extra)
         cluster_cpus = int(ray.cluster_resources().get("CPU", 1))
         self.workers = min(workers, cluster_cpus) if workers else cluster_cpus
         self.nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
@@ -185,6 +209,3 @@ def make_backend(*, serial: bool, address: str | None, workers: int | None, max_
         return SerialBackend()
     return RayBackend(address=address, workers=workers, max_retries=max_retries)
 
-
-def frame_or_none(data: pd.DataFrame | None) -> pd.DataFrame | None:
-    return data

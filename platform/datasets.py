@@ -66,6 +66,11 @@ class Schema:
 
     @classmethod
     def from_spec(cls, table: Mapping[str, Any], *, where: str) -> Schema:
+        if not isinstance(table, Mapping):
+            raise SpecError(
+                f"{where} must be a table of column declarations ([dataset.columns.<name>] with "
+                f"'type' and bounds), got {type(table).__name__}"
+            )
         columns = []
         for name, decl in table.items():
             if not isinstance(decl, Mapping):
@@ -128,9 +133,11 @@ class Schema:
                     )
                 continue
             if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
+                not_numbers = pd.to_numeric(values, errors="coerce").isna().to_numpy()
+                row = int(np.flatnonzero(not_numbers)[0]) if not_numbers.any() else 0
                 raise SchemaError(
                     f"{source}: column {column.name!r} is declared {column.type} but holds "
-                    f"{values.dtype} values"
+                    f"{values.dtype} values (first non-numeric at row {row})"
                 )
             numbers = values.to_numpy(dtype=np.float64)
             if column.type == "integer" and not np.all(numbers == np.round(numbers)):

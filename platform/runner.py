@@ -429,7 +429,8 @@ class _Driver:
             "ledger": json.loads(state.ledger.to_json()),
         }
         wall = time.perf_counter() - (state.started or time.perf_counter())
-        timing = {"wall_seconds": wall, "compute_seconds": state.aggregate.compute_seconds}
+        timing = {"wall_seconds": wall, "compute_seconds": state.aggregate.compute_seconds,
+                  "nodes": float(len(state.aggregate.nodes))}
         child = self.tracker.start_run(
             self.experiment_id,
             name=config.label()[:250],

@@ -317,7 +317,7 @@ def laplace_on_lattice(scale: float, k: int) -> float:
     ratio = Fraction(b) / _pow2(k)
     if ratio > MAX_LATTICE_RATIO:
         raise ValueError(
-            f"k ({k!r}) must be >= lattice_exponent(scale) - 10 so that scale / 2**k <= 2**40; "
+            f"k ({k!r}) must be large enough that scale / 2**k <= 2**40; "
             "use k = lattice_exponent(scale)"
         )
     n = _discrete_laplace(ratio.numerator, ratio.denominator)

@@ -44,7 +44,7 @@ from typing import Any
 
 from privlab.platform import registry
 from privlab.platform.datasets import FileDataset, GeneratedDataset, dataset_from_spec
-from privlab.platform.errors import PrivlabError, SpecError
+from privlab.platform.errors import LedgerError, PrivlabError, SpecError
 from privlab.platform.ledger import Ledger
 from privlab.platform.registry import Pattern
 from privlab.platform.seeding import canonical_params, grid_sampling_generator, stable_key
@@ -186,27 +186,28 @@ def apply_override(document: dict[str, Any], override: str) -> None:
         value = raw.strip()
     parts = key.split(".")
     target: Any = document
+    studies = document.get("study")
+    # A malformed `study` (not an array of tables) is reported by parse_spec, not here.
+    names = [s.get("name") if isinstance(s, dict) else None for s in studies] if isinstance(studies, list) else []
     if parts[0] == "study" and len(parts) >= 3:
-        studies = document.get("study")
-        names = [s.get("name") for s in studies] if isinstance(studies, list) else []
         if parts[1] not in names:
             raise SpecError(
                 f"--set {key}: no study named {parts[1]!r}; studies: {', '.join(map(str, names)) or 'none'}"
             )
         target = studies[names.index(parts[1])]  # type: ignore[index]
         parts = parts[2:]
-    elif "study" in document and parts[0] in STUDY_KEYS - {"name", "description"}:
-        names = [s.get("name") for s in document["study"]]
+    elif isinstance(studies, list) and parts[0] in STUDY_KEYS - {"name", "description"}:
         raise SpecError(
             f"--set {key}: this spec has several studies; address one as "
             f"study.<name>.{key} (studies: {', '.join(map(str, names))})"
         )
-    for part in parts[:-1]:
+    for position, part in enumerate(parts[:-1]):
         # Grid keys such as "dataset.n" are quoted TOML keys: keep the remainder together.
-        if isinstance(target, dict) and part in ("grid", "params") and part in target:
-            target = target[part]
-            rest = ".".join(parts[parts.index(part) + 1 :])
-            target[rest] = value
+        if isinstance(target, dict) and part in ("grid", "params"):
+            target = target.setdefault(part, {})
+            if not isinstance(target, dict):
+                raise SpecError(f"--set {key}: {part!r} is not a table in the spec")
+            target[".".join(parts[position + 1 :])] = value
             return
         target = target.setdefault(part, {})
         if not isinstance(target, dict):
@@ -244,6 +245,13 @@ def _number(value: Any, where: str, *, low: float, high: float = math.inf, low_o
         bracket = "(" if low_open else "["
         raise SpecError(f"{where} ({value!r}) must be in {bracket}{low}, {high}]")
     return float(value)
+
+
+def _numeric_identity(value: Any) -> Any:
+    """``1.0`` and ``1`` are the same grid value (TOML and Python compare them equal)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 def parse_spec(document: Mapping[str, Any], *, source: Path) -> ExperimentSpec:
@@ -328,12 +336,17 @@ def _parse_budget(raw: Any) -> BudgetSpec | None:
     slack = table.get("delta_slack")
     if accountant == "advanced" and slack is None:
         raise SpecError("[budget]: accountant 'advanced' needs delta_slack (δ'' of Dwork & Roth Thm 3.20)")
-    return BudgetSpec(
+    budget = BudgetSpec(
         epsilon=_number(table["epsilon"], "[budget] epsilon", low=0.0, low_open=True),
         delta=_number(table.get("delta", 0.0), "[budget] delta", low=0.0, high=1.0),
         accountant=accountant,
         delta_slack=None if slack is None else _number(slack, "[budget] delta_slack", low=0.0, high=1.0, low_open=True),
     )
+    try:  # the ledger's own checks (δ < 1, δ'' ≤ δ for advanced) are spec problems here
+        budget.ledger()
+    except LedgerError as error:
+        raise SpecError(f"[budget]: {error}") from None
+    return budget
 
 
 def _parse_tracking(raw: Any, *, default_experiment: str) -> TrackingSpec:
@@ -364,7 +377,10 @@ def _parse_execution(raw: Any) -> ExecutionSpec:
     _unknown(table, EXECUTION_KEYS, "[execution]")
     batch = table.get("batch_size", "auto")
     if batch != "auto":
-        batch = _positive_int(batch, "[execution] batch_size")
+        if not isinstance(batch, int) or isinstance(batch, bool) or not 1 <= batch <= MAX_UNITS:
+            raise SpecError(
+                f"[execution] batch_size ({batch!r}) must be \"auto\" or an integer between 1 and {MAX_UNITS:.0e}"
+            )
     retries = table.get("max_retries", 3)
     if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
         raise SpecError(f"[execution] max_retries ({retries!r}) must be a non-negative integer")
@@ -438,11 +454,16 @@ def _parse_study(
     for key, values in grid.items():
         if not isinstance(values, list) or not values:
             raise SpecError(f"{where} [grid] {key} must be a non-empty list of values, got {values!r}")
-        if len({canonical_params({"v": v}) for v in values}) != len(values):
+        if len({canonical_params({"v": _numeric_identity(v)}) for v in values}) != len(values):
             raise SpecError(f"{where} [grid] {key} lists a value twice: {values!r}")
         if key.startswith("dataset."):
             if not isinstance(dataset, GeneratedDataset):
                 raise SpecError(f"{where} [grid] {key}: only a generated [dataset] has parameters to vary")
+            if key.removeprefix("dataset.") in dataset_base:
+                raise SpecError(
+                    f"{where}: {key.removeprefix('dataset.')!r} is both a fixed [dataset.params] value "
+                    f"and a [grid] axis {key!r}; keep one"
+                )
         elif key in base:
             raise SpecError(f"{where}: {key!r} is both a fixed [params] value and a [grid] axis; keep one")
         axes.append((key, values))

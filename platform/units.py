@@ -96,7 +96,18 @@ def run_trial_range(context: UnitContext, start: int, stop: int, data: pd.DataFr
     aggregate.add_batch(dict(zip(names, values, strict=True)), np.arange(start, stop, dtype=np.int64))
     aggregate.done.add(start, stop)
     aggregate.compute_seconds = time.perf_counter() - began
+    aggregate.nodes = {_node_id()}
     return aggregate
+
+
+def _node_id() -> str:
+    """The Ray node running this unit ("local" outside Ray); reported as timing metadata."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        return str(ray.get_runtime_context().get_node_id())
+    return "local"
 
 
 def build_pool_state(context: UnitContext, data: pd.DataFrame | None) -> Any:

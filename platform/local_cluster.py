@@ -1,0 +1,580 @@
+"""A real multi-node Ray cluster on this machine, on loopback only, for `privlab cluster up/down/status`.
+
+The head and each worker node are separate ``ray start --block`` processes (one session and process
+group each), so tasks really cross node boundaries while nothing listens beyond 127.0.0.1. The
+cluster outlives the process that started it; its state lives in ``state_dir/cluster.json``.
+
+What was measured on this machine with Ray 2.60.0 (and why the code does what it does):
+
+* **Loopback.** ``--node-ip-address=127.0.0.1`` alone does *not* keep Ray on loopback: ``ray start``
+  rewrites a localhost address to the machine's interface address ("Local node IP: 192.0.2.2") and
+  gcs_server/raylet then listen on the wildcard address (``*:PORT``, and ``0.0.0.0`` for two Python
+  helpers). The same happens to ``ray.init(address="local", _node_ip_address="127.0.0.1")``. Only
+  with ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` in the environment does Ray keep 127.0.0.1, and then
+  every listener is on ``127.0.0.1`` / ``[::ffff:127.0.0.1]``. With that variable set, however,
+  ``ray start --address=...`` refuses to start a *worker* node ("Multi-node Ray clusters are not
+  supported on Windows and OSX"). Worker nodes are therefore started by the same ``ray start`` CLI
+  through a three-line shim (:data:`_WORKER_NODE_SHIM`) that lets that check pass while Ray's
+  local-IP lookup keeps answering 127.0.0.1 - exactly what the variable does for the head.
+  A *client* needs the variable too: without it ``ray.init(address="127.0.0.1:PORT")`` rewrites the
+  address to 192.0.2.2:PORT, finds nothing listening there and gives up after ~30 s.
+* **Token authentication.** ``ray start --head`` turns token auth on when ``RAY_AUTH_MODE=token`` is
+  set, *or* when ``RAY_AUTH_MODE`` is unset and a token already exists (``RAY_AUTH_TOKEN``,
+  ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``); a bare ``ray.init()`` that starts a local
+  instance creates ``~/.ray/auth_token`` - so whether a ``ray start`` cluster had auth depended on
+  what else had run on the host. Here the mode is explicit: every node runs with
+  ``RAY_AUTH_MODE=token`` and ``RAY_AUTH_TOKEN_PATH=<state_dir>/auth_token`` (a fresh 256-bit token
+  per cluster, mode 0600), and ``~/.ray`` is never read or written. Ray's precedence is
+  ``RAY_AUTH_TOKEN`` > ``RAY_AUTH_TOKEN_PATH`` > ``~/.ray/auth_token``, so ``RAY_AUTH_TOKEN`` is
+  removed from the nodes' environment. A client without the token is refused
+  ("Unauthenticated: ... Authentication token is missing or incorrect") and ``ray.init`` raises
+  ``ConnectionError`` after ~20 s of retries; with :attr:`LocalClusterInfo.env` applied it connects.
+* **Stopping.** ``ray stop`` kills every Ray process on the host, so it is never used. SIGTERM to a
+  ``ray start --block`` process shuts its node down cleanly in 1-2 s; processes still alive after the
+  grace period get SIGKILL. Only processes proven to be this cluster's are signalled: each node's
+  environment carries a per-cluster marker (``PRIVLAB_LOCAL_CLUSTER_ID``) that every descendant
+  (gcs_server, raylet, agents, Ray workers) inherits, and recorded PIDs are re-checked against the
+  marker or the private ``--temp-dir`` before any signal, so a reused PID is left alone.
+* Fixed default ports (GCS 6379, Ray client server 10001, dashboard agent 52365) would collide with
+  other Ray instances on the host, so free loopback ports are chosen for them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from privlab.platform.errors import ExecutionError
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = "cluster.json"
+TOKEN_FILE = "auth_token"
+MARKER_ENV = "PRIVLAB_LOCAL_CLUSTER_ID"
+_STATE_VERSION = 1
+# Ray's unix sockets live under <temp_dir>/session_<timestamp>_<pid>/sockets/... and must stay
+# below 108 bytes; beyond this length the temp dir moves to a short directory under /tmp.
+_MAX_TEMP_DIR_LEN = 40
+_STDERR_TAIL_LINES = 25
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+# `ray start` for a worker node. RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 (needed to stay on loopback)
+# also makes `ray start --address` refuse to join; this lets the multi-node check pass while the
+# local-IP lookup keeps returning 127.0.0.1, as the variable does for the head node.
+_WORKER_NODE_SHIM = (
+    "import sys\n"
+    "from ray._private import ray_constants, services\n"
+    "ray_constants.ENABLE_RAY_CLUSTER = True\n"
+    "services.get_node_ip_address = lambda address=None: '127.0.0.1'\n"
+    "from ray.scripts.scripts import main\n"
+    "sys.argv[0] = 'ray'\n"
+    "sys.exit(main())\n"
+)
+
+# Runs in a subprocess with the client environment: connect as a driver and wait for the nodes.
+_PROBE = (
+    "import json, sys, time\n"
+    "import ray\n"
+    "address, want, deadline = sys.argv[1], int(sys.argv[2]), time.monotonic() + float(sys.argv[3])\n"
+    "ray.init(address=address, logging_level='ERROR', log_to_driver=False)\n"
+    "while True:\n"
+    "    alive = [n for n in ray.nodes() if n.get('Alive')]\n"
+    "    if len(alive) >= want or time.monotonic() > deadline:\n"
+    "        break\n"
+    "    time.sleep(0.2)\n"
+    "print(json.dumps({'alive': len(alive), 'ips': sorted({n['NodeManagerAddress'] for n in alive})}))\n"
+    "ray.shutdown()\n"
+    "sys.exit(0 if len(alive) >= want else 3)\n"
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalClusterInfo:
+    """A loopback Ray cluster started by :func:`start_local_cluster`.
+
+    Attributes:
+        address: The GCS address to pass to ``ray.init(address=...)``, ``"127.0.0.1:PORT"``.
+        nodes: Number of Ray nodes (head included).
+        cpus_per_node: CPUs each node advertises.
+        temp_dir: Ray's ``--temp-dir`` shared by the nodes (session logs live under it).
+        pids: PIDs of the ``ray start`` process of each node, head first.
+        env: Environment a client process needs to connect (apply it before importing ray):
+            token auth mode, the token file, and Ray's loopback switch.
+    """
+
+    address: str
+    nodes: int
+    cpus_per_node: int
+    temp_dir: str
+    pids: tuple[int, ...]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------------------------
+
+
+def start_local_cluster(
+    *, nodes: int, cpus_per_node: int, state_dir: Path, port: int | None = None, timeout_s: float = 60
+) -> LocalClusterInfo:
+    """Start a head and ``nodes - 1`` worker nodes with ``ray start``, all bound to 127.0.0.1.
+
+    Returns once every node is alive as seen by a driver that connected with
+    :attr:`LocalClusterInfo.env` (so the returned address is known to work).
+
+    Args:
+        nodes: Number of Ray nodes, head included (at least 1).
+        cpus_per_node: CPUs each node advertises (at least 1).
+        state_dir: Directory for ``cluster.json``, the auth token and the nodes' logs.
+        port: GCS port on 127.0.0.1; a free one is chosen when omitted.
+        timeout_s: How long to wait for all nodes to be alive.
+
+    Returns:
+        The cluster's address, PIDs and the client environment.
+
+    Raises:
+        TypeError: ``nodes``, ``cpus_per_node`` or ``port`` is not an int.
+        ValueError: One of them is out of range.
+        ExecutionError: A live cluster is already recorded in ``state_dir``, the port is taken,
+            or the nodes did not come up in time (what was started is stopped first; the message
+            carries the tail of Ray's output).
+    """
+    _check_int("nodes", nodes, minimum=1)
+    _check_int("cpus_per_node", cpus_per_node, minimum=1)
+    if port is not None:
+        _check_int("port", port, minimum=1, maximum=65535)
+    if not timeout_s > 0:
+        raise ValueError(f"timeout_s ({timeout_s!r}) must be > 0")
+
+    state_dir = Path(state_dir).absolute()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    with _locked(state_dir):
+        previous = _read_state(state_dir)
+        if previous is not None:
+            if _live_processes(previous):
+                raise ExecutionError(
+                    f"a local Ray cluster recorded in {state_dir} is still running at "
+                    f"{previous['address']}; run `privlab cluster down` first"
+                )
+            _discard_state(state_dir, previous)
+
+        gcs_port = port if port is not None else _free_port()
+        if not _port_is_free(gcs_port):
+            raise ExecutionError(f"port {gcs_port} on 127.0.0.1 is in use; pick another --port or omit it")
+        address = f"127.0.0.1:{gcs_port}"
+        cluster_id = secrets.token_hex(8)
+        temp_dir = _make_temp_dir(state_dir)
+        token_path = _write_token(state_dir)
+        client_env = {
+            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN_PATH": str(token_path),
+        }
+        node_env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_TOKEN", "RAY_ADDRESS")}
+        node_env.update(client_env)
+        node_env[MARKER_ENV] = cluster_id
+        node_env["RAY_USAGE_STATS_ENABLED"] = "0"
+        logs_dir = state_dir / "logs"
+        logs_dir.mkdir(exist_ok=True)
+
+        state: dict = {
+            "version": _STATE_VERSION,
+            "cluster_id": cluster_id,
+            "address": address,
+            "nodes": nodes,
+            "cpus_per_node": cpus_per_node,
+            "temp_dir": str(temp_dir),
+            "temp_dir_owned": not _is_within(temp_dir, state_dir),
+            "pids": [],
+            "env": client_env,
+            "logs": [],
+            "started_at": time.time(),
+        }
+        common = [
+            f"--num-cpus={cpus_per_node}",
+            "--node-ip-address=127.0.0.1",
+            f"--temp-dir={temp_dir}",
+            f"--object-store-memory={_object_store_bytes(nodes)}",
+            f"--dashboard-agent-listen-port={_free_port()}",
+            "--disable-usage-stats",
+            "--block",
+        ]
+        deadline = time.monotonic() + timeout_s
+        processes: list[subprocess.Popen] = []
+        try:
+            head_cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", f"--port={gcs_port}",
+                        "--include-dashboard=false", f"--ray-client-server-port={_free_port()}", *common]
+            processes.append(_launch(head_cmd, node_env, logs_dir / "head.log"))
+            state["pids"].append(processes[-1].pid)
+            state["logs"].append(str(logs_dir / "head.log"))
+            _write_state(state_dir, state)  # recorded at once, so `down` can clean up an interrupted start
+            _wait_for_port(gcs_port, processes[0], deadline, logs_dir / "head.log")
+
+            for index in range(1, nodes):
+                log_path = logs_dir / f"worker-{index}.log"
+                worker_common = [a if not a.startswith("--dashboard-agent-listen-port=")
+                                 else f"--dashboard-agent-listen-port={_free_port()}" for a in common]
+                worker_cmd = [sys.executable, "-c", _WORKER_NODE_SHIM, "start", f"--address={address}",
+                              *worker_common]
+                processes.append(_launch(worker_cmd, node_env, log_path))
+                state["pids"].append(processes[-1].pid)
+                state["logs"].append(str(log_path))
+                _write_state(state_dir, state)
+
+            _wait_for_nodes(address, nodes, client_env, processes, state["logs"], deadline)
+        except BaseException:
+            try:
+                _stop(state, state_dir, timeout_s=10)
+            finally:
+                _discard_state(state_dir, state)
+            raise
+
+        info = _info(state)
+        log.info("local Ray cluster: %d node(s) at %s (temp dir %s)", nodes, address, temp_dir)
+        return info
+
+
+def stop_local_cluster(*, state_dir: Path, timeout_s: float = 30) -> int:
+    """Stop the cluster recorded in ``state_dir``: SIGTERM, then SIGKILL whatever is left.
+
+    Only processes proven to belong to this cluster are signalled (the cluster's marker in their
+    environment, or a recorded PID whose command line names the cluster's private temp dir).
+    The state file, the token and a temp dir outside ``state_dir`` are removed afterwards.
+
+    Args:
+        state_dir: The directory given to :func:`start_local_cluster`.
+        timeout_s: Total time allowed; half of it is the grace period after SIGTERM.
+
+    Returns:
+        How many processes were stopped (0 when nothing was recorded or running).
+
+    Raises:
+        ExecutionError: Some of the cluster's processes survived SIGKILL.
+    """
+    state_dir = Path(state_dir).absolute()
+    if not state_dir.is_dir():
+        return 0
+    with _locked(state_dir):
+        state = _read_state(state_dir)
+        if state is None:
+            return 0
+        stopped = _stop(state, state_dir, timeout_s=timeout_s)
+        _discard_state(state_dir, state)
+        return stopped
+
+
+def local_cluster_status(*, state_dir: Path) -> LocalClusterInfo | None:
+    """The cluster recorded in ``state_dir`` if any of its node processes is alive, else ``None``.
+
+    Args:
+        state_dir: The directory given to :func:`start_local_cluster`.
+
+    Returns:
+        The recorded cluster (``pids`` lists the node processes still alive), or ``None``.
+    """
+    state = _read_state(Path(state_dir).absolute())
+    if state is None:
+        return None
+    alive = [pid for pid in state["pids"] if _belongs(pid, state)]
+    if not alive:
+        return None
+    return _info({**state, "pids": alive})
+
+
+# --------------------------------------------------------------------------------------------
+# Starting
+# --------------------------------------------------------------------------------------------
+
+
+def _check_int(name: str, value: object, *, minimum: int, maximum: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} ({value!r}) must be an int")
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f">= {minimum}" if maximum is None else f"between {minimum} and {maximum}"
+        raise ValueError(f"{name} ({value!r}) must be {bound}")
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _make_temp_dir(state_dir: Path) -> Path:
+    candidate = state_dir / "ray"
+    if len(str(candidate)) <= _MAX_TEMP_DIR_LEN:
+        shutil.rmtree(candidate, ignore_errors=True)
+        candidate.mkdir()
+        return candidate
+    return Path(tempfile.mkdtemp(prefix="privlab-ray-", dir="/tmp"))
+
+
+def _write_token(state_dir: Path) -> Path:
+    path = state_dir / TOKEN_FILE
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secrets.token_hex(32))
+    return path
+
+
+def _object_store_bytes(nodes: int) -> int:
+    """Share 30% of RAM between the nodes (each node would otherwise claim 30% for itself)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        total = 8 << 30
+    return max(int(0.3 * total / nodes), 128 << 20)
+
+
+def _launch(cmd: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
+    with open(log_path, "wb") as out:
+        # A new session: the node survives the terminal of `privlab cluster up` and its Ctrl-C.
+        return subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, cwd="/")
+
+
+def _wait_for_port(port: int, head: subprocess.Popen, deadline: float, log_path: Path) -> None:
+    while time.monotonic() < deadline:
+        if head.poll() is not None:
+            raise ExecutionError(f"the Ray head node exited with code {head.returncode} while starting:\n"
+                                 + _tail(log_path))
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.settimeout(0.5)
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise ExecutionError(f"the Ray head node did not listen on 127.0.0.1:{port} in time:\n" + _tail(log_path))
+
+
+def _wait_for_nodes(address: str, nodes: int, client_env: dict[str, str], processes: list[subprocess.Popen],
+                    logs: list[str], deadline: float) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_TOKEN", "RAY_ADDRESS")}
+    env.update(client_env)
+    remaining = max(deadline - time.monotonic(), 1.0)
+    probe = subprocess.Popen([sys.executable, "-c", _PROBE, address, str(nodes), str(remaining)], env=env,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             cwd="/", text=True)
+    try:
+        while probe.poll() is None:
+            dead = [(i, p) for i, p in enumerate(processes) if p.poll() is not None]
+            if dead:
+                index, proc = dead[0]
+                raise ExecutionError(f"Ray node {index} ({'head' if index == 0 else 'worker'}) exited with code "
+                                     f"{proc.returncode} while starting:\n" + _tail(Path(logs[index])))
+            if time.monotonic() > deadline + 15:
+                raise ExecutionError(f"no driver could connect to {address} in time:\n"
+                                     + "\n".join(_tail(Path(p)) for p in logs))
+            time.sleep(0.2)
+        out, err = probe.communicate()
+    finally:
+        if probe.poll() is None:
+            probe.kill()
+            probe.wait()
+    if probe.returncode != 0:
+        err_tail = "\n".join(err.strip().splitlines()[-_STDERR_TAIL_LINES:])
+        raise ExecutionError(f"the Ray cluster at {address} did not reach {nodes} live node(s) "
+                             f"({out.strip() or 'driver could not connect'}):\n{err_tail}\n"
+                             + "\n".join(_tail(Path(p)) for p in logs))
+
+
+def _tail(path: Path) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return f"[{path}: no output]"
+    return f"[{path}]\n" + "\n".join(_ANSI.sub("", line) for line in lines[-_STDERR_TAIL_LINES:])
+
+
+def _is_within(path: Path, parent: Path) -> bool:
+    try:
+        path.resolve().relative_to(parent.resolve())
+    except ValueError:
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------------------------
+# State
+# --------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _locked(state_dir: Path) -> Iterator[None]:
+    with open(state_dir / ".lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _write_state(state_dir: Path, state: dict) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=".cluster-", suffix=".json", dir=state_dir)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(state, handle, indent=2)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, state_dir / STATE_FILE)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def _read_state(state_dir: Path) -> dict | None:
+    try:
+        state = json.loads((state_dir / STATE_FILE).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        raise ExecutionError(f"{state_dir / STATE_FILE} is unreadable ({error}); inspect or delete it") from error
+    if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
+        raise ExecutionError(f"{state_dir / STATE_FILE} was not written by this version of privlab; "
+                             "stop that cluster by its PIDs and delete the file")
+    return state
+
+
+def _discard_state(state_dir: Path, state: dict) -> None:
+    for name in (STATE_FILE, TOKEN_FILE):
+        with contextlib.suppress(FileNotFoundError):
+            (state_dir / name).unlink()
+    if state.get("temp_dir_owned"):
+        shutil.rmtree(state["temp_dir"], ignore_errors=True)
+
+
+def _info(state: dict) -> LocalClusterInfo:
+    return LocalClusterInfo(address=state["address"], nodes=state["nodes"], cpus_per_node=state["cpus_per_node"],
+                            temp_dir=state["temp_dir"], pids=tuple(state["pids"]), env=dict(state["env"]))
+
+
+# --------------------------------------------------------------------------------------------
+# Processes and stopping
+# --------------------------------------------------------------------------------------------
+
+
+def _proc_state(pid: int) -> str | None:
+    """The one-letter state of a process, or None if it does not exist."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    except OSError:
+        return "?"
+    return stat[stat.rfind(")") + 2 :][:1]
+
+
+def _is_running(pid: int) -> bool:
+    return _proc_state(pid) not in (None, "Z", "X")
+
+
+def _has_marker(pid: int, cluster_id: str) -> bool:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return f"{MARKER_ENV}={cluster_id}".encode() in environ.split(b"\0")
+
+
+def _names_temp_dir(pid: int, temp_dir: str) -> bool:
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    needle = temp_dir.rstrip("/").encode()
+    return any(arg.endswith(b"=" + needle) or arg == needle or (b"=" + needle + b"/") in arg
+               or arg.startswith(needle + b"/") for arg in args)
+
+
+def _belongs(pid: int, state: dict) -> bool:
+    return _is_running(pid) and (_has_marker(pid, state["cluster_id"]) or _names_temp_dir(pid, state["temp_dir"]))
+
+
+def _live_processes(state: dict) -> set[int]:
+    """Every running process of this cluster: recorded node PIDs and anything carrying the marker."""
+    found = {pid for pid in state.get("pids", []) if _belongs(pid, state)}
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != me:
+            pid = int(entry)
+            if pid not in found and _is_running(pid) and _has_marker(pid, state["cluster_id"]):
+                found.add(pid)
+    return found
+
+
+def _signal(pids: set[int], sig: signal.Signals, state: dict) -> None:
+    for pid in pids:
+        if _belongs(pid, state):  # re-checked just before signalling: never hit a reused PID
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+
+def _reap(pids: list[int]) -> None:
+    for pid in pids:  # our own children (tests) would otherwise linger as zombies
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+def _wait_gone(state: dict, seen: set[int], until: float) -> set[int]:
+    while True:
+        _reap(state["pids"])
+        alive = _live_processes(state)
+        seen |= alive
+        if not alive or time.monotonic() >= until:
+            return alive
+        time.sleep(0.1)
+
+
+def _stop(state: dict, state_dir: Path, *, timeout_s: float) -> int:
+    start = time.monotonic()
+    seen = _live_processes(state)
+    if not seen:
+        _reap(state["pids"])
+        return 0
+    grace = timeout_s / 2
+    node_pids = [pid for pid in state["pids"] if pid in seen]
+    # Worker nodes first, then the head: each `ray start --block` stops its own node on SIGTERM.
+    _signal(set(node_pids[1:]), signal.SIGTERM, state)
+    until = start + min(grace / 2, 5)
+    while any(_is_running(pid) for pid in node_pids[1:]) and time.monotonic() < until:
+        _reap(node_pids[1:])
+        time.sleep(0.1)
+    _signal(set(node_pids[:1]), signal.SIGTERM, state)
+    alive = _wait_gone(state, seen, start + grace)
+    if alive:
+        _signal(alive, signal.SIGTERM, state)
+        alive = _wait_gone(state, seen, start + grace + 2)
+    if alive:
+        log.warning("SIGKILL to %d process(es) of the local Ray cluster that ignored SIGTERM", len(alive))
+        _signal(alive, signal.SIGKILL, state)
+        alive = _wait_gone(state, seen, max(start + timeout_s, time.monotonic() + 2))
+    if alive:
+        raise ExecutionError(f"processes {sorted(alive)} of the local Ray cluster in {state_dir} survived SIGKILL")
+    return len(seen)

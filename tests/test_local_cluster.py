@@ -1,0 +1,144 @@
+"""A real two-node Ray cluster on loopback: a driver in another process uses both nodes, nothing
+listens beyond 127.0.0.1, and stopping leaves no process behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from privlab.platform.errors import ExecutionError
+from privlab.platform.local_cluster import (
+    LocalClusterInfo,
+    local_cluster_status,
+    start_local_cluster,
+    stop_local_cluster,
+)
+
+pytestmark = pytest.mark.ray
+
+DRIVER = textwrap.dedent(
+    """
+    import json, sys, time
+    import ray
+
+    ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
+
+    @ray.remote(num_cpus=1, scheduling_strategy="SPREAD")
+    def where(i):
+        time.sleep(0.2)
+        return ray.get_runtime_context().get_node_id()
+
+    alive = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
+    ran_on = sorted(set(ray.get([where.remote(i) for i in range(8)])))
+    print(json.dumps({"alive": alive, "ran_on": ran_on}))
+    ray.shutdown()
+    """
+)
+
+LOOPBACK = re.compile(r"^(127\.0\.0\.1|\[::ffff:127\.0\.0\.1\]):\d+$")
+
+
+def _processes_of(info: LocalClusterInfo) -> dict[int, str]:
+    """Every process in the sessions of the cluster's `ray start` processes (their descendants)."""
+    out = subprocess.run(["ps", "-eo", "pid=,sid=,stat=,comm="], capture_output=True, text=True, check=True).stdout
+    found = {}
+    for line in out.splitlines():
+        pid, sid, state, comm = line.split(None, 3)
+        if int(sid) in info.pids and not state.startswith("Z"):
+            found[int(pid)] = comm
+    return found
+
+
+def _listeners() -> list[tuple[str, set[int], str]]:
+    """(local address, owning pids, process names) for every listening TCP socket."""
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    rows = []
+    for line in out.splitlines():
+        fields = line.split()
+        pids = {int(p) for p in re.findall(r"pid=(\d+)", line)}
+        rows.append((fields[3], pids, " ".join(re.findall(r'\("([^"]+)"', line))))
+    return rows
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[Path, LocalClusterInfo]]:
+    if shutil.which("ss") is None:
+        pytest.skip("needs `ss` (iproute2) to check listening sockets")
+    state_dir = tmp_path / "cluster"
+    info = start_local_cluster(nodes=2, cpus_per_node=1, state_dir=state_dir, timeout_s=45)
+    try:
+        yield state_dir, info
+    finally:
+        stop_local_cluster(state_dir=state_dir)
+
+
+def test_two_node_loopback_cluster(cluster: tuple[Path, LocalClusterInfo], tmp_path: Path) -> None:
+    state_dir, info = cluster
+    assert info.address.startswith("127.0.0.1:")
+    assert info.nodes == 2 and len(info.pids) == 2
+    assert local_cluster_status(state_dir=state_dir) == info
+    token = Path(info.env["RAY_AUTH_TOKEN_PATH"])
+    assert info.env["RAY_AUTH_MODE"] == "token" and token.is_relative_to(state_dir)
+    assert stat.S_IMODE(token.stat().st_mode) == 0o600
+    assert json.loads((state_dir / "cluster.json").read_text())["address"] == info.address
+
+    with pytest.raises(ExecutionError, match="privlab cluster down"):
+        start_local_cluster(nodes=1, cpus_per_node=1, state_dir=state_dir)
+
+    # A driver in a separate process, configured only by info.env, uses both nodes.
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_TOKEN", "RAY_ADDRESS")}
+    env.update(info.env)
+    done = subprocess.run([sys.executable, "-c", DRIVER, info.address], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=40)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(report["alive"]) == 2
+    assert report["ran_on"] == report["alive"]
+
+    # Every TCP listener of the cluster's processes is on loopback.
+    processes = _processes_of(info)
+    ours = [(addr, names) for addr, pids, names in _listeners() if pids & processes.keys()]
+    assert any("gcs_server" in names for _, names in ours)
+    assert sum("raylet" in names for _, names in ours) >= 2
+    assert any(addr.endswith(":" + info.address.rsplit(":", 1)[1]) for addr, _ in ours)
+    exposed = [(addr, names) for addr, names in ours if not LOOPBACK.match(addr)]
+    assert not exposed, f"listening beyond 127.0.0.1: {exposed}"
+
+    stopped = stop_local_cluster(state_dir=state_dir)
+    assert stopped >= len(info.pids)
+    assert not _processes_of(info)
+    for pid in [*info.pids, *processes]:
+        assert not Path(f"/proc/{pid}").exists() or _is_zombie(pid), f"process {pid} survived"
+    assert local_cluster_status(state_dir=state_dir) is None
+    assert not (state_dir / "cluster.json").exists() and not token.exists()
+    assert stop_local_cluster(state_dir=state_dir) == 0
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return text[text.rfind(")") + 2] in "ZX"
+
+
+@pytest.mark.parametrize(("kwargs", "error"), [
+    ({"nodes": 0, "cpus_per_node": 1}, ValueError),
+    ({"nodes": 2, "cpus_per_node": 0}, ValueError),
+    ({"nodes": 2.0, "cpus_per_node": 1}, TypeError),
+])
+def test_bad_arguments_start_nothing(tmp_path: Path, kwargs: dict, error: type[Exception]) -> None:
+    with pytest.raises(error, match="must be"):
+        start_local_cluster(state_dir=tmp_path, **kwargs)
+    assert local_cluster_status(state_dir=tmp_path) is None
+    assert stop_local_cluster(state_dir=tmp_path / "missing") == 0

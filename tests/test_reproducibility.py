@@ -1,0 +1,62 @@
+"""Bit-identical results whatever the batching, and after an interrupted run is resumed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from privlab.platform.runner import RunInterrupted, RunOptions, run_experiment
+from privlab.platform.spec import load_spec
+from privlab.platform.tracking import Tracker
+
+
+def _run(spec_path: Path, uri: str, *overrides: str, **options: object) -> dict:
+    spec = load_spec(spec_path, list(overrides))
+    return run_experiment(spec, RunOptions(serial=True, tracking_uri=uri, progress=False, **options))  # type: ignore[arg-type]
+
+
+def test_batch_size_does_not_change_results(mini_spec: Path, tracking_uri: str) -> None:
+    auto = _run(mini_spec, tracking_uri)
+    small = _run(mini_spec, tracking_uri, "execution.batch_size=7")
+    large = _run(mini_spec, tracking_uri, "execution.batch_size=113")
+    assert auto["configurations"] == small["configurations"] == large["configurations"]
+    assert len(auto["configurations"]) == 5
+
+
+def test_a_different_seed_changes_results(mini_spec: Path, tracking_uri: str) -> None:
+    first = _run(mini_spec, tracking_uri)
+    second = _run(mini_spec, tracking_uri, "seed=8")
+    assert first["configurations"] != second["configurations"]
+
+
+def test_resume_finishes_without_recomputing_or_double_counting(mini_spec: Path, tracking_uri: str) -> None:
+    reference = _run(mini_spec, tracking_uri, "execution.batch_size=5")
+    with pytest.raises(RunInterrupted) as stopped:
+        _run(mini_spec, tracking_uri, "execution.batch_size=5", stop_after_units=9)
+    run_id = stopped.value.run_id
+    tracker = Tracker(tracking_uri)
+    run = tracker.get_run(run_id)
+    assert run.info.status == "KILLED"
+    assert run.data.tags["privlab.resumable"] == "true"
+    finished_before = len(tracker.child_runs(run.info.experiment_id, run_id))
+    assert 1 <= finished_before < 5  # the 24-repetition configurations finish after 5 batches each
+
+    # A second interruption mid-way, then the final resume.
+    with pytest.raises(RunInterrupted):
+        _run(mini_spec, tracking_uri, "execution.batch_size=5", resume=run_id, stop_after_units=50)
+    resumed = _run(mini_spec, tracking_uri, "execution.batch_size=5", resume=run_id)
+
+    assert resumed["run_id"] == run_id
+    assert resumed["configurations"] == reference["configurations"]
+    children = tracker.child_runs(run.info.experiment_id, run_id)
+    ids = sorted(c.data.tags["privlab.config_id"] for c in children)
+    assert ids == sorted(c["id"] for c in reference["configurations"])  # each logged exactly once
+    assert tracker.get_run(run_id).info.status == "FINISHED"
+
+
+def test_resume_refuses_a_different_spec(mini_spec: Path, tracking_uri: str) -> None:
+    with pytest.raises(RunInterrupted) as stopped:
+        _run(mini_spec, tracking_uri, stop_after_units=2)
+    with pytest.raises(Exception, match="different spec"):
+        _run(mini_spec, tracking_uri, "seed=99", resume=stopped.value.run_id)
