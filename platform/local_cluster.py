@@ -14,11 +14,12 @@ What was measured on this machine with Ray 2.60.0 (and why the code does what it
   every listener is on ``127.0.0.1`` / ``[::ffff:127.0.0.1]``. With that variable set, however,
   ``ray start --address=...`` refuses to start a *worker* node ("Multi-node Ray clusters are not
   supported on Windows and OSX"). Worker nodes are therefore started by the same ``ray start`` CLI
-  through a three-line shim (:data:`_WORKER_NODE_SHIM`) that lets that check pass while Ray's
+  through a short shim (:data:`_WORKER_NODE_SHIM`) that lets that check pass while Ray's
   local-IP lookup keeps answering 127.0.0.1 - exactly what the variable does for the head.
   A *client* needs the variable too: without it ``ray.init(address="127.0.0.1:PORT")`` rewrites the
   address to 192.0.2.2:PORT, finds nothing listening there and gives up after ~30 s.
-* **Token authentication.** ``ray start --head`` turns token auth on when ``RAY_AUTH_MODE=token`` is
+* **Token authentication.** Per Ray's source (``scripts.py``, ``authentication_token_setup.py``),
+  ``ray start --head`` turns token auth on when ``RAY_AUTH_MODE=token`` is
   set, *or* when ``RAY_AUTH_MODE`` is unset and a token already exists (``RAY_AUTH_TOKEN``,
   ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``); a bare ``ray.init()`` that starts a local
   instance creates ``~/.ray/auth_token`` - so whether a ``ray start`` cluster had auth depended on

@@ -1,0 +1,152 @@
+"""The `privlab` command end to end: run → MLflow → compare / ledger, errors and exit codes."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from privlab.platform.cli import main
+from privlab.platform.tracking import Tracker
+
+
+@pytest.fixture
+def finished_run(mini_spec: Path, tracking_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> dict:
+    summary_path = tmp_path / "summary.json"
+    code = main(["run", str(mini_spec), "--serial", "--no-progress", "--tracking-uri", tracking_uri,
+                 "--summary-json", str(summary_path)])
+    assert code == 0
+    capsys.readouterr()
+    return json.loads(summary_path.read_text())
+
+
+def test_summary_json_has_the_observable_interface(finished_run: dict) -> None:
+    summary = finished_run
+    assert {"run_id", "experiment", "epsilon_total", "delta_total", "configurations", "timing"} <= set(summary)
+    assert summary["experiment"] == "mini"
+    assert summary["epsilon_total"] == 1.0  # the largest per-configuration ledger (ε = 1.0 configurations)
+    assert summary["delta_total"] == 0.0
+    entry = summary["configurations"][0]
+    assert {"id", "params", "metrics"} <= set(entry)
+    assert entry["params"]["params.epsilon"] == 0.5
+    assert entry["metrics"]["eps_total"] == 0.5
+    assert "wall_seconds" in summary["timing"] and "timing" not in entry["metrics"]
+    assert [e["id"] for e in summary["configurations"]] == ["mean-000", "mean-001", "loss-000", "loss-001", "seeds-000"]
+
+
+def test_mlflow_holds_parent_children_params_metrics_artifacts_and_tags(finished_run: dict, tracking_uri: str) -> None:
+    tracker = Tracker(tracking_uri)
+    parent = tracker.get_run(finished_run["run_id"])
+    tags = parent.data.tags
+    for key in ("privlab.version", "privlab.git_commit", "privlab.root_seed", "privlab.mode", "privlab.workers",
+                "privlab.ray_nodes", "privlab.spec_sha256"):
+        assert key in tags, key
+    assert tags["privlab.root_seed"] == "7" and tags["privlab.mode"] == "research"
+    assert parent.data.metrics["eps_total"] == 1.0
+    artifacts = {a.path for a in tracker.client.list_artifacts(parent.info.run_id)}
+    assert {"results.parquet", "summary.json", "spec.toml", "plots"} <= artifacts
+    plots = [a.path for a in tracker.client.list_artifacts(parent.info.run_id, "plots")]
+    assert any(p.endswith("mean-abs_error.png") for p in plots)
+
+    children = tracker.child_runs(parent.info.experiment_id, parent.info.run_id)
+    assert len(children) == 5
+    child = next(c for c in children if c.data.tags["privlab.config_id"] == "loss-001")
+    assert child.data.params["params.epsilon"] == "1.0"
+    metrics = child.data.metrics
+    assert metrics["eps_total"] == 1.0 and metrics["in_event_d_count"] == 3000
+    assert 0.0 <= metrics["in_event_d_ci_low"] <= metrics["in_event_d_rate"] <= metrics["in_event_d_ci_high"] <= 1.0
+    assert any(k.startswith("eps_step_00_") for k in metrics)
+    child_artifacts = {a.path for a in tracker.client.list_artifacts(child.info.run_id)}
+    assert {"ledger.json", "result.json", "reservoir.parquet"} <= child_artifacts
+
+
+def test_compare_csv_table_parquet_and_plot(finished_run: dict, tracking_uri: str, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", "mini", "--format", "csv", "--tracking-uri", tracking_uri]) == 0
+    frame = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert list(frame["config_id"]) == ["loss-000", "loss-001", "mean-000", "mean-001", "seeds-000"]
+    row = frame.set_index("config_id").loc["mean-001"]
+    expected = next(e for e in finished_run["configurations"] if e["id"] == "mean-001")["metrics"]
+    assert row["abs_error_mean"] == pytest.approx(expected["abs_error_mean"], rel=1e-12)
+
+    assert main(["compare", "mini", "--metric", "abs_error", "--tracking-uri", tracking_uri,
+                 "--plot", str(tmp_path / "p.png")]) == 0
+    table = capsys.readouterr().out
+    assert "mean-000" in table and "abs_error" in table and "[" in table
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    out = tmp_path / "c.parquet"
+    assert main(["compare", "mini", "--format", "parquet", "--output", str(out), "--tracking-uri", tracking_uri]) == 0
+    assert len(pd.read_parquet(out)) == 5
+    assert main(["compare", "mini", "--format", "parquet", "--tracking-uri", tracking_uri]) == 2
+    assert "--output" in capsys.readouterr().err
+    assert main(["compare", "mini", "--metric", "nope", "--tracking-uri", tracking_uri]) == 4
+    assert "available" in capsys.readouterr().err
+
+
+def test_ledger_command(finished_run: dict, tracking_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ledger", finished_run["run_id"], "--tracking-uri", tracking_uri]) == 0
+    text = capsys.readouterr().out
+    assert "== loss-001 ==" in text and "laplace" in text and "count_release" in text
+    assert main(["ledger", finished_run["run_id"], "--json", "--tracking-uri", tracking_uri]) == 0
+    ledgers = json.loads(capsys.readouterr().out)
+    assert set(ledgers) == {"mean-000", "mean-001", "loss-000", "loss-001", "seeds-000"}
+    assert ledgers["seeds-000"]["events"] == []
+    event = ledgers["mean-000"]["events"][0]
+    assert event["mechanism"] == "laplace" and event["epsilon"] == 0.5
+    assert event["sensitivity"] == pytest.approx(1 / 50) and event["noise_scale"] == pytest.approx(1 / 50 / 0.5)
+    assert main(["ledger", "0" * 32, "--tracking-uri", tracking_uri]) == 4
+
+
+@pytest.mark.parametrize(
+    ("extra", "code", "message"),
+    [
+        ('bogus = 1\n', 2, "unknown key(s) 'bogus'"),
+        ('[budget]\nepsilon = 0.1\n', 3, "budget"),
+    ],
+)
+def test_bad_specs_fail_before_work_with_clear_errors(tmp_path: Path, tracking_uri: str, extra: str, code: int,
+                                                      message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "bad.toml"
+    spec.write_text('name = "bad"\nseed = 1\nworkload = "laplace_mean"\nrepetitions = 2\n' + extra
+                    + '[params]\nepsilon = 0.5\nn = 10\n')
+    assert main(["run", str(spec), "--serial", "--tracking-uri", tracking_uri]) == code
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "mlflow.db").exists(), "nothing may be written before the spec validates"
+
+
+def test_missing_spec_unknown_workload_and_bad_override(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", str(tmp_path / "none.toml")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    spec = tmp_path / "s.toml"
+    spec.write_text('name = "s"\nworkload = "no_such"\n')
+    assert main(["validate", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown workload 'no_such'" in err and "laplace_mean" in err
+    assert main(["validate", "experiments/quickstart.toml", "--set", "nonsense"]) == 2
+    assert "key=value" in capsys.readouterr().err
+
+
+def test_default_tracking_store_is_embedded_in_the_working_directory(
+    mini_spec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert main(["run", str(mini_spec), "--serial", "--no-progress", "--set", "study.loss.trials=200"]) == 0
+    assert (work / "mlflow.db").is_file()
+    assert "privlab compare 'mini'" in capsys.readouterr().out
+
+
+def test_console_script_help_and_subcommands() -> None:
+    for args in ([], ["run"], ["compare"], ["ledger"], ["cluster"], ["validate"], ["workloads"]):
+        result = subprocess.run([sys.executable, "-m", "privlab.platform.cli", *args, "--help"],
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert "usage: privlab" in result.stdout
