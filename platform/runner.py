@@ -41,11 +41,12 @@ from privlab.platform.backends import make_backend
 from privlab.platform.datasets import FileDataset, GeneratedDataset
 from privlab.platform.errors import ExecutionError, PrivlabError
 from privlab.platform.ledger import Ledger
+from privlab.platform.plots import study_plots
 from privlab.platform.progress import Progress
 from privlab.platform.registry import MetricKind, Pattern
 from privlab.platform.seeding import fresh_root_seed
 from privlab.platform.spec import Configuration, ExperimentSpec
-from privlab.platform.tracking import CONFIG_TAG, KIND_TAG, Tracker
+from privlab.platform.tracking import CONFIG_TAG, KIND_TAG, BackgroundWriter, Tracker
 from privlab.platform.units import UnitContext, build_pool_state, iterate_items
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,10 @@ class _Driver:
         self.spec = spec
         self.options = options
         self.tracker = Tracker(options.tracking_uri or spec.tracking.uri)
+        self.writer = BackgroundWriter()
+        self.parent_seconds = 0.0
+        self.startup_seconds = 0.0
+        self.execution_seconds = 0.0
         self.results: dict[str, dict[str, Any]] = {}
         self.timing: dict[str, dict[str, float]] = {}
         self.states: dict[str, _ConfigState] = {}
@@ -127,8 +132,12 @@ class _Driver:
             self.progress.configs_total = len(spec.configurations)
             self.progress.resume_from(sum(s.aggregate.done.covered() for s in self.states.values()))
             self.progress.update(configs_done=len(self.results), force=True)
+            self.startup_seconds = time.perf_counter() - began
+            executing = time.perf_counter()
             self._run_units()
             self._run_pools()
+            self.writer.flush()
+            self.execution_seconds = time.perf_counter() - executing
             self.progress.close()
             summary = self._finish_parent(time.perf_counter() - began)
             status = "FINISHED"
@@ -136,14 +145,20 @@ class _Driver:
         except (KeyboardInterrupt, RunInterrupted) as interrupt:
             status = "KILLED"
             self._checkpoint(force=True)
+            self.writer.flush()
             self.tracker.log_batch(self.run_id, tags={"privlab.status": "interrupted", "privlab.resumable": "true"})
             if isinstance(interrupt, RunInterrupted):
                 raise
             raise RunInterrupted(self.run_id, "interrupted") from None
         except BaseException:
             self._checkpoint(force=True)
+            try:
+                self.writer.flush()
+            except PrivlabError:
+                log.exception("tracking failed while saving the checkpoint")
             raise
         finally:
+            self.writer.close()
             if backend is not None:
                 backend.shutdown()
             self.tracker.finish(self.run_id, status)
@@ -431,18 +446,6 @@ class _Driver:
         wall = time.perf_counter() - (state.started or time.perf_counter())
         timing = {"wall_seconds": wall, "compute_seconds": state.aggregate.compute_seconds,
                   "nodes": float(len(state.aggregate.nodes))}
-        child = self.tracker.start_run(
-            self.experiment_id,
-            name=config.label()[:250],
-            params=config.flat_params() | {"workload": config.workload, "study": config.study, "units": config.units},
-            tags={
-                KIND_TAG: "configuration", CONFIG_TAG: config.id, "privlab.study": config.study,
-                "privlab.workload": config.workload, "privlab.root_seed": str(self.root_seed),
-                "privlab.mode": self.spec.mode,
-            },
-            parent_id=self.run_id,
-        )
-        self.tracker.log_batch(child, metrics=metrics | {f"timing_{k}": v for k, v in timing.items()})
         files: dict[str, str | bytes] = {RESULT_PATH: json.dumps(entry, indent=2, default=str)}
         if self.spec.tracking.artifacts:
             files["ledger.json"] = state.ledger.to_json()
@@ -450,8 +453,17 @@ class _Driver:
             reservoirs = {name: acc.reservoir() for name, acc in state.aggregate.metrics.items() if acc.count}
             if reservoirs:
                 files["reservoir.parquet"] = _parquet_bytes(pd.DataFrame({k: pd.Series(v) for k, v in reservoirs.items()}))
-        self.tracker.log_texts(child, files)
-        self.tracker.finish(child)
+        child_params = config.flat_params() | {"workload": config.workload, "study": config.study, "units": config.units}
+        child_tags = {
+            KIND_TAG: "configuration", CONFIG_TAG: config.id, "privlab.study": config.study,
+            "privlab.workload": config.workload, "privlab.root_seed": str(self.root_seed),
+            "privlab.mode": self.spec.mode,
+        }
+        child_metrics = metrics | {f"timing_{k}": v for k, v in timing.items()}
+        self.writer.submit(lambda: self.tracker.log_child(
+            self.experiment_id, parent_id=self.run_id, name=config.label()[:250], params=child_params,
+            metrics=child_metrics, tags=child_tags, files=files,
+        ))
         self.results[config.id] = entry
         self.timing[config.id] = timing
 
@@ -473,12 +485,15 @@ class _Driver:
             "configurations": ordered,
             "timing": {
                 "wall_seconds": wall_seconds,
+                "startup_seconds": self.startup_seconds,
+                "execution_seconds": self.execution_seconds,
                 "workers": self.backend.workers,
                 "ray_nodes": self.backend.nodes,
                 "backend": self.backend.name,
                 "configurations": self.timing,
             },
         }
+        parent_began = time.perf_counter()
         table = results_table(ordered)
         self.tracker.log_batch(
             self.run_id,
@@ -491,11 +506,12 @@ class _Driver:
             files["results.parquet"] = _parquet_bytes(table)
             files["results.csv"] = table.to_csv(index=False)
         if spec.tracking.artifacts and spec.tracking.plots:
-            from privlab.platform.plots import study_plots
-
             for name, png in study_plots(spec, ordered).items():
                 files[f"plots/{name}"] = png
         self.tracker.log_texts(self.run_id, files)
+        self.parent_seconds = time.perf_counter() - parent_began
+        summary["timing"]["tracking_seconds"] = self.tracker.seconds
+        summary["timing"]["tracking_blocked_seconds"] = self.writer.blocked_seconds + self.parent_seconds
         return summary
 
     def _checkpoint(self, *, force: bool = False) -> None:
@@ -510,7 +526,8 @@ class _Driver:
         }
         payload = {"spec_sha256": self.spec.sha256, "root_seed": self.root_seed, "partial": partial,
                    "completed": sorted(self.results)}
-        self.tracker.log_texts(self.run_id, {CHECKPOINT_PATH: json.dumps(payload)})
+        text = json.dumps(payload)
+        self.writer.submit(lambda: self.tracker.log_texts(self.run_id, {CHECKPOINT_PATH: text}))
 
 
 def np_arange(length: int) -> Any:

@@ -14,8 +14,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -42,12 +45,28 @@ def resolve_tracking_uri(uri: str | None) -> str:
     return mlflow.get_tracking_uri()
 
 
+def _timed(method: Any) -> Any:
+    """Accumulate the wall time of a tracking call in ``self.seconds`` (benchmarked share)."""
+
+    def wrapper(self: Tracker, *args: Any, **kwargs: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - began
+
+    wrapper.__doc__ = method.__doc__
+    wrapper.__name__ = method.__name__
+    return wrapper
+
+
 class Tracker:
     """A thin, batched wrapper around :class:`mlflow.MlflowClient`."""
 
     def __init__(self, uri: str | None) -> None:
         from mlflow import MlflowClient
 
+        self.seconds = 0.0
         self.uri = resolve_tracking_uri(uri)
         try:
             self.client = MlflowClient(tracking_uri=self.uri)
@@ -55,6 +74,7 @@ class Tracker:
             raise TrackingError(f"cannot open the MLflow tracking store {self.uri!r}: {error}") from None
 
     # -- experiments and runs -------------------------------------------------------------
+    @_timed
     def experiment_id(self, name: str, *, create: bool) -> str:
         try:
             experiment = self.client.get_experiment_by_name(name)
@@ -71,6 +91,7 @@ class Tracker:
             raise TrackingError(f"no experiment named {name!r} in {self.uri}; `privlab run` a spec first")
         return self.client.create_experiment(name)
 
+    @_timed
     def start_run(
         self,
         experiment_id: str,
@@ -84,10 +105,14 @@ class Tracker:
         if parent_id is not None:
             all_tags[PARENT_TAG] = parent_id
         run = self.client.create_run(experiment_id, run_name=name, tags=all_tags)
-        self.log_batch(run.info.run_id, params=params)
+        self._log_batch(run.info.run_id, params=params)
         return run.info.run_id
 
-    def log_batch(
+    @_timed
+    def log_batch(self, run_id: str, **kwargs: Any) -> None:
+        self._log_batch(run_id, **kwargs)
+
+    def _log_batch(
         self,
         run_id: str,
         *,
@@ -105,8 +130,12 @@ class Tracker:
             tags=[RunTag(k, str(v)) for k, v in (tags or {}).items()],
         )
 
+    @_timed
     def log_texts(self, run_id: str, files: Mapping[str, str | bytes]) -> None:
         """Write several artifacts in one upload (one directory, one ``log_artifacts`` call)."""
+        self._log_texts(run_id, files)
+
+    def _log_texts(self, run_id: str, files: Mapping[str, str | bytes]) -> None:
         if not files:
             return
         with tempfile.TemporaryDirectory(prefix="privlab-artifacts-") as tmp:
@@ -119,6 +148,27 @@ class Tracker:
                     target.write_text(content)
             self.client.log_artifacts(run_id, tmp)
 
+    @_timed
+    def log_child(
+        self,
+        experiment_id: str,
+        *,
+        parent_id: str,
+        name: str,
+        params: Mapping[str, Any],
+        metrics: Mapping[str, float],
+        tags: Mapping[str, str],
+        files: Mapping[str, str | bytes],
+    ) -> str:
+        """A finished child run in four calls: create, one batch, one upload, terminate."""
+        run = self.client.create_run(experiment_id, run_name=name, tags=dict(tags) | {PARENT_TAG: parent_id})
+        run_id = run.info.run_id
+        self._log_batch(run_id, params=params, metrics=metrics)
+        self._log_texts(run_id, files)
+        self.client.set_terminated(run_id, status="FINISHED")
+        return run_id
+
+    @_timed
     def finish(self, run_id: str, status: str = "FINISHED") -> None:
         self.client.set_terminated(run_id, status=status)
 
@@ -159,6 +209,52 @@ class Tracker:
                 return Path(local).read_text()
         except Exception:
             return None
+
+
+class BackgroundWriter:
+    """Runs tracking calls in order on one background thread, so the driver never waits on
+    the store while workers need new work. ``flush`` waits for everything submitted and
+    re-raises the first error; ``blocked_seconds`` is the time the driver spent waiting.
+    """
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue[Callable[[], Any] | None] = queue.Queue()
+        self._error: BaseException | None = None
+        self.blocked_seconds = 0.0
+        self._thread = threading.Thread(target=self._work, name="privlab-tracking", daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        while True:
+            task = self._queue.get()
+            try:
+                if task is None:
+                    return
+                if self._error is None:
+                    task()
+            except BaseException as error:  # reported to the driver by flush()
+                self._error = error
+            finally:
+                self._queue.task_done()
+
+    def submit(self, task: Callable[[], Any]) -> None:
+        self._raise()
+        self._queue.put(task)
+
+    def flush(self) -> None:
+        began = time.perf_counter()
+        self._queue.join()
+        self.blocked_seconds += time.perf_counter() - began
+        self._raise()
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=60)
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise TrackingError(f"logging to MLflow failed: {type(error).__name__}: {error}") from error
 
 
 def _param_text(value: Any) -> str:

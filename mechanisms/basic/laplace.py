@@ -10,6 +10,7 @@ and Mironov's floating-point attack does not apply; the snapping slack is paid f
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -30,15 +31,26 @@ def release_parameters(sensitivity: float, epsilon: float, dimension: int) -> tu
     Snapping moves each coordinate by at most ``2**(k-1)``, so the snapped statistic's L1
     sensitivity is at most ``Δ + dimension·2**k``; :func:`release_laplace_parameters` already
     adds one ``2**k``, and this adds the other ``dimension − 1`` until ``k`` is stable.
+
+    Raises:
+        ValueError: ``k`` does not settle: ε is too small for ``dimension`` (roughly
+            ``ε ≤ dimension·2**-29``), so no consistent ``(scale, k)`` exists.
     """
-    scale, k = release_laplace_parameters(sensitivity, epsilon)
-    for _ in range(8):
-        slack = (dimension - 1) * math.ldexp(1.0, k)
-        new_scale, new_k = release_laplace_parameters(sensitivity + slack, epsilon)
+    _, k = release_laplace_parameters(sensitivity, epsilon)
+    for _ in range(64):  # k only grows; it settles in a few steps unless ε is too small for d
+        # Δ + (d − 1)·2**k, rounded *up* to a float: a float sum could round down.
+        exact = Fraction(sensitivity) + (dimension - 1) * Fraction(2) ** k
+        padded = float(exact)
+        if Fraction(padded) < exact:
+            padded = math.nextafter(padded, math.inf)
+        new_scale, new_k = release_laplace_parameters(padded, epsilon)
         if new_k == k:
             return new_scale, k
-        scale, k = new_scale, new_k
-    return scale, k
+        k = new_k
+    raise ValueError(
+        f"epsilon ({epsilon!r}) is too small for a lattice release of {dimension} coordinates: "
+        "the snapping slack d·2**k outgrows the scale; raise epsilon or release fewer coordinates"
+    )
 
 
 def laplace_mechanism(
