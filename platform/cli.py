@@ -11,6 +11,7 @@ import argparse
 import json
 import logging
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ from privlab.platform.errors import (
     TrackingError,
 )
 
+DEFAULT_CLUSTER_STATE = ".privlab/cluster"
 EXIT_OK, EXIT_BUG, EXIT_INPUT, EXIT_BUDGET, EXIT_EXECUTION, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 
 
@@ -30,6 +32,8 @@ def _run(args: argparse.Namespace) -> int:
     from privlab.platform.spec import load_spec
 
     spec = load_spec(args.spec, args.set or [])
+    if args.address:
+        _apply_local_cluster_env(args.address)
     if args.workers is not None and args.workers < 1:
         raise _InputError(f"--workers ({args.workers}) must be at least 1")
     options = RunOptions(
@@ -60,6 +64,16 @@ def _run(args: argparse.Namespace) -> int:
         Path(args.summary_json).write_text(json.dumps(summary, indent=2, default=str))
     _print_summary(summary)
     return EXIT_OK
+
+
+def _apply_local_cluster_env(address: str) -> None:
+    """When ``address`` is the cluster `privlab cluster up` recorded here, use its environment
+    (loopback resolution and its auth token) so the driver connects without pasted exports."""
+    from privlab.platform import local_cluster
+
+    info = local_cluster.local_cluster_status(state_dir=Path(DEFAULT_CLUSTER_STATE))
+    if info is not None and info.address == address:
+        os.environ.update(info.env)
 
 
 def _set_args(overrides: Sequence[str] | None) -> str:
@@ -179,7 +193,7 @@ def _cluster(args: argparse.Namespace) -> int:
         info = local_cluster.start_local_cluster(nodes=args.nodes, cpus_per_node=args.cpus_per_node, state_dir=state_dir)
         print(f"started a {info.nodes}-node Ray cluster on loopback at {info.address}")
         for key, value in info.env.items():
-            print(f"export {key}={value}")
+            print(f"export {key}={shlex.quote(value)}")
         print(f"run on it:  privlab run SPEC --address {info.address}\nstop it:    privlab cluster down")
     elif args.cluster_command == "down":
         stopped = local_cluster.stop_local_cluster(state_dir=state_dir)
@@ -255,7 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--cpus-per-node", type=int, default=1)
     for p in (up, cluster_sub.add_parser("down", help="stop the cluster started by `up`"),
               cluster_sub.add_parser("status", help="show the recorded cluster")):
-        p.add_argument("--state-dir", default=".privlab/cluster", help="where the cluster's state is kept")
+        p.add_argument("--state-dir", default=DEFAULT_CLUSTER_STATE, help="where the cluster's state is kept")
     cluster.set_defaults(handler=_cluster)
     return parser
 

@@ -133,7 +133,9 @@ def test_laplace_release_charges_lattice_event_with_exact_scale(
 
 @pytest.mark.parametrize("sensitivity", [1.0, 0.1, 1 / 3, 7.5, math.nextafter(8.0, 0.0), 1e-3])
 @pytest.mark.parametrize("epsilon", [1.0, 0.5, 0.1, 1 / 3, 2.0, 1e-6, 1e3])
-def test_release_parameters_cover_snapping_slack_exactly(sensitivity: float, epsilon: float) -> None:
+def test_release_parameters_cover_snapping_slack_exactly(
+    sensitivity: float, epsilon: float
+) -> None:
     for d in (1, 2, 3, 5, 100, 10_000):
         try:
             scale, k = release_parameters(sensitivity, epsilon, d)
@@ -169,7 +171,8 @@ def test_exponential_charges_one_event_per_selection(
     sensitivity: float, epsilon: float, writer: TranscriptWriter
 ) -> None:
     utilities = np.array([0.0, 1.0, 2.0])
-    for source, mechanism in ((_seeded(3), "exponential"), (SecureSource(writer), "permute_and_flip")):
+    cases = ((_seeded(3), "exponential"), (SecureSource(writer), "permute_and_flip"))
+    for source, mechanism in cases:
         ledger = Ledger(epsilon_cap=None)
         for _ in range(3):
             chosen = exponential_mechanism(utilities, sensitivity=sensitivity, epsilon=epsilon,
@@ -368,7 +371,7 @@ def test_release_laplace_empirical_scale(writer: TranscriptWriter) -> None:
     E − 2**k ≤ |2**k·N| ≤ E + 2**k in the stochastic order (|N| dominates floor(E/2**k) and is
     dominated by ceil(E/2**k)). So mean |noise|/s lies within h = 2**k/s ≤ 2**-30 of a mean of
     n i.i.d. Exp(1), whose two tails are each bounded by delta/4 with the Chernoff interval
-    (about ±12% at n = 3000). The signs get Hoeffding: P(|frac positive − P(N > 0)| ≥ t) ≤
+    (0.883 to 1.126 at n = 3000). The signs get Hoeffding: P(|frac positive − P(N > 0)| ≥ t) ≤
     2·exp(−2nt²) = delta/2, with P(N > 0) = q/(1 + q) within 1e-9 of 1/2. Total ≤ delta.
     """
     n, sensitivity, epsilon = 3000, 1.0, 0.5
@@ -450,7 +453,8 @@ def _laplace_histogram(count: float, epsilon: float, seed: int, n: int) -> np.nd
     # Lap(Δ/ε) per coordinate from the same stream (checked exactly above).
     out = laplace_mechanism(np.full(n, count), sensitivity=1.0, epsilon=epsilon,
                             source=_seeded(seed), ledger=Ledger(epsilon_cap=None), name="count")
-    bins = np.searchsorted(LAPLACE_EDGES, out, side="right")  # (-inf, e0), [e0, e1), ..., [e_last, inf)
+    # Bins (-inf, e0), [e0, e1), ..., [e_last, inf).
+    bins = np.searchsorted(LAPLACE_EDGES, out, side="right")
     return np.bincount(bins, minlength=LAPLACE_EDGES.size + 1) / n
 
 
@@ -467,13 +471,15 @@ def test_laplace_satisfies_epsilon_dp_inequality_on_neighbouring_counts() -> Non
     q = _laplace_histogram(1.0, epsilon, seed=12, n=n)
     assert _worst_dp_excess(p, q, epsilon) <= slack
     # Power: noise for 2ε (scale 1/2) breaks the ε inequality by far more than the slack
-    # (at [1, 1.5): P = 0.316 for count 1 against e·0.049 = 0.133 for count 0).
+    # (at [1, 1.5): P = 0.316 for count 1 against e·0.043 = 0.116 for count 0).
     p2 = _laplace_histogram(0.0, 2 * epsilon, seed=13, n=n)
     q2 = _laplace_histogram(1.0, 2 * epsilon, seed=14, n=n)
     assert _worst_dp_excess(p2, q2, epsilon) > 0.1
 
 
-def _exponential_frequencies(utilities: np.ndarray, epsilon: float, seed: int, n: int) -> np.ndarray:
+def _exponential_frequencies(
+    utilities: np.ndarray, epsilon: float, seed: int, n: int
+) -> np.ndarray:
     source, log = _seeded(seed), _ChargeLog()
     picks = [
         exponential_mechanism(utilities, sensitivity=1.0, epsilon=epsilon, source=source,
