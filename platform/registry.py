@@ -30,6 +30,7 @@ from privlab.platform.errors import RegistryError, SpecError
 from privlab.platform.ledger import Ledger, PrivacyEvent
 
 BUILTIN_MODULES: tuple[str, ...] = (
+    "privlab.platform.workloads.generators",
     "privlab.platform.workloads.quickstart",
     "privlab.platform.workloads.testing",
 )

@@ -111,6 +111,10 @@ class _Driver:
     def run(self) -> dict[str, Any]:
         spec, options = self.spec, self.options
         began = time.perf_counter()
+        # File datasets are read and validated before anything is logged or started.
+        self.frames = {
+            study.name: study.dataset.load() for study in spec.studies if isinstance(study.dataset, FileDataset)
+        }
         experiment_id = self.tracker.experiment_id(spec.tracking.experiment, create=True)
         checkpoint = self._open_parent(experiment_id)
         status = "FAILED"
@@ -249,7 +253,7 @@ class _Driver:
             state = _ConfigState(config=config, context=context, aggregate=aggregate, ledger=ledger)
             if isinstance(study.dataset, FileDataset):
                 if study.name not in file_refs:
-                    file_refs[study.name] = self.backend.put(study.dataset.load())
+                    file_refs[study.name] = self.backend.put(self.frames[study.name])
                 state.data_ref = file_refs[study.name]
             state.cursor = aggregate.done.missing(config.units)
             self.states[config.id] = state

@@ -1,0 +1,70 @@
+"""Datasets through the runner: a registered generator (drawn per trial) and a parquet file
+(validated once, put in the object store once)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from privlab.platform.errors import SchemaError
+from privlab.platform.runner import RunOptions, run_experiment
+from privlab.platform.spec import load_spec
+
+
+def _run(spec: Path, uri: str) -> dict:
+    return run_experiment(load_spec(spec), RunOptions(serial=True, tracking_uri=uri, progress=False))
+
+
+def test_generated_dataset_is_drawn_per_trial(tmp_path: Path, tracking_uri: str) -> None:
+    spec = tmp_path / "gen.toml"
+    spec.write_text(
+        'name = "gen"\nseed = 4\nworkload = "column_mean"\nrepetitions = 400\n'
+        '[params]\ncolumn = "x1"\nlower = -4.0\nupper = 4.0\nn = 500\n'
+        '[grid]\nepsilon = [0.5, 2.0]\n'
+        '[dataset]\ngenerator = "bounded_normal"\n[dataset.params]\nn = 500\nmean = 1.0\n'
+    )
+    summary = _run(spec, tracking_uri)
+    low, high = summary["configurations"]
+    # The DP mean over fresh N(1, 1) samples of 500 is centred on 1 with sd ≈ sqrt(1/500 + 2b²).
+    for entry, epsilon in ((low, 0.5), (high, 2.0)):
+        b = 8.0 / 500 / epsilon
+        sd = np.sqrt(1 / 500 + 2 * b * b)
+        assert abs(entry["metrics"]["dp_mean_mean"] - 1.0) < 5 * sd / np.sqrt(400)
+        assert entry["metrics"]["dp_mean_sd"] == pytest.approx(sd, rel=0.15)
+        assert entry["metrics"]["abs_error_mean"] == pytest.approx(b, rel=0.15)  # E|Lap(b)| = b
+    assert low["params"]["dataset.mean"] == 1.0
+
+
+def test_file_dataset_is_validated_and_shared(tmp_path: Path, tracking_uri: str) -> None:
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"age": rng.integers(17, 91, size=300), "hours": rng.uniform(0, 99, size=300)})
+    data = tmp_path / "people.parquet"
+    frame.to_parquet(data)
+    spec = tmp_path / "file.toml"
+    spec.write_text(
+        'name = "file"\nseed = 4\nworkload = "column_mean"\nrepetitions = 50\n'
+        '[params]\ncolumn = "age"\nlower = 17.0\nupper = 90.0\nn = 300\nepsilon = 1.0\n'
+        '[dataset]\npath = "people.parquet"\n'
+        '[dataset.columns.age]\ntype = "integer"\nlower = 17\nupper = 90\n'
+        '[dataset.columns.hours]\ntype = "float"\nlower = 0\nupper = 99\n'
+    )
+    entry = _run(spec, tracking_uri)["configurations"][0]
+    b = 73.0 / 300
+    assert entry["metrics"]["dp_mean_mean"] == pytest.approx(frame["age"].mean(), abs=5 * b)
+
+    frame.loc[7, "age"] = 95  # outside the declared public bounds
+    frame.to_parquet(data)
+    runs_before = _parent_count(tracking_uri)
+    with pytest.raises(SchemaError, match=r"'age'.*outside its public bounds.*row 7"):
+        _run(spec, tracking_uri)
+    assert _parent_count(tracking_uri) == runs_before, "nothing may be logged before the data validates"
+
+
+def _parent_count(uri: str) -> int:
+    from privlab.platform.tracking import Tracker
+
+    tracker = Tracker(uri)
+    return len(tracker.parent_runs(tracker.experiment_id("file", create=False)))
