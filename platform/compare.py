@@ -89,14 +89,26 @@ def _fmt(x: Any) -> str:
 
 
 def render_table(frame: pd.DataFrame) -> str:
-    """An aligned text table: varying parameters, then ``mean [CI]`` / ``rate [CI]`` per metric."""
+    """One aligned text table per study: its varying parameters, then ``mean [95% CI]`` or
+    ``rate [95% CI]`` per metric, then derived metrics and ε."""
+    blocks = []
+    for study, rows in frame.groupby("study", sort=False):
+        rows = rows.dropna(axis=1, how="all").reset_index(drop=True)
+        runs = rows["parent_run_id"].nunique()
+        title = f"{study} ({len(rows)} configuration{'s' if len(rows) != 1 else ''}"
+        title += f", {runs} runs)" if runs > 1 else ")"
+        blocks.append(title + "\n" + _render_study(rows))
+    return "\n\n".join(blocks)
+
+
+def _render_study(frame: pd.DataFrame) -> str:
     columns: dict[str, list[str]] = {"config": frame["config_id"].tolist()}
     for param in varying_params(frame):
         columns[param.split(".", 1)[1]] = [_fmt(v) for v in frame[param]]
     metric_columns = [c for c in frame.columns if c not in ID_COLUMNS and not c.startswith(("params.", "dataset.", "timing_"))]
     shown: set[str] = set()
     for column in metric_columns:
-        if column.endswith(("_mean", "_rate")):
+        if column.endswith(("_mean", "_rate")) and not column.startswith("eps_step_"):
             base = column.rsplit("_", 1)[0]
             low, high = f"{base}_ci_low", f"{base}_ci_high"
             cells = []
@@ -111,7 +123,9 @@ def render_table(frame: pd.DataFrame) -> str:
         statistic = column.rsplit("_", 1)[-1] if "_" in column else ""
         if column in shown or statistic in {"sd", "min", "max", "p05", "p50", "p95", "count", "successes", "low", "high"}:
             continue
-        columns[column] = [_fmt(v) for v in frame[column]]
+        if column.startswith(("eps_step_", "delta_total")):
+            continue
+        columns["ε" if column == "eps_total" else column] = [_fmt(v) for v in frame[column]]
     widths = {k: max(len(k), *(len(v) for v in values)) for k, values in columns.items()}
     lines = ["  ".join(k.ljust(widths[k]) for k in columns), "  ".join("-" * widths[k] for k in columns)]
     for i in range(len(frame)):
