@@ -61,7 +61,7 @@ def exponential_mechanism(
     if scores.ndim != 1 or scores.size == 0 or not np.all(np.isfinite(scores)):
         raise ValueError(f"{name}: utilities must be a non-empty 1-d array of finite numbers")
     for label, value in (("sensitivity", sensitivity), ("epsilon", epsilon)):
-        if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             raise ValueError(f"{label} ({value!r}) must be a positive finite number")
     if source.mode == "release":
         ledger.charge(name=name, mechanism="permute_and_flip", epsilon=epsilon, sensitivity=sensitivity,
