@@ -1,0 +1,300 @@
+"""Shared pieces of the bounded-data baselines of the pMSE paper's comparisons.
+
+The noisy BPPD (:mod:`.bppd`), the smooth histogram (:mod:`.smooth_histogram`) and the
+functional mechanism (:mod:`.functional_mechanism`) all need public per-column bounds, clip
+the data to them, and (except the histogram) work in coordinates scaled to [−1, 1]. This
+module holds those steps, the exact budget split, the ledger pre-flight check, and the
+sequential normal model that BPPD, noisy BPPD and the functional mechanism synthesise from.
+
+Clipping, not raising: Snoke & Slavković, Section 6, run every bounded baseline "truncating
+the data at different assumed bounds" of 2, 4, 5 or 10 standard deviations, with the
+2-sd bounds deliberately narrower than the data. Out-of-bounds values are therefore expected
+input, and they are clipped (winsorised) to the nearest bound. Dropping the rows instead
+would change ``n``, which these mechanisms treat as public (replace-one neighbours).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from privlab.platform.errors import SchemaError
+from privlab.platform.ledger import Ledger, PrivacyEvent
+from privlab.platform.randomness import RandomSource, SeededSource
+
+__all__ = [
+    "SequentialNormalModel",
+    "as_generator",
+    "as_source",
+    "check_count",
+    "check_epsilon",
+    "check_fraction",
+    "check_nonnegative",
+    "clip_and_scale",
+    "data_matrix",
+    "preflight",
+    "split_epsilon",
+    "stack_datasets",
+    "validate_bounds",
+]
+
+
+# --- parameter validation (messages: f"{name} ({value!r}) must be {constraint}") ----------
+
+
+def _real(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} ({value!r}) must be a real number")
+    return float(value)
+
+
+def check_epsilon(name: str, value: object) -> float:
+    """``value`` as a float if it is a real number, finite and > 0."""
+    x = _real(name, value)
+    if not (math.isfinite(x) and x > 0.0):
+        raise ValueError(f"{name} ({value!r}) must be finite and > 0")
+    return x
+
+
+def check_nonnegative(name: str, value: object) -> float:
+    """``value`` as a float if it is a real number, finite and >= 0."""
+    x = _real(name, value)
+    if not (math.isfinite(x) and x >= 0.0):
+        raise ValueError(f"{name} ({value!r}) must be finite and >= 0")
+    return x
+
+
+def check_fraction(name: str, value: object) -> float:
+    """``value`` as a float if it lies strictly between 0 and 1."""
+    x = _real(name, value)
+    if not 0.0 < x < 1.0:
+        raise ValueError(f"{name} ({value!r}) must be in (0, 1)")
+    return x
+
+
+def check_count(name: str, value: object, *, minimum: int = 1) -> int:
+    """``value`` if it is an int (not a bool) >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} ({value!r}) must be an int")
+    if value < minimum:
+        raise ValueError(f"{name} ({value!r}) must be >= {minimum}")
+    return int(value)
+
+
+def validate_bounds(lower: object, upper: object) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Public per-column bounds as two equal-length tuples of finite floats, lower < upper.
+
+    Lists (as a TOML spec gives them) are accepted and converted to tuples.
+
+    Raises:
+        TypeError: a bound is not a sequence of real numbers.
+        ValueError: empty, unequal lengths, non-finite, or ``lower[j] >= upper[j]``.
+    """
+    out = []
+    for name, value in (("lower", lower), ("upper", upper)):
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+            raise TypeError(f"{name} ({value!r}) must be a sequence of numbers, one per column")
+        if len(value) == 0:
+            raise ValueError(f"{name} ({value!r}) must name at least one column's bound")
+        items = []
+        for item in value:
+            x = _real(f"{name} item", item)
+            if not math.isfinite(x):
+                raise ValueError(f"{name} ({value!r}) must hold finite numbers")
+            items.append(x)
+        out.append(tuple(items))
+    lo, hi = out
+    if len(lo) != len(hi):
+        raise ValueError(f"upper ({upper!r}) must have as many entries as lower ({len(lo)})")
+    for j, (a, b) in enumerate(zip(lo, hi, strict=True)):
+        if not a < b:
+            raise ValueError(f"upper[{j}] ({b!r}) must be > lower[{j}] ({a!r})")
+    return lo, hi
+
+
+# --- data ---------------------------------------------------------------------------------
+
+
+def data_matrix(
+    data: object, *, columns: int | None = None, min_rows: int = 1
+) -> tuple[np.ndarray, tuple[str, ...]]:
+    """A fresh float64 copy of ``data`` and its column names.
+
+    Args:
+        data: a DataFrame of numeric columns (in model order: each column is regressed on
+            the ones before it), or a 2-D array (columns named ``x1, x2, …``).
+        columns: the number of columns the public bounds declare, if any.
+        min_rows: the fewest rows the mechanism can use.
+
+    Returns:
+        ``(matrix, names)``; ``matrix`` never shares memory with ``data``.
+
+    Raises:
+        TypeError: ``data`` is neither a DataFrame nor a 2-D array.
+        SchemaError: a wrong number of columns, too few rows, a non-numeric column, a NaN
+            or an infinite value.
+    """
+    if isinstance(data, pd.DataFrame):
+        names = tuple(str(c) for c in data.columns)
+        for name in data.columns:
+            dtype = data[name].dtype
+            if not pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype):
+                raise SchemaError(f"column {name!r} ({dtype}) must be numeric; encode it first")
+        matrix = data.to_numpy(dtype=np.float64, copy=True)
+    elif isinstance(data, np.ndarray):
+        if data.ndim != 2:
+            raise SchemaError(f"data (an array of shape {data.shape}) must be 2-D (rows, columns)")
+        matrix = np.array(data, dtype=np.float64, copy=True)
+        names = tuple(f"x{j + 1}" for j in range(matrix.shape[1]))
+    else:
+        raise TypeError(f"data ({type(data).__name__}) must be a pandas DataFrame or a 2-D array")
+    n, q = matrix.shape
+    if columns is not None and q != columns:
+        raise SchemaError(
+            f"data has {q} column(s) but the public bounds declare {columns}; pass one "
+            "lower/upper bound per column, in model order"
+        )
+    if q < 1:
+        raise SchemaError("data must have at least one column")
+    if n < min_rows:
+        raise SchemaError(f"data has {n} row(s); this mechanism needs at least {min_rows}")
+    if not np.all(np.isfinite(matrix)):
+        raise SchemaError("data must be finite: drop or impute NaN/inf values first")
+    return matrix, names
+
+
+def clip_and_scale(
+    matrix: np.ndarray, lower: Sequence[float], upper: Sequence[float]
+) -> np.ndarray:
+    """Clip each column to its public ``[lower, upper]`` and map it affinely onto [−1, 1].
+
+    ``x̃ = (x − c) / h`` with centre ``c = (lower + upper) / 2`` and half-width
+    ``h = (upper − lower) / 2``; a new array is returned.
+    """
+    lo = np.asarray(lower, dtype=np.float64)
+    hi = np.asarray(upper, dtype=np.float64)
+    clipped = np.clip(matrix, lo, hi)
+    return np.clip((clipped - (lo + hi) / 2.0) / ((hi - lo) / 2.0), -1.0, 1.0)
+
+
+# --- randomness -----------------------------------------------------------------------------
+
+
+def as_source(rng: object) -> RandomSource:
+    """The run's :class:`RandomSource`; a bare ``Generator`` is wrapped as a research source."""
+    if isinstance(rng, RandomSource):
+        return rng
+    if isinstance(rng, np.random.Generator):
+        return SeededSource(rng)
+    raise TypeError(f"rng ({rng!r}) must be a RandomSource or a numpy.random.Generator")
+
+
+def as_generator(rng: object, *, purpose: str) -> np.random.Generator:
+    """A generator for post-processing: ``rng`` itself, or a source's ``generator(purpose)``."""
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if isinstance(rng, RandomSource):
+        return rng.generator(purpose=purpose)
+    raise TypeError(f"rng ({rng!r}) must be a numpy.random.Generator or a RandomSource")
+
+
+# --- budget -------------------------------------------------------------------------------
+
+
+def split_epsilon(epsilon: float, weights: Sequence[float]) -> tuple[float, ...]:
+    """Shares ``ε·w_i/Σw`` whose ``math.fsum`` (the ledger's basic total) is exactly ``ε``.
+
+    Every share but the last is the rounded ``ε·w_i/Σw``; the last one absorbs the float
+    rounding (it moves by a few ulps at most), so the ledger total equals the declared ε.
+
+    Raises:
+        ValueError: no weights, a weight that is not > 0, or a share that would not be > 0.
+    """
+    if not weights or any(not (math.isfinite(w) and w > 0) for w in weights):
+        raise ValueError(f"weights ({list(weights)!r}) must be a non-empty list of numbers > 0")
+    total = math.fsum(weights)
+    shares = [epsilon * (w / total) for w in weights]
+    shares[-1] = epsilon - math.fsum(shares[:-1])
+    for _ in range(64):
+        if math.fsum(shares) == epsilon:
+            break
+        gap = math.fsum([*shares, -epsilon])
+        shares[-1] = math.nextafter(shares[-1], -math.inf if gap > 0 else math.inf)
+    else:  # pragma: no cover - fsum of k floats converges within a few ulps
+        raise ValueError(f"epsilon ({epsilon!r}) cannot be split exactly into {len(weights)} shares")
+    if not all(s > 0 for s in shares):
+        raise ValueError(f"epsilon ({epsilon!r}) must be large enough that every share is > 0")
+    return tuple(shares)
+
+
+def preflight(ledger: Ledger, planned: Sequence[PrivacyEvent]) -> None:
+    """Raise :class:`BudgetExceededError` now if ``planned`` would not fit the ledger's cap.
+
+    Replays the ledger's events and then ``planned`` on a fresh copy, so a mechanism that
+    charges several steps is refused before its first release rather than part-way through.
+    """
+    if not isinstance(ledger, Ledger):
+        raise TypeError(f"ledger ({ledger!r}) must be a privlab Ledger")
+    trial = ledger.fresh()
+    for event in (*ledger.events, *planned):
+        trial.spend(event)
+
+
+# --- the sequential normal model ----------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SequentialNormalModel:
+    """``X₁ ~ N(β₁₀, σ₁²)`` and ``X_j | X_{<j} ~ N(β_j0 + Σ_{k<j} β_jk X_k, σ_j²)``.
+
+    Attributes:
+        coefficients: per column ``j`` (0-based) an array of ``j + 1`` numbers: the
+            intercept, then the slopes on columns ``0 … j−1``; in the data's units.
+        residual_sds: per column, σ_j > 0.
+    """
+
+    coefficients: tuple[np.ndarray, ...]
+    residual_sds: tuple[float, ...]
+
+    @classmethod
+    def from_scaled(
+        cls,
+        coefficients: Sequence[np.ndarray],
+        residual_sds: Sequence[float],
+        *,
+        lower: Sequence[float],
+        upper: Sequence[float],
+    ) -> SequentialNormalModel:
+        """The model in data units from one fitted on ``x̃ = (x − c)/h`` (see :func:`clip_and_scale`).
+
+        With ``x_j = c_j + h_j x̃_j`` and ``x̃_j = b̃_0 + Σ_k b̃_k x̃_k + σ̃ e``:
+        ``β_jk = h_j b̃_k / h_k``, ``β_j0 = c_j + h_j b̃_0 − Σ_k β_jk c_k``, ``σ_j = h_j σ̃``.
+        """
+        c = (np.asarray(lower, dtype=np.float64) + np.asarray(upper, dtype=np.float64)) / 2.0
+        h = (np.asarray(upper, dtype=np.float64) - np.asarray(lower, dtype=np.float64)) / 2.0
+        coefs, sds = [], []
+        for j, (b, s) in enumerate(zip(coefficients, residual_sds, strict=True)):
+            b = np.asarray(b, dtype=np.float64)
+            slopes = h[j] * b[1:] / h[:j]
+            intercept = c[j] + h[j] * b[0] - float(slopes @ c[:j])
+            coefs.append(np.concatenate(([intercept], slopes)))
+            sds.append(float(h[j] * s))
+        return cls(coefficients=tuple(coefs), residual_sds=tuple(sds))
+
+    def sample(self, n: int, *, rng: np.random.Generator) -> np.ndarray:
+        """``n`` rows drawn column by column (post-processing of the model's parameters)."""
+        q = len(self.coefficients)
+        out = np.empty((n, q), dtype=np.float64)
+        for j, (b, s) in enumerate(zip(self.coefficients, self.residual_sds, strict=True)):
+            out[:, j] = b[0] + out[:, :j] @ b[1:] + s * rng.standard_normal(n)
+        return out
+
+
+def stack_datasets(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Synthetic datasets stacked into one frame indexed by ``(dataset, row)``."""
+    return pd.concat(list(frames), keys=range(len(frames)), names=["dataset", "row"])

@@ -1,0 +1,458 @@
+"""Tests of the pMSE paper's baselines: BPPD, noisy BPPD, smooth histogram, functional mechanism.
+
+Tiers (CONVENTIONS §5): exact accounting (ledger totals equal the declared ε exactly, noise
+scales equal the derived sensitivity over the step's ε); the contract (reproducible, no
+reference to the data, input not mutated, bad params and data refused, release mode);
+seeded Monte Carlo checks marked ``statistical`` (large ε recovers the non-DP answer, small ε
+is noisier). Every random quantity is a deterministic function of a fixed seed, and the
+tolerances are several times the spread they guard, so none can flake.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from privlab.mechanisms.pmse.baselines import split_epsilon
+from privlab.mechanisms.pmse.bppd import (
+    BPPDParams,
+    BPPDSynthesizer,
+    NoisyBPPDParams,
+    NoisyBPPDSynthesizer,
+    floor_eigenvalues,
+    gram_sensitivity,
+    posterior_draw,
+)
+from privlab.mechanisms.pmse.functional_mechanism import (
+    FunctionalMechanismParams,
+    FunctionalMechanismSynthesizer,
+    functional_mechanism_regression,
+    functional_mechanism_sensitivity,
+)
+from privlab.mechanisms.pmse.smooth_histogram import (
+    SmoothHistogramParams,
+    SmoothHistogramSynthesizer,
+    mixing_weight,
+    smooth_histogram_epsilon,
+)
+from privlab.platform.errors import BudgetExceededError, ModeError, SchemaError
+from privlab.platform.ledger import Ledger
+from privlab.platform.randomness import SecureSource, SeededSource
+from privlab.platform.transcript import TranscriptWriter
+
+# The paper's simulation (Sections 5–7): X1 ~ N(2, 10), X2 | X1 ~ N(-2.5 + 0.5 X1, 3)
+# (variances), bounds at mean ± 4 sd, which clip a few of the draws.
+SD1, SD2, MEAN2 = math.sqrt(10.0), math.sqrt(0.25 * 10.0 + 3.0), -2.5 + 0.5 * 2.0
+LOWER = (2.0 - 4 * SD1, MEAN2 - 4 * SD2)
+UPPER = (2.0 + 4 * SD1, MEAN2 + 4 * SD2)
+
+
+def paper_data(n: int, seed: int = 11) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    x1 = rng.normal(2.0, SD1, n)
+    x2 = -2.5 + 0.5 * x1 + rng.normal(0.0, math.sqrt(3.0), n)
+    return pd.DataFrame({"x1": x1, "x2": x2})
+
+
+def three_columns(n: int, seed: int = 12) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    x1 = rng.normal(0.0, 1.0, n)
+    x2 = 0.5 * x1 + rng.normal(0.0, 1.0, n)
+    x3 = 1.0 - x1 + 0.3 * x2 + rng.normal(0.0, 1.0, n)
+    return pd.DataFrame({"a": x1, "b": x2, "c": x3})
+
+
+def ols_on_clipped(data: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """OLS of the last column on the others after clipping to the bounds; (β̂, standard errors)."""
+    clipped = np.clip(data.to_numpy(), LOWER, UPPER)
+    z = np.column_stack([np.ones(len(clipped)), clipped[:, :-1]])
+    y = clipped[:, -1]
+    beta, *_ = np.linalg.lstsq(z, y, rcond=None)
+    resid = y - z @ beta
+    s2 = resid @ resid / (len(y) - z.shape[1])
+    return beta, np.sqrt(s2 * np.diag(np.linalg.inv(z.T @ z)))
+
+
+def uncapped() -> Ledger:
+    return Ledger(epsilon_cap=None)
+
+
+def seeded(seed: int) -> SeededSource:
+    return SeededSource(np.random.default_rng(seed))
+
+
+def noisy_bppd(epsilon: float, datasets: int = 10, **kw: Any) -> NoisyBPPDSynthesizer:
+    return NoisyBPPDSynthesizer(
+        NoisyBPPDParams(epsilon=epsilon, lower=LOWER, upper=UPPER, datasets=datasets, **kw)
+    )
+
+
+def fm(epsilon: float, fraction: float = 0.5) -> FunctionalMechanismSynthesizer:
+    return FunctionalMechanismSynthesizer(
+        FunctionalMechanismParams(epsilon=epsilon, lower=LOWER, upper=UPPER, marginal_fraction=fraction)
+    )
+
+
+def histogram(epsilon: float, bins: int = 4, draws: int | None = None) -> SmoothHistogramSynthesizer:
+    return SmoothHistogramSynthesizer(
+        SmoothHistogramParams(epsilon=epsilon, lower=LOWER, upper=UPPER, bins=bins, draws=draws)
+    )
+
+
+DP_FACTORIES = {"noisy_bppd": noisy_bppd, "functional_mechanism": fm, "smooth_histogram": histogram}
+
+
+# --- params ---------------------------------------------------------------------------------
+
+BAD_PARAMS = [
+    (NoisyBPPDParams, {"epsilon": -1.0}, ValueError, r"^epsilon \(-1\.0\) must be finite and > 0$"),
+    (NoisyBPPDParams, {"epsilon": math.inf}, ValueError, r"^epsilon \(inf\) must be finite and > 0$"),
+    (NoisyBPPDParams, {"epsilon": "1"}, TypeError, r"^epsilon \('1'\) must be a real number$"),
+    (NoisyBPPDParams, {"epsilon": True}, TypeError, r"^epsilon \(True\) must be a real number$"),
+    (NoisyBPPDParams, {"datasets": 0}, ValueError, r"^datasets \(0\) must be >= 1$"),
+    (NoisyBPPDParams, {"datasets": 2.0}, TypeError, r"^datasets \(2\.0\) must be an int$"),
+    (NoisyBPPDParams, {"variance_floor": 0.0}, ValueError, r"^variance_floor \(0\.0\) must be in \(0, 1\)$"),
+    (NoisyBPPDParams, {"upper": (1.0,)}, ValueError, r"^upper \(\(1\.0,\)\) must have as many entries as lower \(2\)$"),
+    (NoisyBPPDParams, {"upper": (LOWER[0], 1.0)}, ValueError, r"^upper\[0\] \(-10\.6\d*\) must be > lower\[0\] \(-10\.6\d*\)$"),
+    (NoisyBPPDParams, {"lower": "ab"}, TypeError, r"^lower \('ab'\) must be a sequence of numbers"),
+    (NoisyBPPDParams, {"lower": (math.nan, 0.0)}, ValueError, r"^lower \(\(nan, 0\.0\)\) must hold finite numbers$"),
+    (SmoothHistogramParams, {"bins": 0}, ValueError, r"^bins \(0\) must be >= 1$"),
+    (SmoothHistogramParams, {"bins": 10**4}, ValueError, r"^bins \(10000\) must be small enough"),
+    (SmoothHistogramParams, {"draws": 0}, ValueError, r"^draws \(0\) must be >= 1$"),
+    (FunctionalMechanismParams, {"marginal_fraction": 1.0}, ValueError,
+     r"^marginal_fraction \(1\.0\) must be in \(0, 1\)$"),
+    (FunctionalMechanismParams, {"ridge": -0.5}, ValueError, r"^ridge \(-0\.5\) must be finite and >= 0$"),
+    (BPPDParams, {"datasets": -3}, ValueError, r"^datasets \(-3\) must be >= 1$"),
+]
+GOOD = {
+    NoisyBPPDParams: {"epsilon": 1.0, "lower": LOWER, "upper": UPPER},
+    SmoothHistogramParams: {"epsilon": 1.0, "lower": LOWER, "upper": UPPER, "bins": 4},
+    FunctionalMechanismParams: {"epsilon": 1.0, "lower": LOWER, "upper": UPPER, "marginal_fraction": 0.5},
+    BPPDParams: {},
+}
+
+
+@pytest.mark.parametrize(("cls", "change", "error", "message"), BAD_PARAMS)
+def test_bad_params_raise_in_the_message_format(cls: type, change: dict, error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        cls(**{**GOOD[cls], **change})
+
+
+def test_params_are_frozen_keyword_only_and_normalise_lists() -> None:
+    params = NoisyBPPDParams(epsilon=1, lower=[0, 0], upper=[1, 2])
+    assert params.lower == (0.0, 0.0) and params.upper == (1.0, 2.0) and params.epsilon == 1.0
+    with pytest.raises(AttributeError):
+        params.epsilon = 2.0  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        NoisyBPPDParams(1.0, (0.0,), (1.0,))  # type: ignore[misc]
+    with pytest.raises(TypeError, match=r"params \(.*\) must be a NoisyBPPDParams"):
+        NoisyBPPDSynthesizer(GOOD[NoisyBPPDParams])  # type: ignore[arg-type]
+
+
+# --- exact accounting -------------------------------------------------------------------------
+
+
+def test_split_epsilon_sums_exactly() -> None:
+    for epsilon in (0.1, 0.3, 1.0, 1.7, 2.9, 1e-3, 123.456):
+        for parts in range(1, 21):
+            shares = split_epsilon(epsilon, [1.0] * parts)
+            assert math.fsum(shares) == epsilon
+            assert all(math.isclose(s, epsilon / parts, rel_tol=1e-14) for s in shares)
+    assert math.fsum(split_epsilon(0.7, [0.3, 0.35, 0.35])) == 0.7
+
+
+def test_noisy_bppd_charges_l_steps_of_epsilon_over_l() -> None:
+    ledger = uncapped()
+    # 1.7 / 10 summed ten times is not 1.7 in floats; the last share absorbs the rounding.
+    noisy_bppd(1.7, datasets=10).fit(paper_data(300), ledger=ledger, rng=seeded(0))
+    events = ledger.events
+    assert len(events) == 10
+    assert [e.step for e in events] == [f"noisy_bppd.dataset[{k}]" for k in range(10)]
+    assert ledger.total().epsilon == 1.7 and ledger.total().delta == 0.0
+    for event in events:
+        assert math.isclose(event.epsilon, 0.17, rel_tol=1e-14)
+        assert event.mechanism == "laplace"
+        assert event.sensitivity == 8.0  # (q + 1)² − 1 with q = 2
+        assert event.noise_scale == event.sensitivity / event.epsilon
+
+
+def test_noisy_bppd_sensitivity_grows_with_columns() -> None:
+    assert [gram_sensitivity(q) for q in (1, 2, 3, 4)] == [3.0, 8.0, 15.0, 24.0]
+    data = three_columns(200)
+    ledger = uncapped()
+    NoisyBPPDSynthesizer(
+        NoisyBPPDParams(epsilon=0.9, lower=(-5.0,) * 3, upper=(5.0,) * 3, datasets=3)
+    ).fit(data, ledger=ledger, rng=seeded(1))
+    assert ledger.total().epsilon == 0.9
+    assert [(e.sensitivity, e.noise_scale) for e in ledger.events] == [(15.0, 15.0 / e.epsilon) for e in ledger.events]
+
+
+def test_functional_mechanism_charges_marginal_and_regressions() -> None:
+    assert [functional_mechanism_sensitivity(d) for d in (1, 2, 3)] == [8.0, 18.0, 32.0]
+    ledger = uncapped()
+    fm(0.3, fraction=0.3).fit(paper_data(300), ledger=ledger, rng=seeded(2))
+    marginal, regression = ledger.events
+    assert ledger.total().epsilon == 0.3
+    assert math.isclose(marginal.epsilon, 0.09, rel_tol=1e-14)
+    assert math.isclose(regression.epsilon, 0.21, rel_tol=1e-14)
+    assert (marginal.sensitivity, marginal.noise_scale) == (3.0, 3.0 / marginal.epsilon)
+    assert (regression.sensitivity, regression.noise_scale) == (18.0, 18.0 / regression.epsilon)
+
+    ledger = uncapped()
+    FunctionalMechanismSynthesizer(
+        FunctionalMechanismParams(epsilon=1.7, lower=(-5.0,) * 3, upper=(5.0,) * 3, marginal_fraction=0.2)
+    ).fit(three_columns(200), ledger=ledger, rng=seeded(3))
+    assert ledger.total().epsilon == 1.7
+    assert [e.sensitivity for e in ledger.events] == [3.0, 18.0, 32.0]
+    assert all(e.noise_scale == e.sensitivity / e.epsilon for e in ledger.events)
+    assert math.isclose(ledger.events[1].epsilon, ledger.events[2].epsilon, rel_tol=1e-14)
+
+
+def test_smooth_histogram_charges_epsilon_from_the_mixing_weight() -> None:
+    ledger = uncapped()
+    data = paper_data(500)
+    model = histogram(0.7, bins=5).fit(data, ledger=ledger, rng=seeded(4))
+    (event,) = ledger.events
+    assert ledger.total().epsilon == 0.7
+    assert event.mechanism == "smooth_histogram" and event.sensitivity is None and event.noise_scale is None
+    details = dict(event.details)
+    assert (details["cells"], details["records"], details["draws"]) == (25, 500, 500)
+    weight = 25 / (25 + 500 * math.expm1(0.7 / 500))  # equation (1), m = n
+    assert details["mixing_weight"] == model.mixing_weight_
+    assert weight <= model.mixing_weight_ <= weight * (1 + 1e-11)
+    assert smooth_histogram_epsilon(model.mixing_weight_, cells=25, records=500, draws=500) <= 0.7
+    assert math.isclose(smooth_histogram_epsilon(weight, cells=25, records=500, draws=500), 0.7, rel_tol=1e-9)
+    assert mixing_weight(0.7, cells=25, records=500, draws=50) < model.mixing_weight_  # fewer draws, less mixing
+
+
+@pytest.mark.parametrize("kind", sorted(DP_FACTORIES))
+def test_budget_is_refused_before_any_release(kind: str) -> None:
+    ledger = Ledger(epsilon_cap=1.0)
+    ledger.charge(name="earlier", mechanism="laplace", epsilon=0.5)
+    with pytest.raises(BudgetExceededError):
+        DP_FACTORIES[kind](0.6).fit(paper_data(100), ledger=ledger, rng=seeded(5))
+    assert [e.name for e in ledger.events] == ["earlier"]
+
+
+# --- contract ---------------------------------------------------------------------------------
+
+
+def _fitted(kind: str, data: object, seed: int) -> Any:
+    if kind == "bppd":
+        return BPPDSynthesizer(BPPDParams(datasets=2)).fit(data, ledger=uncapped(), rng=np.random.default_rng(seed))
+    return DP_FACTORIES[kind](1.0).fit(data, ledger=uncapped(), rng=np.random.default_rng(seed))
+
+
+def _reachable(obj: Any) -> Iterator[Any]:
+    seen: set[int] = set()
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        yield item
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            stack.extend(item)
+        if hasattr(item, "__dict__") and not isinstance(item, type):
+            stack.extend(vars(item).values())
+        for slot in getattr(type(item), "__slots__", ()):
+            if hasattr(item, slot):
+                stack.append(getattr(item, slot))
+
+
+ALL_KINDS = ["bppd", *sorted(DP_FACTORIES)]
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+def test_fitted_object_holds_no_reference_to_the_data(kind: str) -> None:
+    frame = paper_data(200)
+    array = paper_data(200, seed=12).to_numpy()
+    for data in (frame, array):
+        private = [data] if isinstance(data, np.ndarray) else [data, data.to_numpy(), *(data[c].to_numpy() for c in data)]
+        before = data.copy()
+        model = _fitted(kind, data, seed=6)
+        for item in _reachable(model):
+            assert all(item is not p for p in private), f"{kind} keeps a reference to the data"
+            if isinstance(item, np.ndarray):
+                assert not any(np.shares_memory(item, p) for p in private if isinstance(p, np.ndarray))
+        if isinstance(data, pd.DataFrame):
+            pd.testing.assert_frame_equal(data, before)
+        else:
+            np.testing.assert_array_equal(data, before)
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+def test_same_seed_same_output_different_seed_different_output(kind: str) -> None:
+    data = paper_data(200)
+    a = _fitted(kind, data, seed=7).sample(50, rng=np.random.default_rng(1))
+    b = _fitted(kind, data, seed=7).sample(50, rng=np.random.default_rng(1))
+    c = _fitted(kind, data, seed=8).sample(50, rng=np.random.default_rng(1))
+    pd.testing.assert_frame_equal(a, b)
+    assert not np.allclose(a.to_numpy(), c.to_numpy())
+    assert list(a.columns) == ["x1", "x2"]
+
+
+def test_multi_dataset_samples_are_stacked_by_dataset() -> None:
+    model = noisy_bppd(1.0, datasets=3).fit(paper_data(200), ledger=uncapped(), rng=seeded(9))
+    frame = model.sample(40, rng=np.random.default_rng(0))
+    assert frame.shape == (120, 2) and frame.index.names == ["dataset", "row"]
+    assert frame.loc[2].shape == (40, 2)
+    assert [f.shape for f in model.sample_datasets(40, rng=np.random.default_rng(0))] == [(40, 2)] * 3
+
+
+def test_smooth_histogram_sample_of_m_is_the_released_multiset() -> None:
+    model = histogram(2.0, bins=3, draws=150).fit(paper_data(400), ledger=uncapped(), rng=seeded(10))
+    assert model.counts_.sum() == 150
+    frame = model.sample(150, rng=np.random.default_rng(3))
+    lo, hi = np.array(LOWER), np.array(UPPER)
+    assert np.all((frame.to_numpy() >= lo) & (frame.to_numpy() <= hi))
+    index = np.clip(np.floor((frame.to_numpy() - lo) / (hi - lo) * 3).astype(int), 0, 2)
+    counts = np.bincount(np.ravel_multi_index(tuple(index.T), (3, 3)), minlength=9)
+    np.testing.assert_array_equal(counts, model.counts_)
+    assert model.sample(400, rng=np.random.default_rng(3)).shape == (400, 2)  # with replacement
+
+
+@pytest.mark.parametrize("kind", sorted(DP_FACTORIES))
+def test_data_outside_the_bounds_is_clipped(kind: str) -> None:
+    data = paper_data(200)
+    data.iloc[0] = [1e6, -1e6]
+    data.iloc[1] = [-50.0, 80.0]
+    clipped = pd.DataFrame(np.clip(data.to_numpy(), LOWER, UPPER), columns=data.columns)
+    ledgers = uncapped(), uncapped()
+    raw = DP_FACTORIES[kind](1.0).fit(data, ledger=ledgers[0], rng=seeded(11))
+    pre = DP_FACTORIES[kind](1.0).fit(clipped, ledger=ledgers[1], rng=seeded(11))
+    pd.testing.assert_frame_equal(raw.sample(30, rng=np.random.default_rng(0)), pre.sample(30, rng=np.random.default_rng(0)))
+    assert ledgers[0].events == ledgers[1].events
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+def test_bad_data_is_refused(kind: str) -> None:
+    with pytest.raises(SchemaError, match="column"):
+        _fitted(kind, three_columns(50) if kind != "bppd" else pd.DataFrame({"a": ["x"] * 5}), seed=0)
+    nan = paper_data(50)
+    nan.iloc[3, 1] = np.nan
+    with pytest.raises(SchemaError, match="finite"):
+        _fitted(kind, nan, seed=0)
+    with pytest.raises(TypeError, match="must be a pandas DataFrame"):
+        _fitted(kind, [[1.0, 2.0]], seed=0)
+
+
+def test_bppd_refuses_collinear_data_and_release_mode(tmp_path: Path) -> None:
+    x = np.arange(20.0)
+    with pytest.raises(SchemaError, match="exact linear function"):
+        _fitted("bppd", pd.DataFrame({"x1": x, "x2": 3.0 - 2.0 * x}), seed=0)
+    with TranscriptWriter(tmp_path / "t", context={"run": "bppd"}) as writer:
+        with pytest.raises(ModeError, match="release mode"):
+            BPPDSynthesizer(BPPDParams()).fit(paper_data(30), ledger=uncapped(), rng=SecureSource(writer))
+
+
+def test_release_mode_uses_the_lattice_laplace(tmp_path: Path) -> None:
+    data = paper_data(60)
+    with TranscriptWriter(tmp_path / "t", context={"run": "baselines"}) as writer:
+        source = SecureSource(writer)
+        for kind in sorted(DP_FACTORIES):
+            ledger = uncapped()
+            model = DP_FACTORIES[kind](1.0).fit(data, ledger=ledger, rng=source)
+            assert ledger.total().epsilon == 1.0
+            expected = "smooth_histogram" if kind == "smooth_histogram" else "laplace_lattice"
+            assert {e.mechanism for e in ledger.events} == {expected}
+            frame = model.sample(10, rng=source.generator(purpose="sample"))
+            assert np.all(np.isfinite(frame.to_numpy()))
+
+
+def test_floor_eigenvalues_makes_positive_definite_and_keeps_good_matrices() -> None:
+    good = np.array([[4.0, 1.0], [1.0, 3.0]])
+    np.testing.assert_allclose(floor_eigenvalues(good, 0.1), good, atol=1e-12)
+    fixed = floor_eigenvalues(np.array([[1.0, 2.0], [2.0, 1.0]]), 0.5)
+    assert np.linalg.eigvalsh(fixed).min() >= 0.5 - 1e-12
+
+
+def test_functional_mechanism_refuses_unscaled_input() -> None:
+    with pytest.raises(ValueError, match=r"\[-1, 1\]"):
+        functional_mechanism_regression(np.array([[1.0, 2.0]]), np.array([0.0]), epsilon=1.0,
+                                        source=seeded(0), ledger=uncapped())
+
+
+# --- statistical ------------------------------------------------------------------------------
+
+
+@pytest.mark.statistical
+def test_posterior_draws_have_the_documented_moments() -> None:
+    # Posterior of a regression on an intercept and one predictor: E[β] = β̂,
+    # E[σ²] = S/(ν − 2), Cov β = E[σ²] (ZᵀZ)⁻¹. 4000 draws; tolerances ≥ 5 Monte Carlo sds.
+    rng = np.random.default_rng(13)
+    n = 30
+    z = np.column_stack([np.ones(n), rng.normal(size=n)])
+    y = 1.0 + 2.0 * z[:, 1] + rng.normal(size=n)
+    w = np.column_stack([z, y])
+    gram = w.T @ w
+    beta_hat = np.linalg.solve(z.T @ z, z.T @ y)
+    rss = float(np.sum((y - z @ beta_hat) ** 2))
+    draws = [posterior_draw(gram, n=n, rng=rng) for _ in range(4000)]
+    betas = np.array([d[0][1] for d in draws])
+    sigma2 = np.array([d[1][1] ** 2 for d in draws])
+    nu = n - 2
+    expected_sigma2 = rss / (nu - 2)
+    assert abs(sigma2.mean() - expected_sigma2) < 5 * expected_sigma2 * math.sqrt(2 / (nu - 4)) / math.sqrt(4000)
+    cov = expected_sigma2 * np.linalg.inv(z.T @ z)
+    se = np.sqrt(np.diag(cov))
+    assert np.all(np.abs(betas.mean(axis=0) - beta_hat) < 5 * se / math.sqrt(4000))
+    np.testing.assert_allclose(np.cov(betas.T), cov, rtol=0.15)
+
+
+@pytest.mark.statistical
+def test_large_epsilon_recovers_ols_on_clipped_data() -> None:
+    data = paper_data(2000)
+    beta, se = ols_on_clipped(data)
+    # Functional mechanism: the noise (scale 18/5e5 on sums of order n) is negligible.
+    model = fm(1e6).fit(data, ledger=uncapped(), rng=seeded(14))
+    np.testing.assert_allclose(model.model_.coefficients[1], beta, atol=1e-3)
+    # Noisy BPPD and BPPD: the noise is negligible, so each dataset's coefficients are a
+    # posterior draw around OLS: within 6 standard errors.
+    for synthesizer in (noisy_bppd(1e6), BPPDSynthesizer(BPPDParams(datasets=10))):
+        fitted = synthesizer.fit(data, ledger=uncapped(), rng=seeded(15))
+        draws = np.array([m.coefficients[1] for m in fitted.models_])
+        assert np.all(np.abs(draws - beta) < 6 * se)
+    # Smooth histogram: λ ≈ 0, so the released cells are a bootstrap of the binned data.
+    big = paper_data(20000)
+    model = histogram(1e6, bins=4).fit(big, ledger=uncapped(), rng=seeded(16))
+    assert model.mixing_weight_ < 1e-20  # K / (K + n e^{ε/m}), ε/m = 50
+    lo, hi = np.array(LOWER), np.array(UPPER)
+    index = np.clip(np.floor((np.clip(big.to_numpy(), lo, hi) - lo) / (hi - lo) * 4).astype(int), 0, 3)
+    empirical = np.bincount(np.ravel_multi_index(tuple(index.T), (4, 4)), minlength=16) / len(big)
+    assert 0.5 * np.abs(model.counts_ / model.draws_ - empirical).sum() < 0.05  # expected ≈ 0.01
+
+
+@pytest.mark.statistical
+def test_smaller_epsilon_gives_noisier_estimates() -> None:
+    data = paper_data(1000)
+    lo, hi = np.array(LOWER), np.array(UPPER)
+    index = np.clip(np.floor((np.clip(data.to_numpy(), lo, hi) - lo) / (hi - lo) * 4).astype(int), 0, 3)
+    empirical = np.bincount(np.ravel_multi_index(tuple(index.T), (4, 4)), minlength=16) / len(data)
+    spread: dict[str, list[float]] = {"noisy_bppd": [], "functional_mechanism": [], "smooth_histogram": []}
+    for epsilon in (0.25, 2.5, 250.0):
+        slopes_bppd, slopes_fm, distances = [], [], []
+        for seed in range(20):
+            nb = noisy_bppd(epsilon, datasets=1).fit(data, ledger=uncapped(), rng=seeded(seed))
+            slopes_bppd.append(nb.models_[0].coefficients[1][1])
+            f = fm(epsilon).fit(data, ledger=uncapped(), rng=seeded(seed))
+            slopes_fm.append(f.model_.coefficients[1][1])
+            h = histogram(epsilon, bins=4, draws=200).fit(data, ledger=uncapped(), rng=seeded(seed))
+            distances.append(0.5 * np.abs(h.counts_ / 200 - empirical).sum())
+        spread["noisy_bppd"].append(float(np.var(slopes_bppd)))
+        spread["functional_mechanism"].append(float(np.var(slopes_fm)))
+        spread["smooth_histogram"].append(float(np.mean(distances)))
+    # Measured ratios between neighbouring ε levels: ≥ 16 (BPPD, FM) and ≥ 1.6 (histogram).
+    for kind, values in spread.items():
+        margin = 1.3 if kind == "smooth_histogram" else 4.0
+        assert values[0] > margin * values[1] > margin**2 * values[2], (kind, values)
