@@ -33,6 +33,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "privlab.platform.workloads.generators",
     "privlab.platform.workloads.quickstart",
     "privlab.platform.workloads.testing",
+    "privlab.mechanisms.pmse.studies",
 )
 ENTRY_POINT_GROUP = "privlab.workloads"
 
