@@ -34,6 +34,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "privlab.platform.workloads.quickstart",
     "privlab.platform.workloads.testing",
     "privlab.mechanisms.pmse.studies",
+    "privlab.mechanisms.pmse.utility_studies",
 )
 ENTRY_POINT_GROUP = "privlab.workloads"
 

@@ -1,0 +1,214 @@
+"""Acceptance criteria: an error measure, a threshold and a DP release of the measure.
+
+An acceptance criterion ``AC = (E, T)`` compares the transformed private dataset ``R`` with a
+public release candidate ``S`` (both frames of integer codes over one
+:class:`~privlab.mechanisms.tabular.domain.Domain`, with the same number of rows ``n``); the
+candidate passes when the DP estimate of ``E(R, S)`` is below ``T`` (Hod & Canetti 2024,
+Definition 3 and Section 4.5). Each criterion releases its measure with its own ε, records the
+step in the ledger with its sensitivity and noise scale, and returns a
+:class:`CriterionResult`. The exact (non-DP) value is attached only in research mode.
+
+Subclasses are frozen keyword-only dataclasses (hyperparameters from the spec) registered by
+``kind`` with :func:`register_criterion`; :func:`criterion_from_spec` builds one from a spec
+table and rejects unknown keys.
+
+Privacy:
+    The neighbouring relation is replace-one with ``n`` public (Section 4.4.2): ``R`` and
+    ``R'`` differ in one record, ``S`` is fixed and public. Sensitivities below are for that
+    relation.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import pandas as pd
+
+from privlab.mechanisms.basic.laplace import laplace_mechanism
+from privlab.mechanisms.tabular.domain import Domain
+from privlab.platform.errors import RegistryError, SpecError
+from privlab.platform.ledger import Ledger
+from privlab.platform.randomness import RandomSource
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CriterionResult:
+    """What one criterion released: the DP value, the decision and how it was computed.
+
+    ``true_value`` is the exact error measure; it is ``None`` in release mode, where nothing
+    computed from the private data without DP may leave the mechanism.
+    """
+
+    name: str
+    kind: str
+    threshold: float
+    dp_value: float
+    passed: bool
+    epsilon: float
+    mechanism: str
+    sensitivity: float
+    noise_scale: float
+    bounds: tuple[float, float] | None = None
+    true_value: float | None = None
+    details: tuple[tuple[str, float], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["bounds"] = None if self.bounds is None else list(self.bounds)
+        d["details"] = dict(self.details)
+        return d
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AcceptanceCriterion(abc.ABC):
+    """Base class: ``name`` (unique within a spec), ``threshold`` T and ``epsilon``.
+
+    The default :meth:`release` adds ``Lap(Δ/ε)`` to :meth:`error` with ``Δ =``
+    :meth:`sensitivity` and passes when the noisy value is ``< threshold``; criteria whose DP
+    release differs (threshold adjustments, several noisy pieces) override it.
+    """
+
+    kind: ClassVar[str]
+
+    name: str
+    threshold: float
+    epsilon: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise SpecError(f"criterion name ({self.name!r}) must be a non-empty string")
+        for label in ("threshold", "epsilon"):
+            value = getattr(self, label)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise SpecError(f"criterion {self.name!r}: {label} ({value!r}) must be a finite number")
+        if self.epsilon <= 0:
+            raise SpecError(
+                f"criterion {self.name!r}: epsilon ({self.epsilon!r}) must be > 0; drop the criterion "
+                "from the spec instead of giving it no budget"
+            )
+
+    @abc.abstractmethod
+    def error(self, transformed: pd.DataFrame, candidate: pd.DataFrame, *, domain: Domain) -> float:
+        """The exact error measure ``E(R, S)`` (not private; research use and inside release)."""
+
+    @abc.abstractmethod
+    def sensitivity(self, n: int) -> float:
+        """Global sensitivity of :meth:`error` in ``R`` for ``n`` records (replace-one)."""
+
+    @property
+    def bounds(self) -> tuple[float, float] | None:
+        """The public clipping bounds ``[L, U]`` the criterion uses, if any (for reports)."""
+        return None
+
+    def release(
+        self,
+        transformed: pd.DataFrame,
+        candidate: pd.DataFrame,
+        *,
+        domain: Domain,
+        source: RandomSource,
+        ledger: Ledger,
+        scope: str = "data",
+    ) -> CriterionResult:
+        """Release ``E(R, S) + Lap(Δ/ε)`` and compare it with the threshold.
+
+        Privacy:
+            ε-DP by the Laplace mechanism for a measure of sensitivity Δ; the comparison with
+            the public threshold is post-processing.
+        """
+        check_same_size(transformed, candidate, name=self.name)
+        n = len(transformed)
+        value = self.error(transformed, candidate, domain=domain)
+        delta = self.sensitivity(n)
+        noisy = float(
+            laplace_mechanism(value, sensitivity=delta, epsilon=self.epsilon, source=source,
+                              ledger=ledger, name=f"acceptance:{self.name}", scope=scope, step="acceptance")
+        )
+        event = ledger.events[-1]
+        return CriterionResult(
+            name=self.name,
+            kind=self.kind,
+            threshold=float(self.threshold),
+            dp_value=noisy,
+            passed=noisy < self.threshold,
+            epsilon=float(self.epsilon),
+            mechanism=event.mechanism,
+            sensitivity=delta,
+            noise_scale=float(event.noise_scale or 0.0),
+            bounds=self.bounds,
+            true_value=value if source.mode == "research" else None,
+        )
+
+
+def check_same_size(transformed: pd.DataFrame, candidate: pd.DataFrame, *, name: str) -> None:
+    """The criteria assume ``|R| = |S| = n`` (n public); anything else is a caller error."""
+    if len(transformed) == 0:
+        raise SpecError(f"criterion {name!r}: the transformed dataset is empty")
+    if len(transformed) != len(candidate):
+        raise SpecError(
+            f"criterion {name!r}: the candidate has {len(candidate)} rows but the transformed data has "
+            f"{len(transformed)}; the flow must sample exactly n records"
+        )
+
+
+_CRITERIA: dict[str, type[AcceptanceCriterion]] = {}
+
+
+def register_criterion(cls: type[AcceptanceCriterion]) -> type[AcceptanceCriterion]:
+    """Class decorator: register a criterion class under its ``kind``."""
+    existing = _CRITERIA.get(cls.kind)
+    if existing is not None and existing.__qualname__ != cls.__qualname__:
+        raise RegistryError(f"criterion kind {cls.kind!r} is already registered by {existing.__qualname__}")
+    _CRITERIA[cls.kind] = cls
+    return cls
+
+
+def criterion_kinds() -> tuple[str, ...]:
+    _load_builtins()
+    return tuple(sorted(_CRITERIA))
+
+
+def criterion_from_spec(table: Mapping[str, Any], *, where: str) -> AcceptanceCriterion:
+    """Build a criterion from a spec table ``{kind = "...", name = "...", threshold, epsilon, ...}``.
+
+    Raises:
+        SpecError: Unknown kind, unknown or missing keys, or invalid values (naming ``where``).
+    """
+    _load_builtins()
+    kind = table.get("kind")
+    if kind not in _CRITERIA:
+        raise SpecError(f"{where}: kind ({kind!r}) must be one of {', '.join(sorted(_CRITERIA))}")
+    cls = _CRITERIA[kind]
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(table) - set(fields) - {"kind"})
+    if unknown:
+        raise SpecError(f"{where}: unknown key(s) {', '.join(unknown)}; {kind} accepts {', '.join(sorted(fields))}")
+    missing = sorted(
+        name for name, f in fields.items()
+        if name not in table and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    )
+    if missing:
+        raise SpecError(f"{where}: missing key(s) {', '.join(missing)} for criterion kind {kind!r}")
+    try:
+        return cls(**{k: v for k, v in table.items() if k != "kind"})
+    except (TypeError, ValueError) as error:
+        raise SpecError(f"{where}: {error}") from error
+
+
+BUILTIN_MODULES: tuple[str, ...] = (
+    "privlab.mechanisms.acceptance.marginals",
+    "privlab.mechanisms.acceptance.conditional_means",
+    "privlab.mechanisms.acceptance.regression",
+    "privlab.mechanisms.acceptance.faithfulness",
+)
+
+
+def _load_builtins() -> None:
+    import importlib
+
+    for module in BUILTIN_MODULES:
+        importlib.import_module(module)
