@@ -44,6 +44,8 @@ def _run(args: argparse.Namespace) -> int:
         resume=args.resume,
         progress=not args.no_progress,
         stop_after_units=args.max_units,
+        command=shlex.join(["privlab", *args.argv]),
+        report_dir=Path(args.report_dir) if args.report_dir else None,
     )
     units = sum(c.units for c in spec.configurations)
     print(
@@ -63,6 +65,36 @@ def _run(args: argparse.Namespace) -> int:
     if args.summary_json:
         Path(args.summary_json).write_text(json.dumps(summary, indent=2, default=str))
     _print_summary(summary)
+    if args.report_dir:
+        print(f"reports written to {args.report_dir}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _report(args: argparse.Namespace) -> int:
+    from privlab.platform.reports import build_reports, parquet_frame, write_report_dir
+    from privlab.platform.runner import RESERVOIR_PATH
+    from privlab.platform.tracking import CONFIG_TAG, KIND_TAG, Tracker
+
+    tracker = Tracker(args.tracking_uri)
+    run = tracker.get_run(args.run_id)
+    if run.data.tags.get(KIND_TAG) != "parent":
+        raise TrackingError(f"run {args.run_id} is not a privlab parent run; give the id `privlab run` printed")
+    text = tracker.read_text(args.run_id, "summary.json")
+    if text is None:
+        raise TrackingError(f"run {args.run_id} has no summary.json: it did not finish (resume it first)")
+    children = {c.data.tags.get(CONFIG_TAG): c.info.run_id
+                for c in tracker.child_runs(run.info.experiment_id, args.run_id) if c.info.status == "FINISHED"}
+
+    def reservoir_of(config_id: str) -> object:
+        child = children.get(config_id)
+        return parquet_frame(tracker.read_bytes(child, RESERVOIR_PATH)) if child else None
+
+    files = build_reports(json.loads(text), reservoir_of, command=run.data.tags.get("privlab.command") or None)
+    if not files:
+        print("the run's workloads draw no reports")
+        return EXIT_OK
+    for path in write_report_dir(files, Path(args.out)):
+        print(path)
     return EXIT_OK
 
 
@@ -234,6 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--summary-json", metavar="PATH", help="write the run summary as JSON")
     run.add_argument("--max-units", type=int, metavar="N", help="stop cleanly (resumable) after N units of work")
     run.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
+    run.add_argument("--report-dir", metavar="DIR",
+                     help="also write the studies' results pages (markdown tables, PNG figures) to DIR")
     tracking(run)
     run.set_defaults(handler=_run)
 
@@ -259,6 +293,14 @@ def build_parser() -> argparse.ArgumentParser:
     tracking(ledger)
     ledger.set_defaults(handler=_ledger)
 
+    report = sub.add_parser("report", help="redraw a finished run's results pages (tables and figures)",
+                            description="Rebuild the studies' results pages of a finished run from what it "
+                                        "logged in MLflow (nothing is recomputed) and write them to --out.")
+    report.add_argument("run_id", help="the parent run id `privlab run` printed")
+    report.add_argument("--out", required=True, metavar="DIR", help="folder to write (replaced as a whole)")
+    tracking(report)
+    report.set_defaults(handler=_report)
+
     workloads = sub.add_parser("workloads", help="list registered workloads, their patterns and metrics")
     workloads.set_defaults(handler=_workloads)
 
@@ -276,7 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    args.argv = argv
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")

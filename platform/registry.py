@@ -72,8 +72,28 @@ class Workload(abc.ABC):
         and against what every trial actually charged). Empty for non-private workloads."""
         return []
 
+    def facets(self, params: Any) -> Mapping[str, Mapping[str, Any]]:
+        """Sub-configurations evaluated together inside every trial, ``label → their params``.
+
+        A workload that computes several related configurations from the same random draws
+        (common random numbers, e.g. eight tree settings read off one fit) names its metrics
+        ``"{label}/{metric}"``; the summary, MLflow and ``privlab compare`` then show one entry
+        per facet, with the metric named ``metric`` and the facet's params merged into the
+        configuration's. Metrics without a label are shared by every facet. Default: none.
+        """
+        return {}
+
     def derive(self, params: Any, summary: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
         """Metrics computed from the aggregated summary (e.g. an empirical ε from two rates)."""
+        return {}
+
+    def report(self, results: Any) -> Mapping[str, str | bytes]:
+        """The study's results page: files (markdown, PNG) drawn from a finished run.
+
+        ``results`` is a :class:`privlab.platform.reports.StudyResults`. The runner logs the
+        files under ``report/<study>/`` on the parent run; ``privlab report RUN_ID`` redraws
+        them later. The default draws nothing (the generic plots still are logged).
+        """
         return {}
 
     def run_trial(

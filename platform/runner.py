@@ -20,6 +20,7 @@ is the largest configuration total (configurations are alternatives, not composi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.metadata
 import io
 import json
@@ -42,11 +43,12 @@ from privlab.platform.datasets import FileDataset, GeneratedDataset
 from privlab.platform.errors import ExecutionError, PrivlabError
 from privlab.platform.ledger import Ledger
 from privlab.platform.plots import study_plots
+from privlab.platform.reports import REPORT_PREFIX, build_reports, parquet_frame, write_report_dir
 from privlab.platform.progress import Progress
 from privlab.platform.registry import MetricKind, Pattern
 from privlab.platform.seeding import fresh_root_seed
 from privlab.platform.spec import Configuration, ExperimentSpec
-from privlab.platform.tracking import CONFIG_TAG, KIND_TAG, BackgroundWriter, Tracker
+from privlab.platform.tracking import CONFIG_TAG, GROUP_TAG, KIND_TAG, BackgroundWriter, Tracker
 from privlab.platform.units import UnitContext, build_pool_state, iterate_items
 
 log = logging.getLogger(__name__)
@@ -54,6 +56,7 @@ log = logging.getLogger(__name__)
 PILOT_UNITS = 4
 CHECKPOINT_PATH = "checkpoint/checkpoint.json"
 RESULT_PATH = "result.json"
+RESERVOIR_PATH = "reservoir.parquet"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -65,6 +68,8 @@ class RunOptions:
     resume: str | None = None
     progress: bool = True
     stop_after_units: int | None = None  # stop cleanly (resumable) after this many results
+    command: str | None = None  # the command line, recorded on the run and in study reports
+    report_dir: Path | None = None  # also write the study reports (markdown, PNG) here
 
 
 class RunInterrupted(PrivlabError):
@@ -101,7 +106,8 @@ class _Driver:
         self.parent_seconds = 0.0
         self.startup_seconds = 0.0
         self.execution_seconds = 0.0
-        self.results: dict[str, dict[str, Any]] = {}
+        self.results: dict[str, list[dict[str, Any]]] = {}  # config id → its entries (one per facet)
+        self.reservoir_frames: dict[str, pd.DataFrame] = {}
         self.timing: dict[str, dict[str, float]] = {}
         self.states: dict[str, _ConfigState] = {}
         self.units_seen = 0
@@ -191,7 +197,7 @@ class _Driver:
                 result = self.tracker.read_text(child.info.run_id, RESULT_PATH)
                 if result:
                     entry = json.loads(result)
-                    self.results[entry["id"]] = entry
+                    self.results.setdefault(entry.get("config", entry["id"]), []).append(entry)
             return checkpoint
         self.root_seed = spec.seed if spec.seed is not None else fresh_root_seed()
         try:
@@ -206,6 +212,7 @@ class _Driver:
             "privlab.mode": spec.mode,
             "privlab.spec_name": spec.name,
             "privlab.spec_sha256": spec.sha256,
+            "privlab.command": (options.command or "")[:4000],
             "privlab.status": "running",
             "mlflow.note.content": spec.description,
         }
@@ -229,7 +236,14 @@ class _Driver:
         file_refs: dict[str, Any] = {}
         for config in spec.configurations:
             if config.id in self.results:
-                continue
+                facets = registry.get_workload(config.workload).facets(
+                    registry.build_params(registry.get_workload(config.workload).Params, config.params, where=config.id))
+                logged = {entry.get("facet", "") for entry in self.results[config.id]}
+                if logged == (set(facets) or {""}):
+                    order = list(facets) or [""]
+                    self.results[config.id].sort(key=lambda e: order.index(e.get("facet", "")))
+                    continue
+                del self.results[config.id]  # some facets were not logged before the stop: redo them all
             study = spec.study(config.study)
             workload = registry.get_workload(config.workload)
             ledger = spec.new_ledger()
@@ -424,6 +438,7 @@ class _Driver:
 
     # -- logging -------------------------------------------------------------------------
     def _log_configuration(self, state: _ConfigState) -> None:
+        """Log a finished configuration: one MLflow child run (and summary entry) per facet."""
         config = state.config
         study = self.spec.study(config.study)
         workload = registry.get_workload(config.workload)
@@ -431,49 +446,58 @@ class _Driver:
         params = registry.build_params(workload.Params, config.params, where=config.id)
         derived = workload.derive(params, summary)
         metrics = flatten_metrics(summary, workload.metrics, study.metrics, derived)
-        totals = state.ledger.total()
-        metrics["eps_total"] = totals.epsilon
-        metrics["delta_total"] = totals.delta
+        ledger_metrics = {"eps_total": state.ledger.total().epsilon, "delta_total": state.ledger.total().delta}
         for i, event in enumerate(state.ledger.events):
-            metrics[f"eps_step_{i:02d}_{_metric_safe(event.name)}"] = event.effective_epsilon
-        entry = {
-            "id": config.id,
-            "study": config.study,
-            "workload": config.workload,
-            "label": config.label(),
-            "units": config.units,
-            "params": config.flat_params(),
-            "grid_point": config.grid_point,
-            "metrics": metrics,
-            "ledger": json.loads(state.ledger.to_json()),
-        }
+            ledger_metrics[f"eps_step_{i:02d}_{_metric_safe(event.name)}"] = event.effective_epsilon
         wall = time.perf_counter() - (state.started or time.perf_counter())
         timing = {"wall_seconds": wall, "compute_seconds": state.aggregate.compute_seconds,
                   "nodes": float(len(state.aggregate.nodes))}
-        files: dict[str, str | bytes] = {RESULT_PATH: json.dumps(entry, indent=2, default=str)}
-        if self.spec.tracking.artifacts:
-            files["ledger.json"] = state.ledger.to_json()
-            files["ledger.txt"] = state.ledger.render_table()
-            reservoirs = {name: acc.reservoir() for name, acc in state.aggregate.metrics.items() if acc.count}
-            if reservoirs:
-                files["reservoir.parquet"] = _parquet_bytes(pd.DataFrame({k: pd.Series(v) for k, v in reservoirs.items()}))
-        child_params = config.flat_params() | {"workload": config.workload, "study": config.study, "units": config.units}
-        child_tags = {
-            KIND_TAG: "configuration", CONFIG_TAG: config.id, "privlab.study": config.study,
-            "privlab.workload": config.workload, "privlab.root_seed": str(self.root_seed),
-            "privlab.mode": self.spec.mode,
-        }
-        child_metrics = metrics | {f"timing_{k}": v for k, v in timing.items()}
-        self.writer.submit(lambda: self.tracker.log_child(
-            self.experiment_id, parent_id=self.run_id, name=config.label()[:250], params=child_params,
-            metrics=child_metrics, tags=child_tags, files=files,
-        ))
-        self.results[config.id] = entry
+        reservoirs = {name: acc.reservoir() for name, acc in state.aggregate.metrics.items() if acc.count}
+        facets = workload.facets(params) or {"": {}}
+        entries = []
+        for facet, facet_params in facets.items():
+            entry_id = f"{config.id}.{facet}" if facet else config.id
+            entry = {
+                "id": entry_id,
+                "study": config.study,
+                "workload": config.workload,
+                "label": " ".join(filter(None, (config.label(), _facet_label(facet_params)))),
+                "units": config.units,
+                "params": config.flat_params() | dict(facet_params),
+                "grid_point": dict(config.grid_point) | dict(facet_params),
+                "metrics": split_facet(metrics, facet, facets) | ledger_metrics,
+                "ledger": json.loads(state.ledger.to_json()),
+            }
+            if facet:
+                entry["config"] = config.id
+                entry["facet"] = facet
+            files: dict[str, str | bytes] = {RESULT_PATH: json.dumps(entry, indent=2, default=str)}
+            if self.spec.tracking.artifacts:
+                files["ledger.json"] = state.ledger.to_json()
+                files["ledger.txt"] = state.ledger.render_table()
+                kept = split_facet(reservoirs, facet, facets)
+                if kept:
+                    frame = pd.DataFrame({k: pd.Series(v) for k, v in kept.items()})
+                    self.reservoir_frames[entry_id] = frame
+                    files[RESERVOIR_PATH] = _parquet_bytes(frame)
+            child_params = entry["params"] | {"workload": config.workload, "study": config.study, "units": config.units}
+            child_tags = {
+                KIND_TAG: "configuration", CONFIG_TAG: entry_id, GROUP_TAG: config.id, "privlab.study": config.study,
+                "privlab.workload": config.workload, "privlab.root_seed": str(self.root_seed),
+                "privlab.mode": self.spec.mode,
+            }
+            child_metrics = entry["metrics"] | {f"timing_{k}": v for k, v in timing.items()}
+            self.writer.submit(functools.partial(
+                self.tracker.log_child, self.experiment_id, parent_id=self.run_id, name=entry["label"][:250],
+                params=child_params, metrics=child_metrics, tags=child_tags, files=files,
+            ))
+            entries.append(entry)
+        self.results[config.id] = entries
         self.timing[config.id] = timing
 
     def _finish_parent(self, wall_seconds: float) -> dict[str, Any]:
         spec = self.spec
-        ordered = [self.results[c.id] for c in spec.configurations]
+        ordered = [entry for c in spec.configurations for entry in self.results[c.id]]
         epsilons = [e["metrics"]["eps_total"] for e in ordered]
         deltas = [e["metrics"]["delta_total"] for e in ordered]
         summary = {
@@ -512,11 +536,26 @@ class _Driver:
         if spec.tracking.artifacts and spec.tracking.plots:
             for name, png in study_plots(spec, ordered).items():
                 files[f"plots/{name}"] = png
+        reports = build_reports(summary, self._reservoir_of, command=self.options.command)
+        if spec.tracking.artifacts:
+            files.update({f"{REPORT_PREFIX}/{name}": content for name, content in reports.items()})
         self.tracker.log_texts(self.run_id, files)
+        if self.options.report_dir is not None:
+            write_report_dir(reports, self.options.report_dir)
         self.parent_seconds = time.perf_counter() - parent_began
         summary["timing"]["tracking_seconds"] = self.tracker.seconds
         summary["timing"]["tracking_blocked_seconds"] = self.writer.blocked_seconds + self.parent_seconds
         return summary
+
+    def _reservoir_of(self, config_id: str) -> pd.DataFrame | None:
+        """A configuration's reservoir sample: kept in memory, or read back after a resume."""
+        if config_id not in self.reservoir_frames and self.spec.tracking.artifacts:
+            child = next((c for c in self.tracker.child_runs(self.experiment_id, self.run_id)
+                          if c.data.tags.get(CONFIG_TAG) == config_id and c.info.status == "FINISHED"), None)
+            frame = parquet_frame(self.tracker.read_bytes(child.info.run_id, RESERVOIR_PATH)) if child else None
+            if frame is not None:
+                self.reservoir_frames[config_id] = frame
+        return self.reservoir_frames.get(config_id)
 
     def _checkpoint(self, *, force: bool = False) -> None:
         interval = self.spec.tracking.checkpoint_interval_s
@@ -563,6 +602,26 @@ def flatten_metrics(
     return flat
 
 
+def split_facet(values: Mapping[str, Any], facet: str, facets: Mapping[str, Any]) -> dict[str, Any]:
+    """The values of one facet, renamed: ``"{facet}/{name}"`` becomes ``name``; values that
+    belong to no facet are shared by all. Without facets (``facet == ""``) nothing changes."""
+    if not facet:
+        return dict(values)
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        owner, sep, name = key.partition("/")
+        if sep and owner in facets:
+            if owner == facet:
+                out[name] = value
+        else:
+            out[key] = value
+    return out
+
+
+def _facet_label(params: Mapping[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items())
+
+
 def results_table(entries: list[Mapping[str, Any]]) -> pd.DataFrame:
     rows = []
     for entry in entries:
@@ -570,7 +629,11 @@ def results_table(entries: list[Mapping[str, Any]]) -> pd.DataFrame:
         row.update({k: (v if isinstance(v, (int, float, str)) else json.dumps(v)) for k, v in entry["params"].items()})
         row.update(entry["metrics"])
         rows.append(row)
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    for column in frame.columns:  # a column mixing numbers and text (depth 1, 2, "unlimited") → text
+        if frame[column].dtype == object and not all(isinstance(v, str) or v is None for v in frame[column]):
+            frame[column] = frame[column].map(lambda v: v if v is None else str(v))
+    return frame
 
 
 def _parquet_bytes(frame: pd.DataFrame) -> bytes:

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 KIND_TAG = "privlab.kind"
 CONFIG_TAG = "privlab.config_id"
+GROUP_TAG = "privlab.config_group"  # the executed configuration a facet's child run belongs to
 PARENT_TAG = "mlflow.parentRunId"
 MAX_PARAM_LENGTH = 6000
 
@@ -203,10 +204,15 @@ class Tracker:
 
     def read_text(self, run_id: str, path: str) -> str | None:
         """An artifact's text, or None when the run has no such artifact."""
+        data = self.read_bytes(run_id, path)
+        return None if data is None else data.decode()
+
+    def read_bytes(self, run_id: str, path: str) -> bytes | None:
+        """An artifact's bytes, or None when the run has no such artifact."""
         try:
             with tempfile.TemporaryDirectory(prefix="privlab-download-") as tmp:
                 local = self.client.download_artifacts(run_id, path, tmp)
-                return Path(local).read_text()
+                return Path(local).read_bytes()
         except Exception:
             return None
 

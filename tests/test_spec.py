@@ -68,27 +68,28 @@ def write(tmp_path: Path, text: str, name: str = "spec.toml") -> Path:
 # --- the quickstart --------------------------------------------------------------------------
 
 
-def test_quickstart_has_fifteen_configurations_with_ids_and_units() -> None:
+def test_quickstart_has_sixteen_configurations_with_ids_and_units() -> None:
     spec = load_spec(QUICKSTART)
     assert spec.name == "quickstart"
     assert spec.seed == 20261122
     assert spec.budget is not None and spec.budget.epsilon == 2.0
     assert spec.tracking.experiment == "quickstart"
     assert [s.name for s in spec.studies] == [
-        "laplace_mean", "exponential_median", "laplace_privacy_loss", "plausible_seeds",
+        "laplace_mean", "exponential_median", "laplace_privacy_loss", "plausible_seeds", "pmse_sensitivity",
     ]
     assert [s.pattern for s in spec.studies] == [
-        Pattern.GRID, Pattern.GRID, Pattern.TRIALS, Pattern.ACTOR_POOL,
+        Pattern.GRID, Pattern.GRID, Pattern.TRIALS, Pattern.ACTOR_POOL, Pattern.TRIALS,
     ]
-    assert len(spec.configurations) == 15
+    assert len(spec.configurations) == 16
     assert [c.id for c in spec.configurations] == (
         [f"laplace_mean-{i:03d}" for i in range(6)]
         + [f"exponential_median-{i:03d}" for i in range(4)]
         + [f"laplace_privacy_loss-{i:03d}" for i in range(3)]
         + [f"plausible_seeds-{i:03d}" for i in range(2)]
+        + ["pmse_sensitivity-000"]
     )
     # repetitions (grid), trials (trials), ceil(candidates / chunk) = 2000/200 items (actor pool)
-    assert [c.units for c in spec.configurations] == [300] * 10 + [40_000] * 3 + [10] * 2
+    assert [c.units for c in spec.configurations] == [300] * 10 + [40_000] * 3 + [10] * 2 + [4_000]
     # Grid order is the Cartesian product in declaration order (epsilon outer, n inner).
     assert [c.grid_point for c in spec.configurations[:6]] == [
         {"epsilon": e, "n": n} for e in (0.1, 0.5, 1.0) for n in (100, 1000)
@@ -110,7 +111,7 @@ def test_quickstart_configuration_contents() -> None:
         configs = [c for c in spec.configurations if c.study == study.name]
         assert study.key == stable_key("study", study.name)
         assert {c.study_key for c in configs} == {study.key}
-    assert len({c.config_key for c in spec.configurations}) == 15
+    assert len({c.config_key for c in spec.configurations}) == 16
     assert spec.study("laplace_privacy_loss").metrics[:3] == ("in_event_d", "in_event_d_prime", "privacy_loss")
     with pytest.raises(StopIteration):
         spec.study("nope")

@@ -1,0 +1,118 @@
+"""Study reports: the results pages (markdown tables and PNG figures) a workload draws.
+
+A workload may override :meth:`privlab.platform.registry.Workload.report`; it receives a
+:class:`StudyResults` — the aggregated entries of one study of a finished run, the reservoir
+samples of its configurations and how the run was made — and returns files (``name → bytes or
+text``). The runner logs them on the parent run under ``report/<study>/`` and, with
+``privlab run --report-dir DIR``, also writes them to ``DIR/<study>/``. ``privlab report RUN_ID``
+rebuilds them later from what the run logged, so a report can be redrawn (or a new workload
+report applied) without recomputing anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from privlab.platform import registry
+from privlab.platform.errors import SpecError
+
+REPORT_PREFIX = "report"
+MARKER = ".privlab-report"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StudyResults:
+    """Everything a workload's report may use, for one study of one finished run."""
+
+    study: str
+    workload: str
+    run_id: str
+    experiment: str
+    spec_name: str
+    root_seed: int
+    command: str | None
+    entries: tuple[Mapping[str, Any], ...]
+    reservoirs: Mapping[str, pd.DataFrame]
+    timing: Mapping[str, Any]
+
+    @property
+    def units(self) -> int:
+        """Trials or repetitions per configuration (the largest, if they differ)."""
+        return max((int(e["units"]) for e in self.entries), default=0)
+
+
+def build_reports(
+    summary: Mapping[str, Any],
+    reservoir_of: Callable[[str], pd.DataFrame | None],
+    *,
+    command: str | None,
+) -> dict[str, bytes]:
+    """Call each study's workload report; returns ``"<study>/<file>" → bytes``."""
+    by_study: dict[str, list[Mapping[str, Any]]] = {}
+    for entry in summary["configurations"]:
+        by_study.setdefault(entry["study"], []).append(entry)
+    files: dict[str, bytes] = {}
+    for study, entries in by_study.items():
+        workloads = {e["workload"] for e in entries}
+        for workload_name in sorted(workloads):
+            workload = registry.get_workload(workload_name)
+            chosen = tuple(e for e in entries if e["workload"] == workload_name)
+            reservoirs = {e["id"]: frame for e in chosen if (frame := reservoir_of(e["id"])) is not None}
+            results = StudyResults(
+                study=study, workload=workload_name, run_id=summary["run_id"], experiment=summary["experiment"],
+                spec_name=summary["spec"], root_seed=int(summary["root_seed"]), command=command,
+                entries=chosen, reservoirs=reservoirs, timing=summary.get("timing", {}),
+            )
+            for name, content in workload.report(results).items():
+                if name.startswith("/") or ".." in Path(name).parts:
+                    raise SpecError(f"report file name {name!r} of workload {workload_name!r} must stay inside its folder")
+                files[f"{study}/{name}"] = content.encode() if isinstance(content, str) else bytes(content)
+    return files
+
+
+def write_report_dir(files: Mapping[str, bytes], out: Path) -> list[Path]:
+    """Write report files under ``out`` atomically: all of them appear, or none do.
+
+    ``out`` must be absent, empty, or a report folder written earlier (it holds a marker file),
+    which is then replaced as a whole.
+    """
+    out = Path(out)
+    if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
+        raise SpecError(f"--report-dir {out} exists and is not a privlab report folder; choose a new or empty folder")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        written = []
+        for name, content in files.items():
+            path = staging / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
+            written.append(out / name)
+        (staging / MARKER).write_text("written by privlab; replaced as a whole on the next write\n")
+        if out.exists():
+            retired = out.with_name(f".{out.name}-old-{os.getpid()}")
+            out.rename(retired)
+            staging.rename(out)
+            shutil.rmtree(retired, ignore_errors=True)
+        else:
+            staging.rename(out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return written
+
+
+def parquet_frame(data: bytes | None) -> pd.DataFrame | None:
+    """A reservoir artifact's bytes as a frame (None when absent)."""
+    if not data:
+        return None
+    return pd.read_parquet(io.BytesIO(data))
