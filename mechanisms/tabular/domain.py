@@ -136,7 +136,7 @@ class Domain:
         for column in self.columns:
             series = frame[column.name]
             if series.isna().any():
-                row = series.index[series.isna().to_numpy()][0]
+                row = _plain(series.index[series.isna().to_numpy()][0])
                 raise SchemaError(f"{what}: column {column.name!r} has a missing value at row {row!r}")
             if not (pd.api.types.is_integer_dtype(series) or pd.api.types.is_bool_dtype(series)):
                 raise SchemaError(
@@ -145,9 +145,9 @@ class Domain:
             codes = series.to_numpy().astype(CODE_DTYPE, copy=False)
             bad = (codes < 0) | (codes >= column.size)
             if bad.any():
-                row = series.index[bad][0]
+                row = _plain(series.index[bad][0])
                 raise SchemaError(
-                    f"{what}: column {column.name!r} has code {codes[bad][0]} at row {row!r}, "
+                    f"{what}: column {column.name!r} has a code at row {row!r} "
                     f"outside 0..{column.size - 1}"
                 )
             out[column.name] = codes
@@ -176,3 +176,8 @@ class Domain:
                 for c in columns
             )
         )
+
+
+def _plain(value: object) -> object:
+    """A numpy scalar index label as the Python value (so messages read ``row 3``)."""
+    return value.item() if isinstance(value, np.generic) else value

@@ -1,0 +1,552 @@
+"""The :class:`Synthesizer` interface shared by every DP synthesizer, and their registry.
+
+A synthesizer learns a generative model of a frame of integer codes over a public
+:class:`~privlab.mechanisms.tabular.domain.Domain` with ε-DP (:meth:`Synthesizer.fit`) and then
+samples synthetic records from it as post-processing (:meth:`Synthesizer.sample`). Its
+hyperparameters are a frozen keyword-only dataclass (``Params``) validated in
+``__post_init__``; what :meth:`~Synthesizer.fit` learned lives in attributes ending in ``_``
+(scikit-learn), never including the data.
+
+Budget protocol: a synthesizer declares its DP steps up front, from public inputs only
+(ε, the domain and the public record count ``n``), as :class:`BudgetStep` records
+(:meth:`Synthesizer.budget_steps`). :meth:`Synthesizer.planned_events` turns them into the
+:class:`~privlab.platform.ledger.PrivacyEvent` list a research run records, so the platform
+can check the plan against the budget before anything runs (``Workload.plan``,
+``Ledger.check_plan``). :meth:`Synthesizer.fit` refuses to start when the plan does not fit the
+ledger's cap, spends the steps in order through the basic Laplace and exponential mechanisms,
+and checks afterwards that what it recorded is exactly the plan.
+
+Privacy:
+    The neighbouring relation is replace-one with ``n`` public (Hod & Canetti 2024, Section
+    4.4.2): the number of records is public and neighbours differ in one record's values.
+    Each synthesizer documents its sensitivities for that relation. The steps compose
+    sequentially, and their ε shares are split with :func:`split_epsilon` so that the
+    ledger's total is exactly the ε given to ``fit``.
+
+References:
+    Hod & Canetti (2024), "Differentially Private Release of Israel's National Registry of Live
+    Births", Sections 3.3, 4.4 and 4.7.2; scikit-learn's estimator API (fitted attributes end
+    in ``_``).
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import importlib
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Self
+
+import numpy as np
+import pandas as pd
+
+from privlab.mechanisms.basic.exponential import exponential_mechanism
+from privlab.mechanisms.basic.laplace import laplace_mechanism
+from privlab.mechanisms.pmse.baselines import preflight, split_epsilon
+from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
+from privlab.platform import registry
+from privlab.platform.errors import LedgerError, PrivlabError, RegistryError, SchemaError, SpecError
+from privlab.platform.ledger import Ledger, PrivacyEvent
+from privlab.platform.randomness import RandomSource
+
+__all__ = [
+    "BUILTIN_MODULES",
+    "BudgetStep",
+    "NotFittedError",
+    "Synthesizer",
+    "register_synthesizer",
+    "split_epsilon",
+    "synthesizer_class",
+    "synthesizer_from_spec",
+    "synthesizer_names",
+]
+
+MECHANISMS = ("laplace", "exponential")
+"""The research-mode mechanism names a :class:`BudgetStep` can use."""
+
+_RELEASE_MECHANISM = {"laplace": "laplace_lattice", "exponential": "permute_and_flip"}
+
+
+class NotFittedError(PrivlabError, RuntimeError):
+    """A synthesizer was asked to sample before :meth:`Synthesizer.fit` succeeded."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BudgetStep:
+    """One DP step a synthesizer will take, known before the data is touched.
+
+    Attributes:
+        name: The ledger name of the step; it depends on public inputs only (a step index or
+            a column name), never on what earlier DP steps selected.
+        mechanism: ``"laplace"`` or ``"exponential"`` (research-mode names; release mode
+            records ``"laplace_lattice"`` and ``"permute_and_flip"``).
+        epsilon: The step's ε, > 0.
+        sensitivity: The global sensitivity Δ of the statistic (Laplace: L1 sensitivity of the
+            released vector; exponential: of every candidate's utility), > 0.
+
+    Raises:
+        TypeError: ``epsilon`` or ``sensitivity`` is not a real number.
+        ValueError: a field has a wrong value.
+    """
+
+    name: str
+    mechanism: str
+    epsilon: float
+    sensitivity: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"name ({self.name!r}) must be a non-empty string")
+        if self.mechanism not in MECHANISMS:
+            raise ValueError(f"mechanism ({self.mechanism!r}) must be one of {list(MECHANISMS)}")
+        for label in ("epsilon", "sensitivity"):
+            value = getattr(self, label)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise TypeError(f"{label} ({value!r}) must be a real number")
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{label} ({value!r}) must be positive and finite")
+            object.__setattr__(self, label, float(value))
+
+    @property
+    def noise_scale(self) -> float:
+        """The research-mode scale: ``Δ/ε`` (Laplace) or ``2Δ/ε`` (exponential mechanism)."""
+        if self.mechanism == "laplace":
+            return self.sensitivity / self.epsilon
+        return 2 * self.sensitivity / self.epsilon
+
+    def event(self, *, scope: str, step: str) -> PrivacyEvent:
+        """The event a research-mode run records for this step (bit-identical)."""
+        return PrivacyEvent(
+            name=self.name,
+            mechanism=self.mechanism,
+            epsilon=self.epsilon,
+            sensitivity=self.sensitivity,
+            noise_scale=self.noise_scale,
+            scope=scope,
+            step=step,
+        )
+
+
+def _check_epsilon(epsilon: object) -> float:
+    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
+        raise TypeError(f"epsilon ({epsilon!r}) must be a real number")
+    value = float(epsilon)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"epsilon ({epsilon!r}) must be positive and finite")
+    return value
+
+
+def _check_count(name: str, value: object, *, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} ({value!r}) must be an int")
+    if value < minimum:
+        raise ValueError(f"{name} ({value!r}) must be >= {minimum}")
+    return int(value)
+
+
+def _check_scope(scope: object) -> str:
+    if not isinstance(scope, str):
+        raise TypeError(f"scope ({scope!r}) must be a str")
+    if not scope.strip():
+        raise ValueError(f"scope ({scope!r}) must be a non-empty string")
+    return scope
+
+
+class Synthesizer(abc.ABC):
+    """A DP generative model of a frame of integer codes over a public :class:`Domain`.
+
+    Subclasses set ``name`` and ``Params`` (a frozen keyword-only dataclass of
+    hyperparameters) and implement :meth:`budget_steps`, :meth:`_fit` and :meth:`_sample`.
+    The public :meth:`fit` and :meth:`sample` validate their inputs, enforce the budget
+    protocol (module docstring) and build the output frame.
+
+    Args:
+        params: The hyperparameters, an instance of ``Params``.
+
+    Raises:
+        TypeError: ``params`` is not an instance of ``Params``.
+
+    Privacy:
+        :meth:`fit` is ε-DP under replace-one neighbouring with ``n`` public when every step
+        declared by :meth:`budget_steps` is DP with its ε (basic composition; the shares sum
+        to ε exactly). :meth:`sample` is post-processing.
+
+    References:
+        Hod & Canetti (2024), Section 3.3 (the generative model is a black box of the scheme).
+    """
+
+    name: ClassVar[str]
+    Params: ClassVar[type]
+
+    def __init__(self, params: Any) -> None:
+        if not isinstance(params, self.Params):
+            raise TypeError(
+                f"params ({params!r}) must be a {self.Params.__qualname__}; build one from a spec "
+                f"with synthesizer_from_spec({self.name!r}, ...)"
+            )
+        self._params = params
+
+    @property
+    def params(self) -> Any:
+        """The hyperparameters (frozen)."""
+        return self._params
+
+    def get_params(self) -> dict[str, Any]:
+        """The hyperparameters as a plain dict (every value loggable as an MLflow param)."""
+        return dataclasses.asdict(self._params)
+
+    def __repr__(self) -> str:
+        fitted = "fitted" if self.is_fitted else "not fitted"
+        return f"{type(self).__name__}({self._params!r}, {fitted})"
+
+    # --- the budget protocol -----------------------------------------------------------------
+
+    @abc.abstractmethod
+    def budget_steps(self, epsilon: float, domain: Domain, n: int) -> tuple[BudgetStep, ...]:
+        """The DP steps :meth:`fit` takes, in order, from public inputs only.
+
+        Their ε must :func:`math.fsum` to exactly ``epsilon`` (use :func:`split_epsilon`).
+
+        Raises:
+            SchemaError: the domain or ``n`` cannot be handled (the message says why).
+        """
+
+    def planned_events(
+        self, epsilon: float, domain: Domain, n: int, *, scope: str = "data"
+    ) -> list[PrivacyEvent]:
+        """The events a research-mode :meth:`fit` on ``n`` records over ``domain`` records.
+
+        The list equals ``ledger.events`` after such a fit, element for element; release mode
+        records the same names, ε, sensitivities and scope with the mechanisms
+        ``laplace_lattice`` / ``permute_and_flip`` and lattice-padded Laplace scales.
+
+        Args:
+            epsilon: The total ε of the fit.
+            domain: The public domain.
+            n: The public number of records.
+            scope: The ledger scope of the data.
+
+        Returns:
+            One event per :class:`BudgetStep`, in order.
+
+        Raises:
+            TypeError, ValueError: a bad argument.
+            SchemaError: the synthesizer cannot handle this domain or ``n``.
+        """
+        epsilon = _check_epsilon(epsilon)
+        if not isinstance(domain, Domain):
+            raise TypeError(f"domain ({domain!r}) must be a Domain")
+        n = _check_count("n", n, minimum=0)
+        scope = _check_scope(scope)
+        steps = self._validated_steps(epsilon, domain, n)
+        return [step.event(scope=scope, step=self._ledger_step) for step in steps]
+
+    @property
+    def _ledger_step(self) -> str:
+        return f"{self.name}.fit"
+
+    def _validated_steps(self, epsilon: float, domain: Domain, n: int) -> tuple[BudgetStep, ...]:
+        steps = tuple(self.budget_steps(epsilon, domain, n))
+        if not steps:
+            raise LedgerError(f"{self.name}: budget_steps returned no DP step for epsilon {epsilon!r}")
+        total = math.fsum(step.epsilon for step in steps)
+        if total != epsilon:
+            raise LedgerError(
+                f"{self.name}: the declared steps spend {total!r}, not epsilon ({epsilon!r}); "
+                "split budgets with split_epsilon"
+            )
+        return steps
+
+    # --- fitting ---------------------------------------------------------------------------
+
+    @property
+    def is_fitted(self) -> bool:
+        """Whether :meth:`fit` has completed successfully."""
+        return hasattr(self, "domain_")
+
+    def fit(
+        self,
+        data: pd.DataFrame,
+        *,
+        domain: Domain,
+        epsilon: float,
+        ledger: Ledger,
+        source: RandomSource,
+        scope: str = "data",
+    ) -> Self:
+        """Learn the model from ``data`` with ε-DP, charging ``ledger`` exactly ``epsilon``.
+
+        ``data`` is validated with ``domain.validate`` and copied to a private code array that
+        is released when the fit returns; the fitted object keeps only DP outputs and public
+        facts (the domain, ε, ``n``, the recorded events). A previous fit is discarded.
+
+        Args:
+            data: The transformed private frame: the domain's columns as integer codes.
+            domain: The public domain (from the spec, never from the data).
+            epsilon: The total ε of the fit, > 0.
+            ledger: Charged step by step; checked against its cap before anything runs.
+            source: The run's random source (seeded in research mode, CSPRNG in release).
+            scope: The ledger scope of ``data``.
+
+        Returns:
+            ``self``, fitted.
+
+        Raises:
+            TypeError: an argument has the wrong kind of value.
+            ValueError: ``epsilon`` is not positive and finite, or ``scope`` is empty.
+            SchemaError: ``data`` does not match ``domain`` (the message names the column and
+                row), or the synthesizer cannot handle the domain or ``n``.
+            BudgetExceededError: the planned steps would exceed the ledger's cap; nothing is
+                charged or drawn.
+            LedgerError: the steps recorded differ from the plan (a bug in the synthesizer).
+
+        Privacy:
+            ε-DP under replace-one neighbouring with ``n = len(data)`` public; see the
+            subclass for the steps and their sensitivities.
+        """
+        if not isinstance(data, pd.DataFrame):
+            raise TypeError(f"data ({type(data).__name__}) must be a pandas DataFrame of codes")
+        if not isinstance(domain, Domain):
+            raise TypeError(f"domain ({domain!r}) must be a Domain")
+        if not isinstance(ledger, Ledger):
+            raise TypeError(f"ledger ({ledger!r}) must be a privlab Ledger")
+        if not isinstance(source, RandomSource):
+            raise TypeError(f"source ({source!r}) must be a RandomSource (SeededSource or SecureSource)")
+        epsilon = _check_epsilon(epsilon)
+        scope = _check_scope(scope)
+        frame = domain.validate(data, what=f"{self.name} training data")
+        n = len(frame)
+        steps = self._validated_steps(epsilon, domain, n)
+        plan = [step.event(scope=scope, step=self._ledger_step) for step in steps]
+        preflight(ledger, plan)
+        # A (d, n) private copy, one contiguous row per column; dropped when fit returns.
+        codes = np.array(frame.to_numpy(dtype=CODE_DTYPE).T, dtype=CODE_DTYPE, order="C")
+        del frame
+        self._clear_fitted()
+        start = len(ledger.events)
+        self._fit(codes, domain=domain, steps=steps, ledger=ledger, source=source, scope=scope)
+        del codes
+        spent = ledger.events[start:]
+        self._check_conforms(spent, plan, mode=source.mode)
+        self.domain_ = domain
+        self.epsilon_ = epsilon
+        self.n_records_ = n
+        self.events_ = tuple(spent)
+        return self
+
+    def _clear_fitted(self) -> None:
+        for attribute in [a for a in vars(self) if a.endswith("_") and not a.startswith("__")]:
+            delattr(self, attribute)
+
+    def _check_conforms(
+        self, spent: Sequence[PrivacyEvent], plan: Sequence[PrivacyEvent], *, mode: str
+    ) -> None:
+        def key(event: PrivacyEvent, mechanism: str) -> tuple[Any, ...]:
+            return (event.name, mechanism, event.epsilon, event.delta, event.sensitivity, event.scope, event.step)
+
+        if mode == "research":
+            same = list(spent) == list(plan)
+        else:
+            same = len(spent) == len(plan) and all(
+                key(s, s.mechanism) == key(p, _RELEASE_MECHANISM[p.mechanism])
+                and s.noise_scale is not None
+                and p.noise_scale is not None
+                and s.noise_scale >= p.noise_scale
+                for s, p in zip(spent, plan, strict=False)
+            )
+        if not same:
+            raise LedgerError(
+                f"{self.name}: fit charged {[e.name for e in spent]} but planned {[e.name for e in plan]}; "
+                "a synthesizer must charge exactly the steps it declares"
+            )
+
+    def _laplace(
+        self,
+        step: BudgetStep,
+        value: np.ndarray,
+        *,
+        ledger: Ledger,
+        source: RandomSource,
+        scope: str,
+    ) -> np.ndarray:
+        """Release ``value + Lap(Δ/ε)`` for a declared Laplace step (charges the ledger)."""
+        if step.mechanism != "laplace":
+            raise LedgerError(f"{self.name}: step {step.name!r} is declared as {step.mechanism}, not laplace")
+        noisy = laplace_mechanism(
+            np.asarray(value, dtype=np.float64), sensitivity=step.sensitivity, epsilon=step.epsilon,
+            source=source, ledger=ledger, name=step.name, scope=scope, step=self._ledger_step,
+        )
+        return np.asarray(noisy, dtype=np.float64)
+
+    def _exponential(
+        self,
+        step: BudgetStep,
+        utilities: np.ndarray,
+        *,
+        ledger: Ledger,
+        source: RandomSource,
+        scope: str,
+    ) -> int:
+        """Select a candidate for a declared exponential-mechanism step (charges the ledger)."""
+        if step.mechanism != "exponential":
+            raise LedgerError(f"{self.name}: step {step.name!r} is declared as {step.mechanism}, not exponential")
+        return exponential_mechanism(
+            utilities, sensitivity=step.sensitivity, epsilon=step.epsilon, source=source,
+            ledger=ledger, name=step.name, scope=scope, step=self._ledger_step,
+        )
+
+    @abc.abstractmethod
+    def _fit(
+        self,
+        codes: np.ndarray,
+        *,
+        domain: Domain,
+        steps: tuple[BudgetStep, ...],
+        ledger: Ledger,
+        source: RandomSource,
+        scope: str,
+    ) -> None:
+        """Learn the model from ``codes`` (shape ``(d, n)``, int64, validated), spending
+        ``steps`` in order through :meth:`_laplace` / :meth:`_exponential`. Must not keep a
+        reference to ``codes`` or anything computed from it without DP."""
+
+    # --- sampling --------------------------------------------------------------------------
+
+    def sample(self, n: int, *, rng: np.random.Generator) -> pd.DataFrame:
+        """Draw ``n`` synthetic records from the fitted model.
+
+        Args:
+            n: The number of records, >= 0.
+            rng: Post-processing randomness (in a flow, ``source.generator(purpose=...)``).
+
+        Returns:
+            A frame with the domain's columns in domain order, int64 codes, index ``0..n-1``.
+
+        Raises:
+            NotFittedError: :meth:`fit` has not completed.
+            TypeError: ``n`` is not an int or ``rng`` not a ``numpy.random.Generator``.
+            ValueError: ``n`` is negative.
+
+        Privacy:
+            Post-processing of the ε-DP model; it never touches the private data.
+        """
+        if not self.is_fitted:
+            raise NotFittedError(
+                f"{type(self).__name__} is not fitted; call fit(data, domain=..., epsilon=..., "
+                "ledger=..., source=...) before sample"
+            )
+        n = _check_count("n", n, minimum=0)
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng ({rng!r}) must be a numpy.random.Generator")
+        columns = self._sample(n, rng)
+        domain: Domain = self.domain_
+        if columns.shape != (len(domain), n):
+            raise SchemaError(f"{self.name}: sampled array has shape {columns.shape}, not {(len(domain), n)}")
+        return pd.DataFrame(
+            {name: np.asarray(columns[j], dtype=CODE_DTYPE) for j, name in enumerate(domain.names)},
+            index=pd.RangeIndex(n),
+        )
+
+    @abc.abstractmethod
+    def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` records as a ``(d, n)`` int64 array of codes, columns in domain order."""
+
+
+# --- registry --------------------------------------------------------------------------------
+
+_SYNTHESIZERS: dict[str, type[Synthesizer]] = {}
+
+BUILTIN_MODULES: tuple[str, ...] = (
+    "privlab.mechanisms.synthesizers.independent",
+    "privlab.mechanisms.synthesizers.privbayes",
+)
+
+
+def register_synthesizer(cls: type[Synthesizer]) -> type[Synthesizer]:
+    """Class decorator: register a :class:`Synthesizer` subclass under ``cls.name``.
+
+    Raises:
+        TypeError: ``cls`` is not a Synthesizer, or its ``Params`` is not a frozen
+            keyword-only dataclass.
+        RegistryError: another class is already registered under the name.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Synthesizer)):
+        raise TypeError(f"{cls!r} must be a Synthesizer subclass")
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{cls.__qualname__}.name ({name!r}) must be a non-empty string")
+    params = getattr(cls, "Params", None)
+    if not (
+        isinstance(params, type)
+        and dataclasses.is_dataclass(params)
+        and params.__dataclass_params__.frozen  # type: ignore[attr-defined]
+        and all(f.kw_only for f in dataclasses.fields(params))
+    ):
+        raise TypeError(f"{cls.__qualname__}.Params must be a frozen keyword-only dataclass")
+    existing = _SYNTHESIZERS.get(name)
+    if existing is not None and existing.__qualname__ != cls.__qualname__:
+        raise RegistryError(f"synthesizer name {name!r} is already registered by {existing.__qualname__}")
+    _SYNTHESIZERS[name] = cls
+    return cls
+
+
+def _load_builtins() -> None:
+    for module in BUILTIN_MODULES:
+        importlib.import_module(module)
+
+
+def synthesizer_names() -> tuple[str, ...]:
+    """The registered synthesizer names, sorted."""
+    _load_builtins()
+    return tuple(sorted(_SYNTHESIZERS))
+
+
+def synthesizer_class(name: str) -> type[Synthesizer]:
+    """The class registered as ``name``.
+
+    Raises:
+        RegistryError: no synthesizer has that name (the message lists the registered ones).
+    """
+    _load_builtins()
+    try:
+        return _SYNTHESIZERS[name]
+    except (KeyError, TypeError):
+        raise RegistryError(
+            f"unknown synthesizer {name!r}; registered synthesizers: {', '.join(sorted(_SYNTHESIZERS))}"
+        ) from None
+
+
+def synthesizer_from_spec(name: str, params: Mapping[str, Any], *, where: str) -> Synthesizer:
+    """Build an unfitted synthesizer from a spec's name and hyperparameter table.
+
+    Args:
+        name: A registered synthesizer name.
+        params: Its hyperparameters; every required key present, no unknown key.
+        where: The spec location, for messages (e.g. ``"configuration 'pb-0.5'"``).
+
+    Returns:
+        The synthesizer.
+
+    Raises:
+        SpecError: unknown name (lists the registered names), ``params`` not a mapping,
+            unknown or missing keys (lists the allowed ones) or an invalid value.
+    """
+    _load_builtins()
+    if not isinstance(name, str) or name not in _SYNTHESIZERS:
+        raise SpecError(
+            f"{where}: synthesizer ({name!r}) must be one of {', '.join(sorted(_SYNTHESIZERS))}"
+        )
+    if not isinstance(params, Mapping):
+        raise SpecError(f"{where}: synthesizer params ({params!r}) must be a table of hyperparameters")
+    cls = _SYNTHESIZERS[name]
+    where = f"{where} (synthesizer {name!r})"
+    allowed = sorted(f.name for f in dataclasses.fields(cls.Params))
+    unknown = sorted(set(params) - set(allowed), key=str)
+    if unknown:
+        raise SpecError(
+            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed keys: "
+            f"{', '.join(allowed) if allowed else f'none ({name} takes no hyperparameters)'}"
+        )
+    return cls(registry.build_params(cls.Params, params, where=where))

@@ -1,0 +1,696 @@
+"""PrivBayes for non-binary discrete domains: a DP Bayesian network, then noisy conditionals.
+
+Fitting on ``d`` columns with ``n`` records (``n`` public) and budget ε runs two phases:
+
+1. **Structure** (budget ε₁ = ``epsilon_split``·ε). The first attribute is chosen uniformly at
+   random: a data-independent draw from the run's source that costs no ε (as in PrivBayes'
+   greedy construction). Then ``d − 1`` greedy steps each pick one (attribute, parent set)
+   pair ``(X, Π)`` with ``X`` not yet in the network and ``Π`` a subset of the attributes
+   already in it, using the exponential mechanism with ε₁/(d−1) over the score
+   ``I(X; Π)`` (mutual information, in nats) or the PrivBayes ``R`` score. The candidate
+   parent sets depend only on public facts (the domain sizes, ``n``, ε and the hyperparameters)
+   and on earlier DP selections:
+
+   * ``degree = k``: every ``Π`` of size ``min(k, |V|)`` (PrivBayes' fixed-degree network);
+   * ``theta = θ``: every *maximal* θ-useful ``Π``: the noisy table of ``(X, Π)`` is θ-useful
+     when its average cell count is at least θ Laplace scales,
+     ``n / |dom(X, Π)| ≥ θ · 2/ε_t`` with ``ε_t = ε₂/d``, i.e. ``n·ε₂ / (2·d·|dom(X, Π)|) ≥ θ``,
+     and maximal when adding any other attribute of the network breaks that (PrivBayes'
+     generalisation to non-binary attributes; ``(X, ∅)`` when not even ``X`` alone is
+     θ-useful). The factor 2 is the count table's replace-one sensitivity; the original C++
+     implementation writes the same bound as ``ε·n/(4·d·θ)`` with ε₂ = ε/2.
+
+2. **Conditionals** (budget ε₂ = ε − ε₁). For each of the ``d`` pairs, the count table of
+   ``(X, Π)`` gets Laplace noise of scale ``2/ε_t`` (``ε_t = ε₂/d``), negative cells are
+   set to 0, and each parent configuration's row is normalised into ``Pr[X | π]`` (a row
+   whose noisy counts are all ≤ 0 becomes uniform, a data-independent fallback).
+
+The shares are split with :func:`~privlab.mechanisms.synthesizers.base.split_epsilon`, so the
+``d − 1`` structure steps and ``d`` tables sum to ε exactly in the ledger.
+
+Candidates grow combinatorially (``C(|V|, k)`` parent sets per attribute). They are bounded
+in two data-independent ways: ``max_table_cells`` drops any pair whose table would have more
+cells (the degree flavour then falls back to the largest smaller parent-set size that fits),
+and when a step still has more than ``max_candidates`` candidates a uniformly random subset of
+that size is scored, drawn from ``source.generator`` (public randomness, no ε). Scoring a
+candidate costs one ``bincount`` over the ``n`` records.
+
+Sampling is in topological order: each column is drawn from its conditional given the
+parent codes already sampled, by a vectorised inverse CDF per parent configuration.
+
+Privacy:
+    ε-DP under replace-one neighbouring with ``n`` public: ``d − 1`` exponential-mechanism
+    steps of ε₁/(d−1) with the utility sensitivities of :func:`mutual_information_sensitivity`
+    (or :func:`r_score_sensitivity`), and ``d`` Laplace releases of count tables (L1
+    sensitivity 2: replacing one record moves one count from one cell to another) with
+    ε₂/d each, composed sequentially. The first attribute and the candidate subsets are
+    data-independent; sampling is post-processing.
+
+References:
+    Zhang, Cormode, Procopiuc, Srivastava & Xiao (2017), "PrivBayes: Private Data Release via
+    Bayesian Networks", ACM TODS 42(4), article 25: the greedy network construction
+    (GreedyBayes), the sensitivity lemma for mutual information, the R score, θ-usefulness
+    and maximal parent sets for non-binary attributes; Hod & Canetti (2024), Section 4.7.2
+    (``epsilon_split``, the theta and degree flavours and their grids).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
+
+import numpy as np
+
+from privlab.mechanisms.synthesizers.base import (
+    BudgetStep,
+    Synthesizer,
+    register_synthesizer,
+    split_epsilon,
+)
+from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
+from privlab.platform.errors import SchemaError, SpecError
+from privlab.platform.ledger import Ledger
+from privlab.platform.randomness import RandomSource
+
+__all__ = [
+    "SCORES",
+    "BayesianNetworkModel",
+    "PrivBayes",
+    "PrivBayesParams",
+    "maximal_parent_sets",
+    "mutual_information",
+    "mutual_information_sensitivity",
+    "r_score",
+    "r_score_sensitivity",
+]
+
+SCORES = ("mi", "r")
+"""Score functions of the structure phase: mutual information and PrivBayes' R."""
+
+TABLE_SENSITIVITY = 2.0
+"""L1 sensitivity of a count table under replace-one: one count −1, another +1."""
+
+_GATHER_ELEMENTS = 1 << 22  # elements per block in the vectorised inverse CDF
+_MAX_JOINT_CELLS = 1 << 24  # BayesianNetworkModel.probabilities refuses larger domains
+
+
+# --- scores and their sensitivities -------------------------------------------------------
+
+
+def mutual_information_sensitivity(n: int) -> float:
+    """Replace-one sensitivity of the empirical mutual information ``I(X; Π)``, in nats.
+
+    ``Δ_I(n) = (2/n)·ln((n+1)/2) + ((n−1)/n)·ln((n+1)/(n−1))`` for every pair of discrete
+    attributes (X and Π of any domain sizes; a parent *set* is one attribute on its joint
+    domain).
+
+    Derivation. With counts ``a_x``, ``b_π``, ``c_xπ`` of X, Π and (X, Π) in ``n`` records
+    and ``f(t) = t·ln t`` (``f(0) = 0``), ``I = H(X) + H(Π) − H(X, Π)`` and ``n·H(c) =
+    f(n) − Σ f(c)`` give::
+
+        n·I = f(n) − Σ_x f(a_x) − Σ_π f(b_π) + Σ_{x,π} f(c_xπ).
+
+    Replacing a record ``(x₁, π₁)`` by ``(x₂, π₂)`` (n fixed) and writing
+    ``g(t) = f(t+1) − f(t)``, the change is::
+
+        n·ΔI = [g(a₁−1) − g(a₂)]·[x₁≠x₂] + [g(b₁−1) − g(b₂)]·[π₁≠π₂] − g(c₁−1) + g(c₂),
+
+    with ``a₁ = a_{x₁}``, ``a₂ = a_{x₂}``, ``c₁ = c_{x₁π₁} ≥ 1`` etc. counted in the first
+    dataset. ``g`` is increasing (``g' = ln(1 + 1/t) > 0``), concave (``g'`` decreasing),
+    and ``g(0) = 0``. Since ``c₂ ≤ min(a₂, b₂)``, ``g(c₂) − g(a₂) − g(b₂) ≤ 0``, so when
+    both coordinates change ``n·ΔI ≤ h = g(a₁−1) + g(b₁−1) − g(c₁−1)``. The records with
+    ``x₁`` or ``π₁`` number ``a₁ + b₁ − c₁ ≤ n``; with ``u = a₁−1``, ``v = b₁−1``,
+    ``w = c₁−1`` that is ``u + v ≤ n − 1 + w``, so by concavity and monotonicity
+    ``h ≤ 2·g((n−1+w)/2) − g(w) =: φ(w)``; ``φ'(w) = g'((n−1+w)/2) − g'(w) ≤ 0`` because
+    ``(n−1+w)/2 ≥ w`` (``w ≤ n−1``) and ``g'`` decreases, so ``h ≤ φ(0) = 2·g((n−1)/2)``.
+    When only Π changes, ``n·ΔI = g(b₁−1) − g(c₁−1) + g(c₂) − g(b₂) ≤ g(n−1) ≤
+    2·g((n−1)/2)`` (subadditivity of a concave ``g`` with ``g(0) = 0``); likewise when only
+    X changes, and ΔI = 0 when neither does. Swapping the two datasets bounds −ΔI the same
+    way. Hence ``|ΔI| ≤ 2·g((n−1)/2)/n``, which expands to the formula above. It is
+    attained (odd ``n``, both domains of size ≥ 3), so it is the exact sensitivity there.
+    PrivBayes states a smaller value, ``g(n−1)/n``, when X or Π is binary; the derivation
+    above covers every domain, so this function's value is a valid (conservative) bound for
+    binary pairs too, and one Δ serves every candidate of a step.
+
+    The bound holds in any logarithm base only if I is computed in the same base; here both
+    use natural logarithms (:func:`mutual_information`).
+
+    Args:
+        n: The public number of records, >= 2.
+
+    Returns:
+        ``Δ_I(n)`` in nats (≈ ``2·ln(n/2)/n + 2/n`` for large n).
+
+    Raises:
+        TypeError: ``n`` is not an int.
+        ValueError: ``n < 2`` (with one record I is always 0 and nothing can be selected).
+
+    Privacy:
+        The utility sensitivity of the structure steps' exponential mechanism.
+
+    References:
+        Zhang et al. (2017), PrivBayes, the sensitivity lemma for I (the same value for
+        non-binary attributes).
+    """
+    n = _positive_int("n", n, minimum=2)
+    return (2.0 / n) * math.log((n + 1) / 2.0) + ((n - 1) / n) * math.log1p(2.0 / (n - 1))
+
+
+def r_score_sensitivity(n: int) -> float:
+    """Replace-one sensitivity of the R score, ``Δ_R(n) = 3/n``.
+
+    ``R(X, Π) = ½·‖P(X, Π) − P(X) ⊗ P(Π)‖₁`` with empirical distributions. Replacing one
+    record moves mass ``1/n`` from one cell to another in each of ``P(X, Π)``, ``P(X)`` and
+    ``P(Π)``, an L1 change of at most ``2/n`` each. For the product,
+    ``‖p'⊗q' − p⊗q‖₁ ≤ ‖(p'−p)⊗q'‖₁ + ‖p⊗(q'−q)‖₁ = ‖p'−p‖₁ + ‖q'−q‖₁ ≤ 4/n``. By the
+    triangle inequality the vector inside the norm moves by at most ``6/n`` in L1, so R moves
+    by at most ``½·6/n = 3/n``.
+
+    Args:
+        n: The public number of records, >= 1.
+
+    Raises:
+        TypeError: ``n`` is not an int.
+        ValueError: ``n < 1``.
+
+    References:
+        Zhang et al. (2017), PrivBayes, the score function R and its sensitivity.
+    """
+    n = _positive_int("n", n, minimum=1)
+    return 3.0 / n
+
+
+def _xlogx_sum(values: np.ndarray) -> float:
+    positive = values[values > 0]
+    return float(np.sum(positive * np.log(positive)))
+
+
+def mutual_information(counts: np.ndarray) -> float:
+    """Empirical mutual information, in nats, of a 2-D count table (rows: Π, columns: X).
+
+    Returns 0.0 for an empty table; tiny negative rounding results are clipped to 0.
+    """
+    table = np.asarray(counts, dtype=np.float64)
+    if table.ndim != 2:
+        raise ValueError(f"counts (shape {table.shape}) must be a 2-D table")
+    n = float(table.sum())
+    if n <= 0:
+        return 0.0
+    value = (
+        _xlogx_sum(table)
+        - _xlogx_sum(table.sum(axis=0))
+        - _xlogx_sum(table.sum(axis=1))
+        + n * math.log(n)
+    ) / n
+    return max(value, 0.0)
+
+
+def r_score(counts: np.ndarray) -> float:
+    """PrivBayes' R score ``½·‖P(X, Π) − P(X) ⊗ P(Π)‖₁`` of a 2-D count table."""
+    table = np.asarray(counts, dtype=np.float64)
+    if table.ndim != 2:
+        raise ValueError(f"counts (shape {table.shape}) must be a 2-D table")
+    n = float(table.sum())
+    if n <= 0:
+        return 0.0
+    p = table / n
+    return 0.5 * float(np.abs(p - np.outer(p.sum(axis=1), p.sum(axis=0))).sum())
+
+
+# --- candidate parent sets ---------------------------------------------------------------
+
+
+def maximal_parent_sets(sizes: Sequence[int], max_cells: float) -> list[tuple[int, ...]]:
+    """The maximal subsets of ``range(len(sizes))`` whose joint domain has ≤ ``max_cells`` cells.
+
+    A subset ``S`` qualifies when ``∏_{i∈S} sizes[i] ≤ max_cells`` and no ``j ∉ S`` can be
+    added without exceeding it. Subsets are index tuples in increasing order, listed in
+    lexicographic order. When ``max_cells < 1`` nothing qualifies and the result is empty.
+
+    Args:
+        sizes: Domain sizes (>= 1) of the attributes available as parents.
+        max_cells: The cell budget for the parent set.
+
+    Returns:
+        The maximal qualifying subsets (``[()]`` when no attribute fits but ``max_cells ≥ 1``).
+
+    References:
+        Zhang et al. (2017), PrivBayes, the maximal parent sets of the θ-useful generalisation.
+    """
+    sizes = [int(s) for s in sizes]
+    if any(s < 1 for s in sizes):
+        raise ValueError(f"sizes ({sizes!r}) must all be >= 1")
+    if not max_cells >= 1:
+        return []
+    # suffix[i]: the product of sizes[i:], an upper bound on what the indices from i can add.
+    suffix = [1] * (len(sizes) + 1)
+    for i in range(len(sizes) - 1, -1, -1):
+        suffix[i] = suffix[i + 1] * sizes[i]
+    out: list[tuple[int, ...]] = []
+
+    def extend(start: int, chosen: tuple[int, ...], cells: int, skipped_min: float) -> None:
+        # skipped_min: the smallest size among the indices below ``start`` left out so far.
+        if start == len(sizes):
+            if cells * skipped_min > max_cells:  # no left-out index fits: maximal
+                out.append(chosen)
+            return
+        size = sizes[start]
+        if cells * size <= max_cells:
+            extend(start + 1, (*chosen, start), cells * size, skipped_min)
+        left_out = min(skipped_min, size)
+        # Leaving ``start`` out is only worth exploring if some completion could be maximal:
+        # even the largest completion must leave no room for the smallest left-out size.
+        if cells * suffix[start + 1] * left_out > max_cells:
+            extend(start + 1, chosen, cells, left_out)
+
+    extend(0, (), 1, math.inf)
+    return out
+
+
+# --- the fitted model --------------------------------------------------------------------
+
+
+def _network_indices(domain: Domain, network: Sequence[tuple[str, Sequence[str]]]) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    index = {name: j for j, name in enumerate(domain.names)}
+    seen: set[int] = set()
+    out = []
+    for child, parents in network:
+        if child not in index:
+            raise SchemaError(f"network column ({child!r}) must be one of {', '.join(domain.names)}")
+        if index[child] in seen:
+            raise SchemaError(f"network column ({child!r}) must appear once")
+        if len(set(parents)) != len(parents):
+            raise SchemaError(f"parents of {child!r} ({parents!r}) must be distinct column names")
+        parent_ids = []
+        for parent in parents:
+            if parent not in index or index[parent] not in seen:
+                raise SchemaError(
+                    f"parent ({parent!r}) of {child!r} must be a column placed earlier in the network "
+                    "(the network is listed in topological order)"
+                )
+            parent_ids.append(index[parent])
+        seen.add(index[child])
+        out.append((index[child], tuple(parent_ids)))
+    if len(seen) != len(domain):
+        missing = [n for n in domain.names if index[n] not in seen]
+        raise SchemaError(f"network must cover every column; missing: {', '.join(missing)}")
+    return tuple(out)
+
+
+def _parent_index(codes: np.ndarray, parents: Sequence[int], sizes: Sequence[int]) -> np.ndarray:
+    """Row-major (first parent most significant) index of each record's parent configuration."""
+    index = np.zeros(codes.shape[1], dtype=np.int64)
+    for p in parents:
+        index *= sizes[p]
+        index += codes[p]
+    return index
+
+
+def _draw_categorical(cdf: np.ndarray, rows: np.ndarray | None, u: np.ndarray) -> np.ndarray:
+    """Inverse CDF: the first ``j`` with ``cdf[row, j] > u`` (rows ``None``: one shared row)."""
+    if rows is None:
+        return np.searchsorted(cdf[0], u, side="right").astype(CODE_DTYPE)
+    k = cdf.shape[1]
+    out = np.empty(u.shape[0], dtype=CODE_DTYPE)
+    block = max(1, _GATHER_ELEMENTS // k)
+    for start in range(0, u.shape[0], block):
+        stop = start + block
+        out[start:stop] = np.count_nonzero(cdf[rows[start:stop]] <= u[start:stop, None], axis=1)
+    return out
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+class BayesianNetworkModel:
+    """A discrete Bayesian network over a :class:`Domain`: structure plus conditional tables.
+
+    Attributes:
+        domain: The public domain.
+        network: ``(column, parents)`` pairs in topological order, covering every column once;
+            each parent appears earlier in the list.
+        conditionals: One row-stochastic table per pair, shape ``(∏ parent sizes, column size)``;
+            row ``r`` is ``Pr[column | parents = configuration r]`` with configurations indexed
+            row-major (first parent most significant). Stored as read-only float64 copies.
+
+    Raises:
+        TypeError: wrong kinds of values.
+        SchemaError: the network or a table does not fit the domain, or a table is not
+            row-stochastic (non-negative, finite, rows summing to 1 within 1e-9).
+
+    Privacy:
+        A model fitted with DP is itself DP; sampling from it is post-processing.
+    """
+
+    domain: Domain
+    network: tuple[tuple[str, tuple[str, ...]], ...]
+    conditionals: tuple[np.ndarray, ...]
+    _nodes: tuple[tuple[int, tuple[int, ...]], ...] = dataclasses.field(init=False, repr=False, compare=False)
+    _cdfs: tuple[np.ndarray, ...] = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.domain, Domain):
+            raise TypeError(f"domain ({self.domain!r}) must be a Domain")
+        network = []
+        for item in self.network:
+            if isinstance(item, str) or not isinstance(item, Sequence) or len(item) != 2:
+                raise SchemaError(f"network item ({item!r}) must be a (column, parents) pair")
+            child, parents = item
+            if isinstance(parents, str) or not isinstance(parents, Sequence):
+                raise SchemaError(f"parents of {child!r} ({parents!r}) must be a tuple of column names")
+            network.append((child, tuple(parents)))
+        nodes = _network_indices(self.domain, network)
+        if len(self.conditionals) != len(nodes):
+            raise SchemaError(
+                f"conditionals ({len(self.conditionals)}) must have one table per network column ({len(nodes)})"
+            )
+        sizes = self.domain.sizes
+        tables = []
+        cdfs = []
+        for (child, parents), table in zip(nodes, self.conditionals, strict=True):
+            array = np.array(table, dtype=np.float64)
+            shape = (math.prod(sizes[p] for p in parents), sizes[child])
+            name = self.domain.names[child]
+            if array.shape != shape:
+                raise SchemaError(f"conditional of {name!r} has shape {array.shape}, expected {shape}")
+            if not np.all(np.isfinite(array)) or np.any(array < 0):
+                raise SchemaError(f"conditional of {name!r} must hold finite non-negative probabilities")
+            if not np.allclose(array.sum(axis=1), 1.0, rtol=0.0, atol=1e-9):
+                raise SchemaError(f"every row of the conditional of {name!r} must sum to 1")
+            array.setflags(write=False)
+            tables.append(array)
+            cdf = np.cumsum(array, axis=1)
+            cdf[:, -1] = 1.0
+            cdf.setflags(write=False)
+            cdfs.append(cdf)
+        object.__setattr__(self, "network", tuple(network))
+        object.__setattr__(self, "conditionals", tuple(tables))
+        object.__setattr__(self, "_nodes", nodes)
+        object.__setattr__(self, "_cdfs", tuple(cdfs))
+
+    def sample_codes(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` records as a ``(d, n)`` int64 array, columns in domain order.
+
+        Each column in topological order: ``n`` uniforms from ``rng``, then a vectorised
+        inverse CDF of the row selected by the already-sampled parent codes.
+        """
+        n = _positive_int("n", n, minimum=0)
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng ({rng!r}) must be a numpy.random.Generator")
+        sizes = self.domain.sizes
+        out = np.zeros((len(sizes), n), dtype=CODE_DTYPE)
+        for (child, parents), cdf in zip(self._nodes, self._cdfs, strict=True):
+            u = rng.random(n)
+            rows = _parent_index(out, parents, sizes) if parents else None
+            out[child] = _draw_categorical(cdf, rows, u)
+        return out
+
+    def probabilities(self) -> np.ndarray:
+        """The full joint distribution, an array of shape ``domain.sizes`` (small domains).
+
+        Raises:
+            SchemaError: the joint domain has more than 2**24 cells.
+        """
+        sizes = self.domain.sizes
+        if math.prod(sizes) > _MAX_JOINT_CELLS:
+            raise SchemaError(
+                f"the joint domain has {math.prod(sizes)} cells, more than {_MAX_JOINT_CELLS}; "
+                "compute marginals by sampling instead"
+            )
+        joint = np.ones(sizes, dtype=np.float64)
+        for (child, parents), table in zip(self._nodes, self.conditionals, strict=True):
+            axes = (*parents, child)
+            factor = table.reshape([sizes[a] for a in axes])
+            order = np.argsort(axes)
+            shape = [1] * len(sizes)
+            for a in axes:
+                shape[a] = sizes[a]
+            joint = joint * np.transpose(factor, order).reshape(shape)
+        return joint
+
+
+# --- hyperparameters ---------------------------------------------------------------------
+
+
+def _positive_int(name: str, value: object, *, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} ({value!r}) must be an int")
+    if value < minimum:
+        raise ValueError(f"{name} ({value!r}) must be >= {minimum}")
+    return int(value)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PrivBayesParams:
+    """PrivBayes hyperparameters; exactly one of ``theta`` and ``degree`` is set.
+
+    Attributes:
+        epsilon_split: Fraction of ε for the structure, in (0, 1) (births grid: 0.1, 0.25,
+            0.5, 0.7). Unused when the domain has one column.
+        theta: θ-usefulness flavour: parent sets are the maximal sets whose noisy table has
+            ``n·ε₂/(2·d·|dom(X, Π)|) ≥ θ`` (births grid 2 … 100).
+        degree: Fixed-degree flavour: every attribute gets ``min(degree, |V|)`` parents
+            (births grid 2, 3, 4).
+        score: ``"mi"`` (mutual information) or ``"r"`` (PrivBayes' R score).
+        max_candidates: At most this many (attribute, parent set) candidates are scored per
+            structure step; a larger candidate set is subsampled uniformly (no ε).
+        max_table_cells: Pairs whose table ``|dom(X, Π)|`` exceeds this are not candidates.
+
+    Raises:
+        TypeError: a field has the wrong kind of value.
+        SpecError: a field has a wrong value, or both/neither of ``theta`` and ``degree``.
+    """
+
+    epsilon_split: float
+    theta: float | None = None
+    degree: int | None = None
+    score: str = "mi"
+    max_candidates: int = 1000
+    max_table_cells: int = 1 << 22
+
+    def __post_init__(self) -> None:
+        split = self.epsilon_split
+        if isinstance(split, bool) or not isinstance(split, numbers.Real):
+            raise TypeError(f"epsilon_split ({split!r}) must be a real number")
+        if not 0.0 < split < 1.0:
+            raise SpecError(f"epsilon_split ({split!r}) must be in (0, 1)")
+        if (self.theta is None) == (self.degree is None):
+            raise SpecError(
+                f"theta ({self.theta!r}) and degree ({self.degree!r}) must have exactly one set: "
+                "theta for the θ-usefulness flavour, degree for the fixed-degree flavour"
+            )
+        if self.theta is not None:
+            if isinstance(self.theta, bool) or not isinstance(self.theta, numbers.Real):
+                raise TypeError(f"theta ({self.theta!r}) must be a real number")
+            if not (math.isfinite(self.theta) and self.theta > 0):
+                raise SpecError(f"theta ({self.theta!r}) must be positive and finite")
+        if self.degree is not None:
+            if isinstance(self.degree, bool) or not isinstance(self.degree, numbers.Integral):
+                raise TypeError(f"degree ({self.degree!r}) must be an int")
+            if self.degree < 1:
+                raise SpecError(f"degree ({self.degree!r}) must be >= 1")
+        if self.score not in SCORES:
+            raise SpecError(f"score ({self.score!r}) must be one of {', '.join(SCORES)}")
+        for label in ("max_candidates", "max_table_cells"):
+            value = getattr(self, label)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise TypeError(f"{label} ({value!r}) must be an int")
+            if value < 1:
+                raise SpecError(f"{label} ({value!r}) must be >= 1")
+
+
+# --- the synthesizer ---------------------------------------------------------------------
+
+
+@register_synthesizer
+class PrivBayes(Synthesizer):
+    """PrivBayes: a greedy DP Bayesian network with Laplace-noised conditionals.
+
+    See the module docstring for the algorithm, the θ and degree flavours and how the
+    candidate sets are bounded.
+
+    Fitted attributes:
+        model_: The :class:`BayesianNetworkModel` sampled from.
+        network_: ``(column, parents)`` pairs in the order they were selected.
+        domain_, epsilon_, n_records_, events_: see :meth:`Synthesizer.fit`.
+
+    Privacy:
+        ε-DP under replace-one neighbouring with ``n`` public. Budget: ε₁ =
+        ``epsilon_split``·ε for the structure, ε₁/(d−1) per exponential-mechanism step with
+        utility sensitivity ``Δ_I(n)`` (:func:`mutual_information_sensitivity`) or ``3/n``
+        (R); ε₂ = ε − ε₁ for the tables, ε₂/d per table, Laplace scale ``2/(ε₂/d)``. With
+        one column the whole ε goes to its table. The first attribute is a uniform
+        data-independent draw (no ε).
+
+    References:
+        Zhang et al. (2017), PrivBayes (TODS), greedy construction and the sensitivity of I;
+        Hod & Canetti (2024), Section 4.7.2.
+    """
+
+    name: ClassVar[str] = "privbayes"
+    Params: ClassVar[type] = PrivBayesParams
+
+    # --- budget ---
+
+    def budget_steps(self, epsilon: float, domain: Domain, n: int) -> tuple[BudgetStep, ...]:
+        """``d − 1`` structure steps ``privbayes/structure/<i>`` (i = 2..d) then ``d`` tables
+        ``privbayes/table/<i>`` (i = 1..d), in network order.
+
+        Raises:
+            SchemaError: ``n < 2`` with two or more columns (nothing can be selected), no
+                record at all, or a column larger than ``max_table_cells``.
+        """
+        params: PrivBayesParams = self.params
+        d = len(domain)
+        if n < 1:
+            raise SchemaError("privbayes needs at least one record; the data is empty")
+        too_big = [c.name for c in domain if c.size > params.max_table_cells]
+        if too_big:
+            raise SchemaError(
+                f"column(s) {', '.join(too_big)} have more codes than max_table_cells "
+                f"({params.max_table_cells}); bin them more coarsely or raise max_table_cells"
+            )
+        if d == 1:
+            return (BudgetStep(name="privbayes/table/1", mechanism="laplace", epsilon=epsilon,
+                               sensitivity=TABLE_SENSITIVITY),)
+        if n < 2:
+            raise SchemaError("privbayes needs at least 2 records to learn a network over several columns")
+        split = float(params.epsilon_split)
+        weights = [split / (d - 1)] * (d - 1) + [(1.0 - split) / d] * d
+        shares = split_epsilon(epsilon, weights)
+        sensitivity = mutual_information_sensitivity(n) if params.score == "mi" else r_score_sensitivity(n)
+        structure = [
+            BudgetStep(name=f"privbayes/structure/{i + 2}", mechanism="exponential",
+                       epsilon=shares[i], sensitivity=sensitivity)
+            for i in range(d - 1)
+        ]
+        tables = [
+            BudgetStep(name=f"privbayes/table/{i + 1}", mechanism="laplace",
+                       epsilon=shares[d - 1 + i], sensitivity=TABLE_SENSITIVITY)
+            for i in range(d)
+        ]
+        return (*structure, *tables)
+
+    # --- candidates ---
+
+    def theta_max_cells(self, n: int, table_epsilon: float) -> float:
+        """The largest θ-useful table: ``n·ε_t/(2θ)`` cells (``ε_t`` = one table's ε)."""
+        theta = self.params.theta
+        if theta is None:
+            raise SpecError("theta_max_cells needs the theta flavour (theta is None)")
+        return n * table_epsilon / (TABLE_SENSITIVITY * float(theta))
+
+    def candidate_parent_sets(
+        self, child_size: int, available: Mapping[int, int], *, n: int, table_epsilon: float
+    ) -> list[tuple[int, ...]]:
+        """Candidate parent sets (sorted column indices) for one attribute, public inputs only.
+
+        Args:
+            child_size: ``|dom(X)|``.
+            available: Column index → domain size of the attributes already in the network.
+            n: The public number of records.
+            table_epsilon: ε of one conditional table (θ flavour).
+
+        Returns:
+            Non-empty; ``[()]`` when no parent fits.
+        """
+        params: PrivBayesParams = self.params
+        indices = sorted(available)
+        cap = params.max_table_cells / child_size
+        if params.degree is not None:
+            for size in range(min(params.degree, len(indices)), 0, -1):
+                sets = [
+                    combo for combo in itertools.combinations(indices, size)
+                    if math.prod(available[j] for j in combo) <= cap
+                ]
+                if sets:
+                    return sets
+            return [()]
+        cap = min(cap, self.theta_max_cells(n, table_epsilon) / child_size)
+        sets = [tuple(indices[i] for i in s) for s in maximal_parent_sets([available[j] for j in indices], cap)]
+        return sets or [()]
+
+    def _candidates(
+        self, chosen: Sequence[int], sizes: Sequence[int], *, n: int, table_epsilon: float
+    ) -> list[tuple[int, tuple[int, ...]]]:
+        available = {j: sizes[j] for j in chosen}
+        out = []
+        for child in range(len(sizes)):
+            if child in available:
+                continue
+            for parents in self.candidate_parent_sets(sizes[child], available, n=n, table_epsilon=table_epsilon):
+                out.append((child, parents))
+        return out
+
+    # --- fitting ---
+
+    def _fit(
+        self,
+        codes: np.ndarray,
+        *,
+        domain: Domain,
+        steps: tuple[BudgetStep, ...],
+        ledger: Ledger,
+        source: RandomSource,
+        scope: str,
+    ) -> None:
+        params: PrivBayesParams = self.params
+        d, n = codes.shape
+        sizes = domain.sizes
+        structure, tables = steps[: d - 1], steps[d - 1 :]
+        first = int(source.integers(low=0, high=d)) if d > 1 else 0
+        nodes: list[tuple[int, tuple[int, ...]]] = [(first, ())]
+        for step in structure:
+            candidates = self._candidates([c for c, _ in nodes], sizes, n=n, table_epsilon=tables[0].epsilon)
+            if len(candidates) > params.max_candidates:
+                generator = source.generator(purpose=f"{step.name}/candidate-subsample")
+                keep = np.sort(generator.choice(len(candidates), size=params.max_candidates, replace=False))
+                candidates = [candidates[int(i)] for i in keep]
+            utilities = self._utilities(codes, candidates, sizes)
+            nodes.append(candidates[self._exponential(step, utilities, ledger=ledger, source=source, scope=scope)])
+        conditionals = []
+        for (child, parents), step in zip(nodes, tables, strict=True):
+            counts = _count_table(codes, child, parents, sizes, _parent_index(codes, parents, sizes))
+            noisy = self._laplace(step, counts, ledger=ledger, source=source, scope=scope)
+            conditionals.append(_normalise_rows(noisy))
+        names = domain.names
+        network = tuple((names[child], tuple(names[p] for p in parents)) for child, parents in nodes)
+        self.network_ = network
+        self.model_ = BayesianNetworkModel(domain=domain, network=network, conditionals=tuple(conditionals))
+
+    def _utilities(
+        self, codes: np.ndarray, candidates: Sequence[tuple[int, tuple[int, ...]]], sizes: Sequence[int]
+    ) -> np.ndarray:
+        score = mutual_information if self.params.score == "mi" else r_score
+        cache: dict[tuple[int, ...], np.ndarray] = {}
+        utilities = np.zeros(len(candidates), dtype=np.float64)
+        for i, (child, parents) in enumerate(candidates):
+            if not parents:
+                continue  # I(X; ∅) = R(X, ∅) = 0 on every dataset
+            if parents not in cache:
+                cache[parents] = _parent_index(codes, parents, sizes)
+            utilities[i] = score(_count_table(codes, child, parents, sizes, cache[parents]))
+        return utilities
+
+    def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return self.model_.sample_codes(n, rng)
+
+
+def _count_table(
+    codes: np.ndarray, child: int, parents: Sequence[int], sizes: Sequence[int], parent_index: np.ndarray
+) -> np.ndarray:
+    """Counts of (parent configuration, child code), shape ``(∏ parent sizes, |dom child|)``."""
+    rows = math.prod(sizes[p] for p in parents)
+    key = parent_index * sizes[child] + codes[child]
+    return np.bincount(key, minlength=rows * sizes[child]).reshape(rows, sizes[child]).astype(np.float64)
+
+
+def _normalise_rows(noisy: np.ndarray) -> np.ndarray:
+    """Clip at 0 and normalise each row; a row with no positive mass becomes uniform."""
+    clipped = np.clip(noisy, 0.0, None)
+    totals = clipped.sum(axis=1, keepdims=True)
+    uniform = np.full_like(clipped, 1.0 / clipped.shape[1])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(totals > 0, clipped / np.where(totals > 0, totals, 1.0), uniform)

@@ -1,0 +1,760 @@
+"""Record-level constraints: a small safe rule language, raw cleaning and synthetic rejection.
+
+A rule describes records to *remove*, e.g. ``"gestation_week < 29 and birth_weight > 2999"``
+(Hod & Canetti 2024, Section 4.8: "records with a gestation_week smaller than 29 (strict) AND a
+birth_weight greater than 2999 (strict)"). Grammar (keywords are case-insensitive)::
+
+    rule       := or
+    or         := and ("or" and)*
+    and        := unary ("and" unary)*
+    unary      := "not" unary | "(" rule ")" | comparison
+    comparison := operand (("<" | "<=" | ">" | ">=" | "==" | "!=") operand)?
+    operand    := column | number | "-" number | 'string' | "string" | true | false
+
+A bare operand is only allowed for a boolean column (``not is_female``). Rules are parsed by
+hand — never ``eval``/``exec`` — and checked against the raw schema when parsed: unknown columns,
+chained comparisons, comparing two constants, ordering booleans or categories, categories the
+schema does not declare, and dates that do not parse with the column's format are
+:class:`SpecError` naming the rule and the position. Date literals are strings in the column's
+format (``date_of_birth < '2019-07-01'``).
+
+Evaluation is vectorised over a typed frame (as returned by :meth:`RawSchema.validate`, or by
+:meth:`Transformation.decode` for synthetic codes) and returns a boolean mask.
+
+:class:`ConstraintSet` is used twice (Section 4.8):
+
+* **raw cleaning** (:meth:`ConstraintSet.clean`): optionally drop records with a missing value
+  (rule 1 of 4.8.1), validate against the schema, remove records matching any rule;
+* **synthetic rejection** (:meth:`ConstraintSet.on_codes`): rules are evaluated on the
+  *representative* decoded values of a codes frame (see :mod:`.transforms`), so a bin counts as
+  e.g. "< 23" when its representative value is; rules whose thresholds sit on bin edges are
+  exact, others approximate. :func:`rejection_sample` resamples until ``n`` valid records.
+
+Privacy:
+    Raw cleaning is a per-record filter applied before any DP step; it is 1-stable (adding or
+    removing one raw record adds or removes at most one cleaned record), so a mechanism that is
+    ε-DP on the cleaned data is ε-DP on the raw data under add/remove neighbours. How many
+    records were removed is itself a statistic of the private data: this module never logs or
+    returns such counts for raw data. Synthetic rejection only reads samples of a DP model, so
+    it is post-processing and costs no budget.
+
+References:
+    Hod & Canetti (2024), Sections 4.8.1 (raw data constraints) and 4.8.2 (synthetic data
+    constraints).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import operator
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+
+from privlab.mechanisms.tabular.schema import RawColumn, RawSchema, parse_date
+from privlab.mechanisms.tabular.transforms import Transformation
+from privlab.platform.errors import ExecutionError, SchemaError, SpecError
+
+logger = logging.getLogger(__name__)
+
+COMPARISONS: Mapping[str, Callable[[Any, Any], Any]] = {
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
+_EQUALITY = ("==", "!=")
+_KEYWORDS = ("and", "or", "not", "true", "false")
+_TOKEN = re.compile(
+    r"""
+    (?P<space>\s+)
+  | (?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)
+  | (?P<string>'[^']*'|"[^"]*")
+  | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<op><=|>=|==|!=|<|>)
+  | (?P<paren>[()])
+  | (?P<minus>-)
+    """,
+    re.VERBOSE,
+)
+_HINTS = {
+    "=": "'=' is not an operator; use '==' to compare",
+    "&": "use 'and' instead of '&'",
+    "|": "use 'or' instead of '|'",
+    "!": "use 'not' (or '!=') instead of '!'",
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# Syntax tree
+
+
+@dataclasses.dataclass(frozen=True)
+class ColumnRef:
+    name: str
+    position: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Literal:
+    value: Any
+    position: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    op: str
+    left: ColumnRef | Literal
+    right: ColumnRef | Literal
+    position: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Truth:
+    """A bare boolean column used as a condition."""
+
+    column: ColumnRef
+
+
+@dataclasses.dataclass(frozen=True)
+class Not:
+    operand: Node
+
+
+@dataclasses.dataclass(frozen=True)
+class And:
+    operands: tuple[Node, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Or:
+    operands: tuple[Node, ...]
+
+
+Node = Comparison | Truth | Not | And | Or
+
+
+@dataclasses.dataclass(frozen=True)
+class _Token:
+    kind: str  # number, string, name, keyword, op, paren, minus, end
+    text: str
+    position: int
+
+
+def _error(text: str, problem: str, position: int) -> SpecError:
+    caret = " " * position + "^"
+    return SpecError(f"constraint {text!r}: {problem} at position {position}\n    {text}\n    {caret}")
+
+
+def _tokenize(text: str) -> list[_Token]:
+    tokens = []
+    position = 0
+    while position < len(text):
+        match = _TOKEN.match(text, position)
+        if match is None:
+            char = text[position]
+            if char in "'\"":
+                raise _error(text, f"unterminated string starting with {char}", position)
+            hint = _HINTS.get(char, "allowed are column names, numbers, quoted strings, true/false, "
+                                    "< <= > >= == !=, and/or/not and parentheses")
+            raise _error(text, f"unexpected character {char!r} ({hint})", position)
+        kind = match.lastgroup or ""
+        if kind != "space":
+            value = match.group()
+            if kind == "name" and value.lower() in _KEYWORDS:
+                kind, value = "keyword", value.lower()
+            follower = text[match.end():match.end() + 1]
+            if kind == "number" and (follower.isalpha() or follower == "_"):
+                raise _error(text, f"a number cannot be followed by {text[match.end()]!r}", match.end())
+            tokens.append(_Token(kind, value, position))
+        position = match.end()
+    tokens.append(_Token("end", "", len(text)))
+    return tokens
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens = _tokenize(text)
+        self.index = 0
+
+    @property
+    def token(self) -> _Token:
+        return self.tokens[self.index]
+
+    def advance(self) -> _Token:
+        token = self.tokens[self.index]
+        self.index += 1
+        return token
+
+    def fail(self, problem: str, token: _Token | None = None) -> SpecError:
+        token = token or self.token
+        return _error(self.text, problem, token.position)
+
+    @staticmethod
+    def describe(token: _Token) -> str:
+        return "the end of the rule" if token.kind == "end" else repr(token.text)
+
+    def parse(self) -> Node:
+        if self.token.kind == "end":
+            raise self.fail("the rule is empty")
+        node = self.parse_or()
+        if self.token.kind != "end":
+            if self.token.kind == "paren" and self.token.text == ")":
+                raise self.fail("unbalanced ')'")
+            raise self.fail(f"expected 'and', 'or' or the end of the rule, found {self.describe(self.token)}")
+        return node
+
+    def parse_or(self) -> Node:
+        operands = [self.parse_and()]
+        while self.token.kind == "keyword" and self.token.text == "or":
+            self.advance()
+            operands.append(self.parse_and())
+        return operands[0] if len(operands) == 1 else Or(tuple(operands))
+
+    def parse_and(self) -> Node:
+        operands = [self.parse_unary()]
+        while self.token.kind == "keyword" and self.token.text == "and":
+            self.advance()
+            operands.append(self.parse_unary())
+        return operands[0] if len(operands) == 1 else And(tuple(operands))
+
+    def parse_unary(self) -> Node:
+        token = self.token
+        if token.kind == "keyword" and token.text == "not":
+            self.advance()
+            return Not(self.parse_unary())
+        if token.kind == "paren" and token.text == "(":
+            self.advance()
+            if self.token.kind == "paren" and self.token.text == ")":
+                raise self.fail("empty parentheses")
+            node = self.parse_or()
+            if not (self.token.kind == "paren" and self.token.text == ")"):
+                raise self.fail(f"expected ')' to close the '(' at position {token.position}, "
+                                f"found {self.describe(self.token)}")
+            self.advance()
+            return node
+        return self.parse_comparison()
+
+    def parse_operand(self) -> ColumnRef | Literal:
+        token = self.token
+        if token.kind == "name":
+            self.advance()
+            return ColumnRef(token.text, token.position)
+        if token.kind == "number":
+            self.advance()
+            return Literal(_number(token.text), token.position)
+        if token.kind == "minus":
+            self.advance()
+            if self.token.kind != "number":
+                raise self.fail(f"expected a number after '-', found {self.describe(self.token)}")
+            return Literal(-_number(self.advance().text), token.position)
+        if token.kind == "string":
+            self.advance()
+            return Literal(token.text[1:-1], token.position)
+        if token.kind == "keyword" and token.text in ("true", "false"):
+            self.advance()
+            return Literal(token.text == "true", token.position)
+        raise self.fail(f"expected a column, a value or '(', found {self.describe(token)}")
+
+    def parse_comparison(self) -> Node:
+        left = self.parse_operand()
+        if self.token.kind != "op":
+            if isinstance(left, ColumnRef):
+                return Truth(left)
+            raise self.fail(
+                f"expected a comparison operator after {self.text[left.position:self.token.position].strip()!r}, "
+                f"found {self.describe(self.token)}"
+            )
+        op = self.advance()
+        right = self.parse_operand()
+        if self.token.kind == "op":
+            raise self.fail("chained comparisons are not supported; combine two comparisons with 'and'")
+        return Comparison(op.text, left, right, op.position)
+
+
+def _number(text: str) -> int | float:
+    if re.fullmatch(r"\d+", text):
+        return int(text)
+    return float(text)
+
+
+# ----------------------------------------------------------------------------------------------
+# Binding to a schema (type checks, date literals) and evaluation
+
+
+def _bind(node: Node, *, text: str, schema: RawSchema) -> Node:
+    """Check every column and comparison against ``schema``; convert date literals."""
+    if isinstance(node, (And, Or)):
+        return type(node)(tuple(_bind(o, text=text, schema=schema) for o in node.operands))
+    if isinstance(node, Not):
+        return Not(_bind(node.operand, text=text, schema=schema))
+    if isinstance(node, Truth):
+        column = _column(node.column, text=text, schema=schema)
+        if column.type != "boolean":
+            raise _error(
+                text,
+                f"column {column.name!r} is {column.type}, so it must be compared with a value "
+                "(only boolean columns can stand alone)",
+                node.column.position,
+            )
+        return node
+    left, right = node.left, node.right
+    if isinstance(left, Literal) and isinstance(right, Literal):
+        raise _error(text, "the comparison compares two constants; one side must be a column", node.position)
+    if isinstance(left, ColumnRef) and isinstance(right, ColumnRef):
+        a = _column(left, text=text, schema=schema)
+        b = _column(right, text=text, schema=schema)
+        if _family(a) != _family(b):
+            raise _error(text, f"cannot compare {a.type} column {a.name!r} with {b.type} column {b.name!r}",
+                         node.position)
+        if a.type in ("boolean", "categorical") and node.op not in _EQUALITY:
+            raise _error(text, f"{a.type} columns can only be compared with == or !=", node.position)
+        if a.type == "categorical" and tuple(a.categories or ()) != tuple(b.categories or ()):
+            raise _error(text, f"categorical columns {a.name!r} and {b.name!r} have different categories",
+                         node.position)
+        return node
+    if isinstance(left, ColumnRef) and isinstance(right, Literal):
+        column = _column(left, text=text, schema=schema)
+        return Comparison(node.op, left, Literal(_literal_for(column, right, op=node.op, text=text), right.position),
+                          node.position)
+    if isinstance(left, Literal) and isinstance(right, ColumnRef):
+        column = _column(right, text=text, schema=schema)
+        return Comparison(node.op, Literal(_literal_for(column, left, op=node.op, text=text), left.position), right,
+                          node.position)
+    raise _error(text, "malformed comparison", node.position)
+
+
+def _family(column: RawColumn) -> str:
+    return "number" if column.numeric else column.type
+
+
+def _column(ref: ColumnRef, *, text: str, schema: RawSchema) -> RawColumn:
+    if ref.name not in schema:
+        raise _error(text, f"unknown column {ref.name!r}; the schema has: {', '.join(schema.names)}", ref.position)
+    return schema[ref.name]
+
+
+def _literal_for(column: RawColumn, literal: Literal, *, op: str, text: str) -> Any:
+    value, position = literal.value, literal.position
+    if column.numeric:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise _error(text, f"{column.type} column {column.name!r} must be compared with a number, "
+                               f"not {value!r}", position)
+        return value
+    if column.type == "boolean":
+        if not isinstance(value, bool):
+            raise _error(text, f"boolean column {column.name!r} must be compared with true or false, "
+                               f"not {value!r}", position)
+        if op not in _EQUALITY:
+            raise _error(text, "boolean columns can only be compared with == or !=", position)
+        return value
+    if column.type == "categorical":
+        if op not in _EQUALITY:
+            raise _error(text, "categorical columns can only be compared with == or !=", position)
+        categories = tuple(column.categories or ())
+        for category in categories:
+            if type(category) is type(value) and category == value:
+                return category
+        raise _error(text, f"{value!r} is not a category of column {column.name!r}; categories: "
+                           f"{', '.join(map(repr, categories))}", position)
+    # date
+    if not isinstance(value, str):
+        raise _error(text, f"date column {column.name!r} must be compared with a quoted date "
+                           f"in the format {column.format!r}, not {value!r}", position)
+    try:
+        return parse_date(value, fmt=column.format or "", what="date")
+    except SpecError:
+        raise _error(text, f"{value!r} is not a date in the format {column.format!r} of column "
+                           f"{column.name!r}", position) from None
+
+
+def _columns_of(node: Node) -> list[str]:
+    if isinstance(node, (And, Or)):
+        return [name for o in node.operands for name in _columns_of(o)]
+    if isinstance(node, Not):
+        return _columns_of(node.operand)
+    if isinstance(node, Truth):
+        return [node.column.name]
+    return [side.name for side in (node.left, node.right) if isinstance(side, ColumnRef)]
+
+
+def _evaluate(node: Node, frame: pd.DataFrame, schema: RawSchema) -> np.ndarray:
+    if isinstance(node, And):
+        result = _evaluate(node.operands[0], frame, schema)
+        for operand in node.operands[1:]:
+            result = result & _evaluate(operand, frame, schema)
+        return result
+    if isinstance(node, Or):
+        result = _evaluate(node.operands[0], frame, schema)
+        for operand in node.operands[1:]:
+            result = result | _evaluate(operand, frame, schema)
+        return result
+    if isinstance(node, Not):
+        return ~_evaluate(node.operand, frame, schema)
+    if isinstance(node, Truth):
+        return frame[node.column.name].to_numpy(dtype=bool)
+
+    def side(operand: ColumnRef | Literal) -> Any:
+        if isinstance(operand, Literal):
+            return operand.value
+        series = frame[operand.name]
+        if schema[operand.name].type == "categorical":
+            return series.astype(object)
+        return series
+
+    result = COMPARISONS[node.op](side(node.left), side(node.right))
+    return np.asarray(result, dtype=bool)
+
+
+def _check_frame(frame: pd.DataFrame, columns: Sequence[str], schema: RawSchema, *, what: str) -> None:
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"{what}: expected a pandas DataFrame, got {type(frame).__name__}")
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise SchemaError(
+            f"{what}: missing column(s) {', '.join(map(repr, missing))} used by the constraints; "
+            f"the frame has: {', '.join(map(str, frame.columns))}"
+        )
+    for name in columns:
+        series = frame[name]
+        kind = schema[name].type
+        null = series.isna().to_numpy()
+        if null.any():
+            raise SchemaError(
+                f"{what}: column {name!r} has {int(null.sum())} missing/NaN value(s) (first at row "
+                f"{int(np.flatnonzero(null)[0])}); constraints need complete records"
+            )
+        dtype = series.dtype
+        ok = {
+            "integer": pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype),
+            "float": pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype),
+            "boolean": pd.api.types.is_bool_dtype(dtype),
+            "date": pd.api.types.is_datetime64_any_dtype(dtype),
+            "categorical": not pd.api.types.is_datetime64_any_dtype(dtype),
+        }[kind]
+        if not ok:
+            raise SchemaError(
+                f"{what}: column {name!r} is declared {kind} but the frame holds {dtype} values; "
+                "evaluate constraints on a typed frame (RawSchema.validate or Transformation.decode)"
+            )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Constraint:
+    """One parsed rule; a record *matching* it is to be removed.
+
+    Build with :meth:`parse`.
+
+    Args:
+        text: The rule as written in the spec.
+        expression: Its syntax tree, bound to the schema.
+        columns: The columns it reads, in first-use order.
+    """
+
+    text: str
+    expression: Node
+    columns: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, text: str, *, schema: RawSchema) -> Constraint:
+        """Parse and type-check ``text`` against ``schema``.
+
+        Raises:
+            TypeError: ``text`` is not a string.
+            SpecError: A syntax error or a check against the schema failed; the message names
+                the rule, the problem and the position (with a caret).
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"constraint ({text!r}) must be a string")
+        expression = _bind(_Parser(text).parse(), text=text, schema=schema)
+        columns = tuple(dict.fromkeys(_columns_of(expression)))
+        return cls(text=text, expression=expression, columns=columns)
+
+    def matches(self, frame: pd.DataFrame, *, schema: RawSchema) -> np.ndarray:
+        """Boolean mask (one entry per row) of the records matching the rule."""
+        _check_frame(frame, self.columns, schema, what=f"constraint {self.text!r}")
+        return _evaluate(self.expression, frame, schema)
+
+
+class RecordFilter(Protocol):
+    """Anything that marks the valid rows of a frame (used by :func:`rejection_sample`)."""
+
+    def valid_mask(self, frame: pd.DataFrame) -> np.ndarray: ...
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ConstraintSet:
+    """Rules over one raw schema; a record matching *any* rule is removed.
+
+    Args:
+        schema: The raw schema the rules are written against.
+        constraints: The parsed rules.
+        drop_missing: For raw cleaning: drop records with a missing value in any schema
+            column before validation (Section 4.8.1, rule 1). Otherwise a missing value is an
+            error.
+    """
+
+    schema: RawSchema
+    constraints: tuple[Constraint, ...] = ()
+    drop_missing: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.schema, RawSchema):
+            raise SpecError(f"schema ({self.schema!r}) must be a RawSchema")
+        if not isinstance(self.drop_missing, bool):
+            raise SpecError(f"drop_missing ({self.drop_missing!r}) must be true or false")
+        texts = [c.text for c in self.constraints]
+        repeated = sorted({t for t in texts if texts.count(t) > 1})
+        if repeated:
+            raise SpecError(f"constraints must be distinct; repeated: {', '.join(map(repr, repeated))}")
+        for constraint in self.constraints:
+            missing = [c for c in constraint.columns if c not in self.schema]
+            if missing:
+                raise SpecError(f"constraint {constraint.text!r} reads column(s) {missing} that the schema lacks")
+
+    @classmethod
+    def from_rules(cls, rules: Sequence[str], *, schema: RawSchema, drop_missing: bool = False) -> ConstraintSet:
+        """Parse every rule (see :meth:`Constraint.parse`)."""
+        if isinstance(rules, str):
+            raise TypeError("rules must be a list of strings, not one string")
+        return cls(
+            schema=schema,
+            constraints=tuple(Constraint.parse(rule, schema=schema) for rule in rules),
+            drop_missing=drop_missing,
+        )
+
+    @classmethod
+    def from_spec(
+        cls, table: Mapping[str, Any], *, schema: RawSchema, where: str, allow_drop_missing: bool = True
+    ) -> ConstraintSet:
+        """Build from a spec table ``{rules = ["...", ...], drop_missing = false}``.
+
+        Raises:
+            SpecError: Unknown keys, a non-list ``rules``, a bad rule (naming
+                ``where.rules[i]``), or ``drop_missing`` where it is not allowed.
+        """
+        if not isinstance(table, Mapping):
+            raise SpecError(f"{where} must be a table with 'rules'")
+        allowed = {"rules", "drop_missing"} if allow_drop_missing else {"rules"}
+        unknown = sorted(set(table) - allowed)
+        if unknown:
+            raise SpecError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed keys: "
+                            f"{', '.join(sorted(allowed))}")
+        rules = table.get("rules", [])
+        if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):
+            raise SpecError(f"{where}.rules ({rules!r}) must be a list of strings")
+        drop_missing = table.get("drop_missing", False)
+        if not isinstance(drop_missing, bool):
+            raise SpecError(f"{where}.drop_missing ({drop_missing!r}) must be true or false")
+        parsed = []
+        for i, rule in enumerate(rules):
+            try:
+                parsed.append(Constraint.parse(rule, schema=schema))
+            except SpecError as error:
+                raise SpecError(f"{where}.rules[{i}]: {error}") from error
+        try:
+            return cls(schema=schema, constraints=tuple(parsed), drop_missing=drop_missing)
+        except SpecError as error:
+            raise SpecError(f"{where}: {error}") from error
+
+    def __len__(self) -> int:
+        return len(self.constraints)
+
+    @property
+    def rules(self) -> tuple[str, ...]:
+        return tuple(c.text for c in self.constraints)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Every column any rule reads."""
+        return tuple(dict.fromkeys(name for c in self.constraints for name in c.columns))
+
+    def matches(self, frame: pd.DataFrame) -> np.ndarray:
+        """Mask of the records matching at least one rule (the records to remove).
+
+        Args:
+            frame: A typed frame (``RawSchema.validate`` or ``Transformation.decode`` output)
+                holding at least the columns the rules read.
+
+        Raises:
+            SchemaError: A missing column, a NaN, or a column of the wrong kind (naming it).
+        """
+        _check_frame(frame, self.columns, self.schema, what="constraints")
+        result = np.zeros(len(frame), dtype=bool)
+        for constraint in self.constraints:
+            result |= _evaluate(constraint.expression, frame, self.schema)
+        return result
+
+    def matches_by_rule(self, frame: pd.DataFrame) -> dict[str, np.ndarray]:
+        """One mask per rule (diagnostics on public or synthetic data only: on private data
+        the counts are non-private statistics)."""
+        _check_frame(frame, self.columns, self.schema, what="constraints")
+        return {c.text: _evaluate(c.expression, frame, self.schema) for c in self.constraints}
+
+    def valid_mask(self, frame: pd.DataFrame) -> np.ndarray:
+        """Mask of the records matching no rule (the records to keep)."""
+        return ~self.matches(frame)
+
+    def filter(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """The records matching no rule, with a fresh index."""
+        return frame.loc[self.valid_mask(frame)].reset_index(drop=True)
+
+    def clean(self, raw: pd.DataFrame, *, source: str = "raw data") -> pd.DataFrame:
+        """Raw cleaning: drop missing (if enabled), validate, remove records matching a rule.
+
+        Args:
+            raw: The raw frame.
+            source: What the frame is, for error messages.
+
+        Returns:
+            The typed, cleaned frame (fresh index).
+
+        Raises:
+            SchemaError: The schema validation fails, or no record is left.
+
+        Privacy:
+            A per-record filter before any DP step (see the module docstring); it reports no
+            counts.
+        """
+        if not isinstance(raw, pd.DataFrame):
+            raise TypeError(f"{source}: expected a pandas DataFrame, got {type(raw).__name__}")
+        if self.drop_missing:
+            present = [n for n in self.schema.names if n in raw.columns]
+            raw = raw.dropna(subset=present)
+        typed = self.schema.validate(raw, source=source)
+        cleaned = self.filter(typed)
+        if len(cleaned) == 0:
+            raise SchemaError(f"{source}: every record matches a constraint; nothing is left after cleaning")
+        return cleaned
+
+    def on_codes(self, transformation: Transformation) -> CodeConstraints:
+        """These rules evaluated on codes frames of ``transformation`` (synthetic rejection).
+
+        Raises:
+            SpecError: ``transformation`` transforms a different schema.
+        """
+        if transformation.schema != self.schema:
+            raise SpecError("the transformation and the constraints must share one raw schema")
+        return CodeConstraints(constraints=self, transformation=transformation)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CodeConstraints:
+    """A :class:`ConstraintSet` applied to codes frames through their representative values.
+
+    A coded record is invalid when its decoded record (``Transformation.decode`` without an
+    rng: representative value per code) matches any rule.
+    """
+
+    constraints: ConstraintSet
+    transformation: Transformation
+
+    def matches(self, codes: pd.DataFrame) -> np.ndarray:
+        """Mask of the coded records whose decoded record matches a rule.
+
+        Raises:
+            SchemaError: ``codes`` is not a valid codes frame of the transformation's domain.
+        """
+        if not isinstance(codes, pd.DataFrame):
+            raise TypeError(f"codes: expected a pandas DataFrame, got {type(codes).__name__}")
+        if len(self.constraints) == 0:
+            self.transformation.domain.validate(codes, what="codes frame")
+            return np.zeros(len(codes), dtype=bool)
+        return self.constraints.matches(self.transformation.decode(codes))
+
+    def valid_mask(self, codes: pd.DataFrame) -> np.ndarray:
+        return ~self.matches(codes)
+
+    def filter(self, codes: pd.DataFrame) -> pd.DataFrame:
+        """The valid coded records, with a fresh index."""
+        return codes.loc[self.valid_mask(codes)].reset_index(drop=True)
+
+
+def rejection_sample(
+    sample_fn: Callable[[int], pd.DataFrame],
+    n: int,
+    constraints: RecordFilter,
+    *,
+    max_rounds: int,
+    min_acceptance: float = 0.01,
+    allow_shortfall: bool = False,
+) -> pd.DataFrame:
+    """Sample until ``n`` records pass ``constraints``.
+
+    Round 1 draws ``n`` records; each later round draws ``ceil(remaining / rate)`` where
+    ``rate`` is the acceptance rate so far, floored at ``min_acceptance`` (so a round draws at
+    most ``remaining / min_acceptance`` records). The first ``n`` valid records, in draw order,
+    are returned. Randomness lives in ``sample_fn`` (e.g. a closure over a seeded generator),
+    so the result is deterministic given that generator.
+
+    Args:
+        sample_fn: ``sample_fn(k)`` returns a frame of exactly ``k`` records (same columns
+            every round).
+        n: Number of valid records wanted (>= 1).
+        constraints: Marks valid rows (``ConstraintSet`` for raw-like samples,
+            ``ConstraintSet.on_codes(...)`` for codes frames).
+        max_rounds: The most rounds to draw (>= 1).
+        min_acceptance: Floor of the acceptance-rate estimate, in (0, 1].
+        allow_shortfall: When the rounds run out, return the fewer than ``n`` valid records
+            found (and log a warning) instead of raising.
+
+    Returns:
+        ``n`` valid records (fewer only with ``allow_shortfall``), with a fresh index.
+
+    Raises:
+        SpecError: Invalid ``n``, ``max_rounds`` or ``min_acceptance``.
+        SchemaError: ``sample_fn`` returned the wrong number of rows or different columns, or
+            ``constraints`` returned a mask of the wrong shape.
+        ExecutionError: Fewer than ``n`` valid records after ``max_rounds`` rounds (the message
+            gives the counts and the acceptance rate).
+
+    Privacy:
+        Post-processing of samples from a DP model; reads no private data and costs no budget.
+    """
+    for label, value in (("n", n), ("max_rounds", max_rounds)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise SpecError(f"{label} ({value!r}) must be an integer >= 1")
+    if isinstance(min_acceptance, bool) or not isinstance(min_acceptance, (int, float)) or not 0 < min_acceptance <= 1:
+        raise SpecError(f"min_acceptance ({min_acceptance!r}) must be in (0, 1]")
+    kept: list[pd.DataFrame] = []
+    accepted = drawn = rounds = 0
+    columns: list[Any] | None = None
+    while accepted < n and rounds < max_rounds:
+        remaining = n - accepted
+        rate = max(accepted / drawn, min_acceptance) if drawn else 1.0
+        size = int(math.ceil(remaining / rate))
+        batch = sample_fn(size)
+        if not isinstance(batch, pd.DataFrame) or len(batch) != size:
+            got = f"{len(batch)} rows" if isinstance(batch, pd.DataFrame) else type(batch).__name__
+            raise SchemaError(f"rejection_sample: sample_fn({size}) must return a DataFrame of {size} rows, got {got}")
+        if columns is None:
+            columns = list(batch.columns)
+        elif list(batch.columns) != columns:
+            raise SchemaError(f"rejection_sample: sample_fn returned columns {list(batch.columns)}, expected {columns}")
+        mask = np.asarray(constraints.valid_mask(batch))
+        if mask.dtype != bool or mask.shape != (size,):
+            raise SchemaError(f"rejection_sample: the constraints returned a mask of shape {mask.shape} "
+                              f"and dtype {mask.dtype}, expected ({size},) bool")
+        kept.append(batch.loc[mask])
+        accepted += int(mask.sum())
+        drawn += size
+        rounds += 1
+    result = pd.concat(kept).iloc[:n].reset_index(drop=True)
+    if accepted < n:
+        message = (
+            f"rejection_sample: only {accepted} of {n} requested records passed the constraints after "
+            f"{rounds} round(s) and {drawn} draws (acceptance rate {accepted / drawn:.4g})"
+        )
+        if not allow_shortfall:
+            raise ExecutionError(message + "; raise max_rounds, or check that the constraints leave the model "
+                                           "enough mass")
+        logger.warning("%s; returning a shortfall of %d", message, n - accepted)
+    return result

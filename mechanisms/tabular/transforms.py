@@ -1,0 +1,812 @@
+"""Reversible per-column transformations from raw values to integer codes, and their space.
+
+A :class:`ColumnTransform` maps one raw column (typed by :class:`RawSchema.validate`) to codes
+``0 .. size − 1`` of one :class:`ColumnDomain`, and maps codes back to raw-like values. Kinds:
+
+``identity`` (integer columns)
+    Clip to ``[lo, hi]`` and use one code per integer (``code = value − lo``); for small
+    ranges only (at most :data:`MAX_IDENTITY_CODES` codes). Value of a code: the integer.
+``bins`` (integer and float columns)
+    Clip to ``[lo, hi]`` and cut at the public interior ``edges`` ``e_0 < … < e_{m−1}``:
+    bins ``[lo, e_0), [e_0, e_1), …, [e_{m−1}, hi]`` (``m + 1`` codes). Integer labels follow
+    the paper's Table (Section 4.7.1): ``"<18"``, ``"18-19"``, ``"25"``, ``"44<"``; the first
+    (last) bin is labelled by its single value when the *schema* bound leaves only one integer
+    in it (parity ``"1"``). Float labels are ``"<a"``, ``"[a, b)"``, ``">=b"``. Value of a
+    code: the midpoint of the bin's clipped range (for integers the midpoint of its first and
+    last integer, e.g. ``"18-19"`` → 18.5), or the per-code ``values`` declared in the spec.
+``month`` (date columns)
+    The month of the date, codes ``0 .. 11`` labelled ``"1" .. "12"``; value of a code: the
+    month number.
+``boolean``
+    ``False`` → 0, ``True`` → 1, labels declared (``["M", "F"]``) or ``"False"/"True"``;
+    values ``0.0/1.0``.
+``categorical``
+    The schema's categories in declared order; nominal (no values).
+
+``[lo, hi]`` is the transformation's ``clip`` range if declared (it must lie inside the
+schema's bounds), else the schema's public bounds: nothing is ever read from the data.
+
+Decoding (:meth:`ColumnTransform.decode`) returns raw-like values under the *source* column's
+name: without an ``rng`` every code becomes its representative value (``float64`` for bins,
+``int64`` for identity, a date on day ``day`` of the month for months); with an ``rng``, a
+uniformly random value inside the bin's clipped range (integers for integer columns, a
+uniformly random day of the month for months). Boolean and categorical codes decode exactly.
+
+A :class:`Transformation` is one transform per schema column; a :class:`TransformationSpace`
+holds named alternatives per output column (declared in TOML) and enumerates their Cartesian
+product with stable ids such as ``"birth_month=month,mother_age=fine,parity=coarse"``.
+
+Privacy:
+    A transformation is fixed by the spec (public edges, clip ranges and categories) before any
+    data is seen, and applying it is a per-record map, so it neither reads private statistics
+    nor changes the neighbouring relation: a mechanism that is ε-DP on the codes is ε-DP on
+    the raw records. Decoding reads only codes (synthetic data) and is post-processing.
+
+References:
+    Hod & Canetti (2024), "Differentially Private Release of Israel's National Registry of
+    Live Births", Sections 3.6 and 4.7.1 (data transformation space).
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import itertools
+import math
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from privlab.mechanisms.tabular.domain import CODE_DTYPE, ColumnDomain, Domain
+from privlab.mechanisms.tabular.schema import RawColumn, RawSchema
+from privlab.platform.errors import SchemaError, SpecError
+
+MAX_IDENTITY_CODES = 1000
+"""Largest integer range the ``identity`` transform accepts (use ``bins`` beyond it)."""
+
+_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+def _check_name(value: str, *, what: str) -> None:
+    if not isinstance(value, str) or not _NAME_PATTERN.match(value):
+        raise SpecError(
+            f"{what} ({value!r}) must be a non-empty name of letters, digits, '_', '.' or '-' "
+            "(it becomes part of a configuration id)"
+        )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and math.isfinite(
+        value
+    )
+
+
+def _check_labels(labels: tuple[str, ...] | None, *, size: int, what: str) -> None:
+    if labels is None:
+        return
+    if len(labels) != size or not all(isinstance(label, str) and label for label in labels):
+        raise SpecError(f"{what}: labels ({list(labels)!r}) must be {size} non-empty strings, one per code")
+    if len(set(labels)) != len(labels):
+        raise SpecError(f"{what}: labels ({list(labels)!r}) must be distinct")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ColumnTransform(abc.ABC):
+    """Base class: one raw column (``column``) to one coded column (``name``).
+
+    Args:
+        name: The output (coded) column name; may differ from the raw column's name.
+        column: The raw column's declaration (type and public domain).
+    """
+
+    kind: ClassVar[str]
+    source_types: ClassVar[tuple[str, ...]]
+
+    name: str
+    column: RawColumn
+
+    def __post_init__(self) -> None:
+        _check_name(self.name, what="output column name")
+        if not isinstance(self.column, RawColumn):
+            raise SpecError(f"column {self.name!r}: column ({self.column!r}) must be a RawColumn")
+        if self.column.type not in self.source_types:
+            raise SpecError(
+                f"column {self.name!r}: a {self.kind} transform needs a source column of type "
+                f"{' or '.join(self.source_types)}, but {self.column.name!r} is {self.column.type}"
+            )
+
+    @property
+    def what(self) -> str:
+        return f"transform {self.name!r} ({self.kind} of {self.column.name!r})"
+
+    @property
+    @abc.abstractmethod
+    def domain(self) -> ColumnDomain:
+        """The coded column's domain (labels, and values for ordered columns)."""
+
+    @abc.abstractmethod
+    def encode(self, values: pd.Series) -> np.ndarray:
+        """Codes (``int64``) of a typed raw column (as returned by ``RawSchema.validate``)."""
+
+    @abc.abstractmethod
+    def decode(self, codes: np.ndarray, *, rng: np.random.Generator | None = None) -> Any:
+        """Raw-like values of valid codes: representative values, or uniform in the bin with ``rng``."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _ClippedNumeric(ColumnTransform):
+    """Shared ``clip`` handling for numeric transforms."""
+
+    clip: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.clip is None:
+            return
+        if len(self.clip) != 2 or not all(_is_number(v) for v in self.clip):
+            raise SpecError(f"{self.what}: clip ({self.clip!r}) must be two finite numbers [lower, upper]")
+        lo, hi = self.clip
+        if self.column.type == "integer" and (lo != int(lo) or hi != int(hi)):
+            raise SpecError(f"{self.what}: clip ({self.clip!r}) must be integers for an integer column")
+        if not lo < hi:
+            raise SpecError(f"{self.what}: clip ({self.clip!r}) must have lower < upper")
+        if lo < self.column.lower or hi > self.column.upper:
+            raise SpecError(
+                f"{self.what}: clip ({self.clip!r}) must lie within the schema bounds "
+                f"[{self.column.lower}, {self.column.upper}]"
+            )
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """The clip range ``[lo, hi]`` (declared, else the schema's public bounds)."""
+        lo, hi = self.clip if self.clip is not None else (self.column.lower, self.column.upper)
+        if self.column.type == "integer":
+            return int(lo), int(hi)
+        return float(lo), float(hi)
+
+    def _clipped(self, values: pd.Series) -> np.ndarray:
+        lo, hi = self.bounds
+        numbers = np.asarray(values.to_numpy(), dtype=np.float64)
+        return np.clip(numbers, lo, hi)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class IdentityTransform(_ClippedNumeric):
+    """One code per integer of ``[lo, hi]`` (values outside are clipped first)."""
+
+    kind: ClassVar[str] = "identity"
+    source_types: ClassVar[tuple[str, ...]] = ("integer",)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        lo, hi = self.bounds
+        if hi - lo + 1 > MAX_IDENTITY_CODES:
+            raise SpecError(
+                f"{self.what}: the range [{lo}, {hi}] ({hi - lo + 1} codes) must have at most "
+                f"{MAX_IDENTITY_CODES} codes; use kind = 'bins' or a narrower clip"
+            )
+
+    @property
+    def domain(self) -> ColumnDomain:
+        lo, hi = self.bounds
+        return ColumnDomain(
+            name=self.name,
+            labels=tuple(str(v) for v in range(lo, hi + 1)),
+            values=tuple(float(v) for v in range(lo, hi + 1)),
+        )
+
+    def encode(self, values: pd.Series) -> np.ndarray:
+        lo, _ = self.bounds
+        return self._clipped(values).astype(CODE_DTYPE) - lo
+
+    def decode(self, codes: np.ndarray, *, rng: np.random.Generator | None = None) -> np.ndarray:
+        lo, _ = self.bounds
+        return np.asarray(codes, dtype=np.int64) + lo
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BinTransform(_ClippedNumeric):
+    """Clip to ``[lo, hi]``, then bin at the public interior ``edges``.
+
+    Args:
+        edges: Strictly increasing interior cut points; ``lo < edges[0]`` and ``edges[-1] <= hi``
+            (``< hi`` for floats), so that every bin holds at least one value.
+        clip: Optional ``[lo, hi]`` inside the schema bounds (defaults to them).
+        labels: Optional label per bin (defaults described in the module docstring).
+        values: Optional representative value per bin; each must lie inside its bin's clipped
+            range. Defaults to the bin midpoints.
+    """
+
+    kind: ClassVar[str] = "bins"
+    source_types: ClassVar[tuple[str, ...]] = ("integer", "float")
+
+    edges: tuple[float, ...]
+    labels: tuple[str, ...] | None = None
+    values: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        edges = self.edges
+        if not isinstance(edges, tuple) or len(edges) < 1 or not all(_is_number(e) for e in edges):
+            raise SpecError(f"{self.what}: edges ({edges!r}) must be a non-empty list of finite numbers")
+        if any(b <= a for a, b in zip(edges, edges[1:])):
+            raise SpecError(f"{self.what}: edges ({list(edges)!r}) must be strictly increasing")
+        integer = self.column.type == "integer"
+        if integer and any(e != int(e) for e in edges):
+            raise SpecError(f"{self.what}: edges ({list(edges)!r}) must be integers for an integer column")
+        lo, hi = self.bounds
+        if not edges[0] > lo:
+            raise SpecError(
+                f"{self.what}: the first edge ({edges[0]!r}) must be > the clip lower bound ({lo!r}) "
+                "so that the first bin is not empty"
+            )
+        if not (edges[-1] <= hi if integer else edges[-1] < hi):
+            raise SpecError(
+                f"{self.what}: the last edge ({edges[-1]!r}) must be {'<=' if integer else '<'} the clip "
+                f"upper bound ({hi!r}) so that the last bin is not empty"
+            )
+        _check_labels(self.labels, size=len(edges) + 1, what=self.what)
+        if self.values is not None:
+            if len(self.values) != len(edges) + 1 or not all(_is_number(v) for v in self.values):
+                raise SpecError(
+                    f"{self.what}: values ({self.values!r}) must be {len(edges) + 1} finite numbers, one per bin"
+                )
+            lows, highs = self._ranges()
+            for k, (v, a, b) in enumerate(zip(self.values, lows, highs)):
+                if not a <= v <= b:
+                    raise SpecError(
+                        f"{self.what}: values[{k}] ({v!r}) must lie in its bin's clipped range [{a}, {b}]"
+                    )
+
+    def _ranges(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per bin, the clipped range: integers ``[first, last]``; floats ``[a, b]``."""
+        lo, hi = self.bounds
+        edges = np.asarray(self.edges, dtype=np.float64)
+        lows = np.concatenate([[lo], edges])
+        if self.column.type == "integer":
+            highs = np.concatenate([edges - 1, [hi]])
+        else:
+            highs = np.concatenate([edges, [hi]])
+        return lows, highs
+
+    def _default_labels(self) -> tuple[str, ...]:
+        edges = self.edges
+        if self.column.type != "integer":
+            middle = [f"[{a:g}, {b:g})" for a, b in zip(edges, edges[1:])]
+            return (f"<{edges[0]:g}", *middle, f">={edges[-1]:g}")
+
+        def span(a: int, b: int) -> str:
+            if a == b:
+                return str(a)
+            return f"{a}-{b}" if a >= 0 else f"{a}..{b}"
+
+        ints = [int(e) for e in edges]
+        first = str(ints[0] - 1) if int(self.column.lower) == ints[0] - 1 else f"<{ints[0]}"
+        last = str(ints[-1]) if int(self.column.upper) == ints[-1] else f"{ints[-1] - 1}<"
+        return (first, *(span(a, b - 1) for a, b in zip(ints, ints[1:])), last)
+
+    @property
+    def domain(self) -> ColumnDomain:
+        if self.values is not None:
+            values = tuple(float(v) for v in self.values)
+        else:
+            lows, highs = self._ranges()
+            values = tuple(float(v) for v in (lows + highs) / 2)
+        return ColumnDomain(name=self.name, labels=self.labels or self._default_labels(), values=values)
+
+    def encode(self, values: pd.Series) -> np.ndarray:
+        edges = np.asarray(self.edges, dtype=np.float64)
+        return np.searchsorted(edges, self._clipped(values), side="right").astype(CODE_DTYPE)
+
+    def decode(self, codes: np.ndarray, *, rng: np.random.Generator | None = None) -> np.ndarray:
+        codes = np.asarray(codes, dtype=np.int64)
+        if rng is None:
+            return self.domain.value_array()[codes]
+        lows, highs = self._ranges()
+        if self.column.type == "integer":
+            return rng.integers(lows[codes].astype(np.int64), highs[codes].astype(np.int64), endpoint=True)
+        return rng.uniform(lows[codes], highs[codes])
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MonthTransform(ColumnTransform):
+    """The month of a date: 12 codes, labels ``"1" .. "12"`` (or declared), values 1..12.
+
+    Args:
+        labels: Optional 12 labels (e.g. month names).
+        day: The day of the month a code decodes to without an ``rng`` (1..28; default 15,
+            mid-month).
+        year: The year decoded dates get; defaults to the year of the schema bounds, which must
+            then lie in one calendar year. Decoded dates are clipped into the schema bounds.
+    """
+
+    kind: ClassVar[str] = "month"
+    source_types: ClassVar[tuple[str, ...]] = ("date",)
+
+    labels: tuple[str, ...] | None = None
+    day: int = 15
+    year: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_labels(self.labels, size=12, what=self.what)
+        if isinstance(self.day, bool) or not isinstance(self.day, int) or not 1 <= self.day <= 28:
+            raise SpecError(f"{self.what}: day ({self.day!r}) must be an integer in 1..28")
+        lower, upper = self.column.date_bounds
+        if self.year is None:
+            if lower.year != upper.year:
+                raise SpecError(
+                    f"{self.what}: year must be given because the schema bounds span {lower.year}..{upper.year} "
+                    "(a month code alone does not say which year to decode to)"
+                )
+        elif isinstance(self.year, bool) or not isinstance(self.year, int) or not lower.year <= self.year <= upper.year:
+            raise SpecError(
+                f"{self.what}: year ({self.year!r}) must be an integer within the schema bounds "
+                f"{lower.year}..{upper.year}"
+            )
+
+    @property
+    def decode_year(self) -> int:
+        return self.year if self.year is not None else self.column.date_bounds[0].year
+
+    @property
+    def domain(self) -> ColumnDomain:
+        return ColumnDomain(
+            name=self.name,
+            labels=self.labels or tuple(str(m) for m in range(1, 13)),
+            values=tuple(float(m) for m in range(1, 13)),
+        )
+
+    def encode(self, values: pd.Series) -> np.ndarray:
+        return values.dt.month.to_numpy().astype(CODE_DTYPE) - 1
+
+    def decode(self, codes: np.ndarray, *, rng: np.random.Generator | None = None) -> pd.Series:
+        months = np.asarray(codes, dtype=np.int64) + 1
+        year = self.decode_year
+        if rng is None:
+            days = np.full(len(months), self.day, dtype=np.int64)
+        else:
+            lengths = np.array([pd.Timestamp(year=year, month=m, day=1).days_in_month for m in range(1, 13)])
+            days = rng.integers(1, lengths[months - 1], endpoint=True)
+        dates = pd.to_datetime(pd.DataFrame({"year": np.full(len(months), year), "month": months, "day": days}))
+        lower, upper = self.column.date_bounds
+        return dates.clip(lower=lower, upper=upper)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BooleanTransform(ColumnTransform):
+    """``False`` → 0, ``True`` → 1; ``labels`` name the two codes (false first)."""
+
+    kind: ClassVar[str] = "boolean"
+    source_types: ClassVar[tuple[str, ...]] = ("boolean",)
+
+    labels: tuple[str, str] = ("False", "True")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_labels(self.labels, size=2, what=self.what)
+
+    @property
+    def domain(self) -> ColumnDomain:
+        return ColumnDomain(name=self.name, labels=tuple(self.labels), values=(0.0, 1.0))
+
+    def encode(self, values: pd.Series) -> np.ndarray:
+        return values.to_numpy(dtype=bool).astype(CODE_DTYPE)
+
+    def decode(self, codes: np.ndarray, *, rng: np.random.Generator | None = None) -> np.ndarray:
+        return np.asarray(codes) == 1
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CategoricalTransform(ColumnTransform):
+    """The schema's categories, in declared order, as codes (nominal: no values)."""
+
+    kind: ClassVar[str] = "categorical"
+    source_types: ClassVar[tuple[str, ...]] = ("categorical",)
+
+    labels: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_labels(self.labels, size=len(self.categories), what=self.what)
+        if self.labels is None and len({str(c) for c in self.categories}) != len(self.categories):
+            raise SpecError(f"{self.what}: categories print alike; declare distinct labels")
+
+    @property
+    def categories(self) -> tuple[Any, ...]:
+        return tuple(self.column.categories or ())
+
+    @property
+    def domain(self) -> ColumnDomain:
+        return ColumnDomain(name=self.name, labels=self.labels or tuple(str(c) for c in self.categories))
+
+    def encode(self, values: pd.Series) -> np.ndarray:
+        typed = values if isinstance(values.dtype, pd.CategoricalDtype) else values.astype(
+            pd.CategoricalDtype(list(self.categories))
+        )
+        if list(typed.cat.categories) != list(self.categories):
+            typed = typed.cat.set_categories(list(self.categories))
+        return typed.cat.codes.to_numpy().astype(CODE_DTYPE)
+
+    def decode(self, codes: np.ndarray, *, rng: np.random.Generator | None = None) -> pd.Categorical:
+        return pd.Categorical.from_codes(np.asarray(codes, dtype=np.int64), categories=list(self.categories))
+
+
+TRANSFORM_KINDS: Mapping[str, type[ColumnTransform]] = {
+    cls.kind: cls
+    for cls in (IdentityTransform, BinTransform, MonthTransform, BooleanTransform, CategoricalTransform)
+}
+_KIND_KEYS: Mapping[str, frozenset[str]] = {
+    "identity": frozenset({"kind", "clip"}),
+    "bins": frozenset({"kind", "edges", "clip", "labels", "values"}),
+    "month": frozenset({"kind", "labels", "day", "year"}),
+    "boolean": frozenset({"kind", "labels"}),
+    "categorical": frozenset({"kind", "labels"}),
+}
+
+
+def _edges_from_spec(value: Any, *, where: str) -> tuple[float, ...]:
+    if isinstance(value, list):
+        if not all(_is_number(v) for v in value):
+            raise SpecError(f"{where} ({value!r}) must be a list of finite numbers")
+        return tuple(value)
+    if isinstance(value, Mapping):
+        unknown = sorted(set(value) - {"from", "to", "step"})
+        missing = sorted({"from", "to", "step"} - set(value))
+        if unknown or missing:
+            raise SpecError(
+                f"{where}: a range table needs exactly the keys from, to, step (inclusive ends); "
+                f"unknown: {unknown or 'none'}, missing: {missing or 'none'}"
+            )
+        start, stop, step = value["from"], value["to"], value["step"]
+        if not all(_is_number(v) for v in (start, stop, step)) or step <= 0 or stop < start:
+            raise SpecError(f"{where} ({dict(value)!r}) must have numbers with step > 0 and from <= to")
+        count = int(math.floor((stop - start) / step + 1e-9)) + 1
+        edges = tuple(start + k * step for k in range(count))
+        if not math.isclose(edges[-1], stop, rel_tol=0, abs_tol=1e-9 * max(1.0, abs(step))):
+            raise SpecError(f"{where} ({dict(value)!r}): 'to' must be reached from 'from' in whole steps")
+        return edges
+    raise SpecError(f"{where} ({value!r}) must be a list of numbers or a table {{from, to, step}}")
+
+
+def _string_tuple(value: Any, *, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SpecError(f"{where} ({value!r}) must be a list of strings")
+    return tuple(value)
+
+
+def column_transform_from_spec(
+    table: Mapping[str, Any], *, name: str, column: RawColumn, where: str
+) -> ColumnTransform:
+    """Build one transform from a spec table ``{kind = "...", ...}``.
+
+    Args:
+        table: The alternative's table.
+        name: The output column name.
+        column: The source column's declaration.
+        where: The table's path in the spec, for error messages.
+
+    Raises:
+        SpecError: Unknown kind or keys, or invalid values (naming ``where``).
+    """
+    if not isinstance(table, Mapping):
+        raise SpecError(f"{where} must be a table with 'kind' and the transform's parameters")
+    kind = table.get("kind")
+    if kind not in TRANSFORM_KINDS:
+        raise SpecError(f"{where}.kind ({kind!r}) must be one of {', '.join(TRANSFORM_KINDS)}")
+    unknown = sorted(set(table) - _KIND_KEYS[kind])
+    if unknown:
+        raise SpecError(
+            f"{where}: unknown key(s) {', '.join(map(repr, unknown))} for kind {kind!r}; "
+            f"allowed keys: {', '.join(sorted(_KIND_KEYS[kind]))}"
+        )
+    params: dict[str, Any] = {}
+    for key, value in table.items():
+        if key == "kind":
+            continue
+        if key == "edges":
+            params[key] = _edges_from_spec(value, where=f"{where}.edges")
+        elif key == "labels":
+            params[key] = _string_tuple(value, where=f"{where}.labels")
+        elif key in ("clip", "values"):
+            if not isinstance(value, list):
+                raise SpecError(f"{where}.{key} ({value!r}) must be a list of numbers")
+            params[key] = tuple(value)
+        else:
+            params[key] = value
+    try:
+        return TRANSFORM_KINDS[kind](name=name, column=column, **params)
+    except SpecError as error:
+        raise SpecError(f"{where}: {error}") from error
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Transformation:
+    """One transform per raw column: raw frame ↔ codes frame over :attr:`domain`.
+
+    Args:
+        schema: The raw schema; every schema column is the source of exactly one transform.
+        columns: The transforms, in output-column order.
+        id: The configuration id in its :class:`TransformationSpace` (informational).
+
+    Raises:
+        SpecError: A schema column without a transform, one with several, a transform whose
+            source is not in the schema (or declared differently), repeated output names.
+    """
+
+    schema: RawSchema
+    columns: tuple[ColumnTransform, ...]
+    id: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.columns:
+            raise SpecError("a transformation needs at least one column transform")
+        sources = [t.column.name for t in self.columns]
+        for transform in self.columns:
+            if transform.column.name not in self.schema:
+                raise SpecError(f"{transform.what}: source column {transform.column.name!r} is not in the schema")
+            if transform.column != self.schema[transform.column.name]:
+                raise SpecError(f"{transform.what}: its source declaration differs from the schema's")
+        repeated = sorted({s for s in sources if sources.count(s) > 1})
+        if repeated:
+            raise SpecError(
+                f"raw column(s) {', '.join(map(repr, repeated))} must be transformed once, not several times"
+            )
+        untransformed = [n for n in self.schema.names if n not in sources]
+        if untransformed:
+            raise SpecError(
+                f"raw column(s) {', '.join(map(repr, untransformed))} have no transform; every schema "
+                "column needs exactly one"
+            )
+        Domain(tuple(t.domain for t in self.columns))  # distinct output names, valid domains
+
+    @property
+    def domain(self) -> Domain:
+        """The domain of the codes frame (output names, in order)."""
+        return Domain(tuple(t.domain for t in self.columns))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.columns)
+
+    def __getitem__(self, name: str) -> ColumnTransform:
+        for transform in self.columns:
+            if transform.name == name:
+                return transform
+        raise SchemaError(f"unknown output column {name!r}; the transformation has: {', '.join(self.names)}")
+
+    def apply(self, raw: pd.DataFrame, *, source: str = "raw data") -> pd.DataFrame:
+        """Validate ``raw`` against the schema, then encode every column.
+
+        Args:
+            raw: The raw frame (extra columns are ignored).
+            source: What the frame is, for error messages.
+
+        Returns:
+            A frame of ``int64`` codes with the output columns in order and a fresh index.
+
+        Raises:
+            SchemaError: ``raw`` fails the schema (see :meth:`RawSchema.validate`).
+        """
+        typed = self.schema.validate(raw, source=source)
+        return pd.DataFrame({t.name: t.encode(typed[t.column.name]) for t in self.columns}, index=typed.index)
+
+    def decode(self, codes: pd.DataFrame, *, rng: np.random.Generator | None = None) -> pd.DataFrame:
+        """Map a codes frame back to a raw-like frame (schema column names and order).
+
+        Args:
+            codes: A frame of codes over :attr:`domain`.
+            rng: Without it, each code becomes its representative value; with it, a uniform
+                value inside its bin (see the module docstring).
+
+        Returns:
+            A typed raw-like frame with the codes frame's index.
+
+        Raises:
+            SchemaError: ``codes`` has missing/extra columns, NaN or out-of-range codes.
+            TypeError: ``rng`` is not a ``numpy.random.Generator``.
+        """
+        if rng is not None and not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng ({rng!r}) must be a numpy.random.Generator or None")
+        valid = self.domain.validate(codes, what="codes frame")
+        by_source = {t.column.name: t for t in self.columns}
+        decoded = {
+            name: by_source[name].decode(valid[by_source[name].name].to_numpy(), rng=rng) for name in self.schema.names
+        }
+        frame = pd.DataFrame({k: (v.to_numpy() if isinstance(v, pd.Series) else v) for k, v in decoded.items()})
+        frame.index = valid.index
+        return frame
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ColumnAlternatives:
+    """The named alternative transforms of one output column (declaration order kept)."""
+
+    name: str
+    options: tuple[tuple[str, ColumnTransform], ...]
+
+    def __post_init__(self) -> None:
+        _check_name(self.name, what="output column name")
+        if not self.options:
+            raise SpecError(f"column {self.name!r}: needs at least one alternative")
+        names = [n for n, _ in self.options]
+        for option, transform in self.options:
+            _check_name(option, what=f"column {self.name!r}: alternative name")
+            if transform.name != self.name:
+                raise SpecError(f"column {self.name!r}: alternative {option!r} outputs {transform.name!r}")
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise SpecError(
+                f"column {self.name!r}: alternative names must be distinct; repeated: {', '.join(repeated)}"
+            )
+        sources = {t.column.name for _, t in self.options}
+        if len(sources) != 1:
+            raise SpecError(
+                f"column {self.name!r}: all alternatives must read the same raw column, not {sorted(sources)}"
+            )
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self.options)
+
+    @property
+    def source(self) -> str:
+        return self.options[0][1].column.name
+
+    def __getitem__(self, option: str) -> ColumnTransform:
+        for name, transform in self.options:
+            if name == option:
+                return transform
+        raise SpecError(
+            f"column {self.name!r} has no alternative {option!r}; alternatives: {', '.join(self.names)}"
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TransformationSpace:
+    """The Cartesian product of per-column alternatives, with stable configuration ids.
+
+    An id lists every output column in declaration order as ``column=alternative`` joined by
+    commas, e.g. ``"birth_month=month,mother_age=fine,parity=coarse,..."``. Enumeration order
+    is the product in declaration order (the last column varies fastest).
+
+    Args:
+        schema: The raw schema every configuration transforms.
+        columns: The alternatives per output column, in output order.
+
+    Raises:
+        SpecError: The columns do not cover each schema column exactly once.
+    """
+
+    schema: RawSchema
+    columns: tuple[ColumnAlternatives, ...]
+
+    def __post_init__(self) -> None:
+        if not self.columns:
+            raise SpecError("a transformation space needs at least one column")
+        names = [c.name for c in self.columns]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise SpecError(f"output columns must be distinct; repeated: {', '.join(repeated)}")
+        # One full configuration checks the coverage of the schema.
+        Transformation(schema=self.schema, columns=tuple(c.options[0][1] for c in self.columns))
+
+    @classmethod
+    def from_spec(cls, table: Mapping[str, Any], *, schema: RawSchema, where: str) -> TransformationSpace:
+        """Build a space from ``[<where>.<output>]`` tables.
+
+        Each output table has ``source`` (the raw column; defaults to the output name) and
+        ``[<where>.<output>.alternatives.<name>]`` tables, each a transform spec (``kind`` and
+        its parameters, see :func:`column_transform_from_spec`).
+
+        Raises:
+            SpecError: Unknown keys, unknown source columns, bad transforms, incomplete coverage.
+        """
+        if not isinstance(table, Mapping) or not table:
+            raise SpecError(f"{where} must be a non-empty table of output columns ([{where}.<column>])")
+        columns = []
+        for name, decl in table.items():
+            here = f"{where}.{name}"
+            if not isinstance(decl, Mapping):
+                raise SpecError(f"{here} must be a table with 'source' and 'alternatives'")
+            unknown = sorted(set(decl) - {"source", "alternatives"})
+            if unknown:
+                raise SpecError(
+                    f"{here}: unknown key(s) {', '.join(map(repr, unknown))}; allowed keys: alternatives, source"
+                )
+            source = decl.get("source", name)
+            if source not in schema:
+                raise SpecError(
+                    f"{here}.source ({source!r}) must be a schema column; the schema has: {', '.join(schema.names)}"
+                )
+            alternatives = decl.get("alternatives")
+            if not isinstance(alternatives, Mapping) or not alternatives:
+                raise SpecError(f"{here} needs at least one [{here}.alternatives.<name>] table")
+            options = []
+            for option, spec in alternatives.items():
+                _check_name(option, what=f"{here}.alternatives name")
+                transform = column_transform_from_spec(
+                    spec, name=str(name), column=schema[source], where=f"{here}.alternatives.{option}"
+                )
+                options.append((str(option), transform))
+            try:
+                columns.append(ColumnAlternatives(name=str(name), options=tuple(options)))
+            except SpecError as error:
+                raise SpecError(f"{here}: {error}") from error
+        try:
+            return cls(schema=schema, columns=tuple(columns))
+        except SpecError as error:
+            raise SpecError(f"{where}: {error}") from error
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def __len__(self) -> int:
+        return math.prod(len(c.options) for c in self.columns)
+
+    def ids(self) -> tuple[str, ...]:
+        """Every configuration id, in enumeration order."""
+        combos = itertools.product(*(c.names for c in self.columns))
+        return tuple(self.id_of(dict(zip(self.names, combo))) for combo in combos)
+
+    def __iter__(self) -> Iterator[Transformation]:
+        for config_id in self.ids():
+            yield self.get(config_id)
+
+    def id_of(self, choices: Mapping[str, str]) -> str:
+        """The id of the configuration choosing ``choices[column]`` for every column.
+
+        Raises:
+            SpecError: An unknown or missing column, or an unknown alternative.
+        """
+        unknown = sorted(set(choices) - set(self.names))
+        if unknown:
+            raise SpecError(
+                f"unknown column(s) {', '.join(map(repr, unknown))}; the space has: {', '.join(self.names)}"
+            )
+        missing = [n for n in self.names if n not in choices]
+        if missing:
+            raise SpecError(f"a configuration must choose an alternative for column(s) {', '.join(map(repr, missing))}")
+        for column in self.columns:
+            column[choices[column.name]]  # raises for an unknown alternative
+        return ",".join(f"{c.name}={choices[c.name]}" for c in self.columns)
+
+    def parse_id(self, config_id: str) -> dict[str, str]:
+        """The ``{column: alternative}`` choices of an id (any column order accepted).
+
+        Raises:
+            SpecError: A malformed id, or unknown/missing/repeated columns or alternatives.
+        """
+        if not isinstance(config_id, str) or not config_id:
+            raise SpecError(f"configuration id ({config_id!r}) must be a non-empty string")
+        choices: dict[str, str] = {}
+        for part in config_id.split(","):
+            column, sep, option = part.partition("=")
+            column, option = column.strip(), option.strip()
+            if not sep or not column or not option:
+                raise SpecError(
+                    f"configuration id ({config_id!r}): part {part!r} must look like column=alternative"
+                )
+            if column in choices:
+                raise SpecError(f"configuration id ({config_id!r}) chooses column {column!r} twice")
+            choices[column] = option
+        self.id_of(choices)
+        return choices
+
+    def get(self, config_id: str) -> Transformation:
+        """The transformation of configuration ``config_id`` (see :meth:`parse_id`)."""
+        choices = self.parse_id(config_id)
+        columns = tuple(c[choices[c.name]] for c in self.columns)
+        return Transformation(schema=self.schema, columns=columns, id=self.id_of(choices))
+
+    def alternatives(self, column: str) -> tuple[str, ...]:
+        """The alternative names of one output column."""
+        for c in self.columns:
+            if c.name == column:
+                return c.names
+        raise SpecError(f"unknown column {column!r}; the space has: {', '.join(self.names)}")
+

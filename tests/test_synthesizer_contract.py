@@ -1,0 +1,417 @@
+"""The contract every registered synthesizer keeps (CONVENTIONS §5).
+
+Parametrised over :func:`synthesizer_names`, each with the example hyperparameters below (a
+new synthesizer must add its examples here, or ``test_every_registered_synthesizer_has_examples``
+fails): same seed → same output, different seeds → different output; the ledger is charged
+exactly the declared ε, event for event as planned; a refused budget draws nothing; bad
+configs and bad inputs raise clear errors; ``fit`` does not mutate its input and keeps no
+reference to it; samples are valid codes over the domain; release mode (``SecureSource``)
+charges the same ε. Every random quantity is a deterministic function of a fixed seed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import math
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from privlab.mechanisms.synthesizers.base import (
+    NotFittedError,
+    Synthesizer,
+    register_synthesizer,
+    synthesizer_class,
+    synthesizer_from_spec,
+    synthesizer_names,
+)
+from privlab.mechanisms.synthesizers.privbayes import BayesianNetworkModel
+from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
+from privlab.platform.errors import BudgetExceededError, RegistryError, SchemaError, SpecError
+from privlab.platform.ledger import Ledger
+from privlab.platform.randomness import SecureSource, SeededSource
+from privlab.platform.transcript import TranscriptWriter
+
+EXAMPLES: dict[str, list[dict[str, Any]]] = {
+    "privbayes": [
+        {"epsilon_split": 0.3, "degree": 2},
+        {"epsilon_split": 0.5, "theta": 4.0, "score": "r"},
+    ],
+    "independent_marginals": [{}],
+}
+
+BAD_CONFIGS: dict[str, list[dict[str, Any]]] = {
+    "privbayes": [
+        {"epsilon_split": 0.3},  # neither theta nor degree
+        {"epsilon_split": 0.3, "degree": 2, "theta": 4.0},  # both
+        {"degree": 2},  # epsilon_split missing
+        {"epsilon_split": 0.0, "degree": 2},
+        {"epsilon_split": 1.0, "degree": 2},
+        {"epsilon_split": float("nan"), "degree": 2},
+        {"epsilon_split": True, "degree": 2},
+        {"epsilon_split": 0.5, "degree": 0},
+        {"epsilon_split": 0.5, "degree": 2.5},
+        {"epsilon_split": 0.5, "theta": -1.0},
+        {"epsilon_split": 0.5, "theta": float("inf")},
+        {"epsilon_split": 0.5, "degree": 2, "score": "bic"},
+        {"epsilon_split": 0.5, "degree": 2, "max_candidates": 0},
+        {"epsilon_split": 0.5, "degree": 2, "max_table_cells": 0},
+        {"epsilon_split": 0.5, "degree": 2, "epsilon": 1.0},  # unknown key (ε is a fit argument)
+        {"epsilon_split": 0.5, "degre": 2},  # typo
+    ],
+    "independent_marginals": [{"epsilon": 1.0}, {"epsilon_split": 0.5}],
+}
+
+CASES = [
+    pytest.param(name, params, id=f"{name}-{i}")
+    for name in synthesizer_names()
+    for i, params in enumerate(EXAMPLES.get(name, []))
+]
+BAD_CASES = [
+    pytest.param(name, params, id=f"{name}-bad{i}")
+    for name in synthesizer_names()
+    for i, params in enumerate(BAD_CONFIGS.get(name, []))
+]
+CONTEXT = {"spec_sha256": "00", "data_sha256": "11"}
+N = 1500
+EPSILON = 1.3
+
+
+def _domain() -> Domain:
+    def column(name: str, size: int) -> ColumnDomain:
+        return ColumnDomain(name=name, labels=tuple(f"{name}{i}" for i in range(size)))
+
+    return Domain((column("a", 3), column("b", 4), column("c", 2), column("d", 5)))
+
+
+def _truth(domain: Domain) -> BayesianNetworkModel:
+    """a → b → d, c | a: strong dependencies, every cell reachable."""
+    rng = np.random.default_rng(2024)
+
+    def table(rows: int, k: int) -> np.ndarray:
+        return rng.dirichlet(np.full(k, 0.6), size=rows)
+
+    return BayesianNetworkModel(
+        domain=domain,
+        network=(("a", ()), ("b", ("a",)), ("c", ("a",)), ("d", ("b",))),
+        conditionals=(table(1, 3), table(3, 4), table(3, 2), table(4, 5)),
+    )
+
+
+@pytest.fixture(scope="module")
+def domain() -> Domain:
+    return _domain()
+
+
+@pytest.fixture(scope="module")
+def data(domain: Domain) -> pd.DataFrame:
+    codes = _truth(domain).sample_codes(N, np.random.default_rng(7))
+    return pd.DataFrame({name: codes[j] for j, name in enumerate(domain.names)})
+
+
+@pytest.fixture
+def writer(tmp_path: Path) -> Iterator[TranscriptWriter]:
+    with TranscriptWriter(tmp_path / "fit.transcript", context=CONTEXT) as w:
+        yield w
+
+
+def _build(name: str, params: Mapping[str, Any]) -> Synthesizer:
+    return synthesizer_from_spec(name, params, where="test")
+
+
+def _fit(
+    name: str,
+    params: Mapping[str, Any],
+    data: pd.DataFrame,
+    domain: Domain,
+    *,
+    seed: int = 11,
+    epsilon: float = EPSILON,
+    ledger: Ledger | None = None,
+) -> tuple[Synthesizer, Ledger]:
+    ledger = Ledger(epsilon_cap=epsilon) if ledger is None else ledger
+    synth = _build(name, params).fit(
+        data, domain=domain, epsilon=epsilon, ledger=ledger, source=SeededSource(np.random.default_rng(seed))
+    )
+    return synth, ledger
+
+
+# --- registry and configuration -------------------------------------------------------------
+
+
+def test_every_registered_synthesizer_has_examples() -> None:
+    names = synthesizer_names()
+    assert {"privbayes", "independent_marginals"} <= set(names)
+    assert set(names) == set(EXAMPLES), "add example hyperparameters for every registered synthesizer"
+    assert set(names) == set(BAD_CONFIGS), "add bad configurations for every registered synthesizer"
+
+
+def test_unknown_name_is_a_spec_error_listing_the_registered_names() -> None:
+    with pytest.raises(SpecError, match=r"configuration x: synthesizer \('privbays'\).*independent_marginals, privbayes"):
+        synthesizer_from_spec("privbays", {}, where="configuration x")
+    with pytest.raises(RegistryError, match="registered synthesizers: independent_marginals, privbayes"):
+        synthesizer_class("privbays")
+
+
+@pytest.mark.parametrize(("name", "params"), BAD_CASES)
+def test_bad_configs_raise_spec_errors(name: str, params: dict[str, Any]) -> None:
+    with pytest.raises(SpecError, match=r"^study s \(synthesizer '\w+'\): \w"):
+        synthesizer_from_spec(name, params, where="study s")
+
+
+def test_unknown_key_lists_the_allowed_keys() -> None:
+    with pytest.raises(SpecError, match=r"unknown key\(s\) 'degre'; allowed keys: degree, epsilon_split, "
+                                        r"max_candidates, max_table_cells, score, theta"):
+        synthesizer_from_spec("privbayes", {"epsilon_split": 0.5, "degre": 2}, where="s")
+    with pytest.raises(SpecError, match="must be a table"):
+        synthesizer_from_spec("privbayes", [("degree", 2)], where="s")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("name", "params"), CASES)
+def test_params_are_frozen_and_round_trip(name: str, params: dict[str, Any]) -> None:
+    synth = _build(name, params)
+    assert dataclasses.is_dataclass(synth.params)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        synth.params.anything = 1  # type: ignore[misc]
+    logged = synth.get_params()
+    assert all(isinstance(v, (int, float, str, type(None))) for v in logged.values())
+    assert {k: logged[k] for k in params} == params
+    assert _build(name, logged).params == synth.params
+    with pytest.raises(TypeError, match="must be a"):
+        type(synth)(dict(params))  # a plain dict is not the Params dataclass
+
+
+def test_register_refuses_a_second_class_under_a_taken_name() -> None:
+    existing = synthesizer_class("independent_marginals")
+
+    class Impostor(existing):  # type: ignore[valid-type, misc]
+        pass
+
+    with pytest.raises(RegistryError, match="already registered"):
+        register_synthesizer(Impostor)
+
+    class NoParams(existing):  # type: ignore[valid-type, misc]
+        name = "no_params_synth"
+        Params = dict
+
+    with pytest.raises(TypeError, match="frozen keyword-only dataclass"):
+        register_synthesizer(NoParams)
+    assert "no_params_synth" not in synthesizer_names()
+
+
+# --- reproducibility ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "params"), CASES)
+def test_same_seed_same_output_and_different_seeds_differ(
+    name: str, params: dict[str, Any], data: pd.DataFrame, domain: Domain
+) -> None:
+    first, _ = _fit(name, params, data, domain, seed=11)
+    again, _ = _fit(name, params, data, domain, seed=11)
+    other, _ = _fit(name, params, data, domain, seed=12)
+    for a, b in zip(first.model_.conditionals, again.model_.conditionals, strict=True):
+        np.testing.assert_array_equal(a, b)
+    sample = first.sample(400, rng=np.random.default_rng(5))
+    pd.testing.assert_frame_equal(sample, again.sample(400, rng=np.random.default_rng(5)))
+    # A different fit seed changes the noise, hence the model and (same sampling seed) the sample.
+    assert any(
+        a.shape != b.shape or not np.array_equal(a, b)
+        for a, b in zip(first.model_.conditionals, other.model_.conditionals, strict=True)
+    )
+    assert not sample.equals(other.sample(400, rng=np.random.default_rng(5)))
+    # A different sampling seed changes the sample of the same model.
+    assert not sample.equals(first.sample(400, rng=np.random.default_rng(6)))
+
+
+# --- accounting ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 1.3, 4.0, 9.98])
+@pytest.mark.parametrize(("name", "params"), CASES)
+def test_ledger_is_charged_exactly_epsilon_as_planned(
+    name: str, params: dict[str, Any], epsilon: float, data: pd.DataFrame, domain: Domain
+) -> None:
+    ledger = Ledger(epsilon_cap=epsilon)
+    synth = _build(name, params).fit(
+        data, domain=domain, epsilon=epsilon, ledger=ledger, source=SeededSource(np.random.default_rng(3)),
+        scope="births",
+    )
+    plan = synth.planned_events(epsilon, domain, len(data), scope="births")
+    assert list(ledger.events) == plan
+    assert ledger.total().epsilon == epsilon
+    assert math.fsum(e.epsilon for e in ledger.events) == epsilon
+    assert synth.events_ == tuple(plan)
+    assert synth.epsilon_ == epsilon and synth.n_records_ == len(data) and synth.domain_ is domain
+    for event in ledger.events:
+        assert event.scope == "births" and event.delta == 0.0
+        assert event.sensitivity is not None and event.sensitivity > 0
+        scale = event.sensitivity / event.epsilon
+        assert event.noise_scale == (scale if event.mechanism == "laplace" else 2 * event.sensitivity / event.epsilon)
+    # The plan is a function of public inputs only: the same on other data of the same size.
+    shuffled = data.sample(frac=1.0, random_state=0).reset_index(drop=True)
+    assert synth.planned_events(epsilon, domain, len(shuffled), scope="births") == plan
+
+
+@pytest.mark.parametrize(("name", "params"), CASES)
+def test_budget_refused_before_anything_is_drawn(
+    name: str, params: dict[str, Any], data: pd.DataFrame, domain: Domain
+) -> None:
+    ledger = Ledger(epsilon_cap=1.0)
+    ledger.charge(name="earlier", mechanism="laplace", epsilon=0.5)
+    rng = np.random.default_rng(1)
+    state = rng.bit_generator.state
+    synth = _build(name, params)
+    with pytest.raises(BudgetExceededError, match="over the cap"):
+        synth.fit(data, domain=domain, epsilon=0.6, ledger=ledger, source=SeededSource(rng))
+    assert [e.name for e in ledger.events] == ["earlier"]
+    assert rng.bit_generator.state == state
+    assert not synth.is_fitted
+
+
+@pytest.mark.parametrize(("name", "params"), CASES)
+def test_release_mode_charges_the_same_epsilon(
+    name: str, params: dict[str, Any], data: pd.DataFrame, domain: Domain, writer: TranscriptWriter
+) -> None:
+    ledger = Ledger(epsilon_cap=EPSILON)
+    synth = _build(name, params).fit(
+        data, domain=domain, epsilon=EPSILON, ledger=ledger, source=SecureSource(writer)
+    )
+    plan = synth.planned_events(EPSILON, domain, len(data))
+    assert ledger.total().epsilon == EPSILON
+    assert len(ledger.events) == len(plan)
+    release_names = {"laplace": "laplace_lattice", "exponential": "permute_and_flip"}
+    for event, planned in zip(ledger.events, plan, strict=True):
+        assert (event.name, event.epsilon, event.sensitivity, event.scope) == (
+            planned.name, planned.epsilon, planned.sensitivity, planned.scope
+        )
+        assert event.mechanism == release_names[planned.mechanism]
+        assert event.noise_scale >= planned.noise_scale  # lattice padding only adds noise
+    sample = synth.sample(300, rng=SecureSource(writer).generator(purpose="sample"))
+    assert domain.validate(sample, what="release sample").shape == (300, len(domain))
+
+
+# --- inputs and state ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "params"), CASES)
+def test_fit_does_not_mutate_its_input(name: str, params: dict[str, Any], data: pd.DataFrame, domain: Domain) -> None:
+    # Columns out of domain order, a non-default index and int32 codes: all accepted, none changed.
+    frame = data[list(reversed(domain.names))].astype("int32")
+    frame.index = pd.Index(np.arange(len(frame)) * 3 + 100)
+    before = frame.copy(deep=True)
+    _fit(name, params, frame, domain)
+    pd.testing.assert_frame_equal(frame, before)
+
+
+def _reachable(root: object) -> Iterator[object]:
+    """Every object reachable from ``root`` through attributes, containers and dataclass fields."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        yield obj
+        if isinstance(obj, (str, bytes, int, float, bool, type(None), np.ndarray, np.generic, type)):
+            continue
+        if isinstance(obj, Mapping):
+            stack.extend(obj.keys())
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            stack.extend(obj)
+        if hasattr(obj, "__dict__"):
+            stack.extend(vars(obj).values())
+
+
+@pytest.mark.parametrize(("name", "params"), CASES)
+def test_fitted_object_holds_no_reference_to_the_data(
+    name: str, params: dict[str, Any], data: pd.DataFrame, domain: Domain
+) -> None:
+    frame = data.copy(deep=True)
+    columns = [frame[c].to_numpy() for c in frame.columns]
+    synth, _ = _fit(name, params, frame, domain)
+    reachable = list(_reachable(synth))
+    assert not any(isinstance(obj, (pd.DataFrame, pd.Series, pd.Index)) for obj in reachable)
+    arrays = [obj for obj in reachable if isinstance(obj, np.ndarray)]
+    assert arrays, "the fitted model should hold its (noisy) tables"
+    assert not any(np.shares_memory(a, c) for a in arrays for c in columns)
+    gc.collect()
+    reachable_ids = {id(obj) for obj in reachable}
+    assert not any(id(ref) in reachable_ids for ref in gc.get_referrers(frame))
+    for column in columns:
+        assert not any(id(ref) in reachable_ids for ref in gc.get_referrers(column))
+
+
+@pytest.mark.parametrize(("name", "params"), CASES)
+def test_samples_are_valid_codes_over_the_domain(
+    name: str, params: dict[str, Any], data: pd.DataFrame, domain: Domain
+) -> None:
+    synth, _ = _fit(name, params, data, domain)
+    sample = synth.sample(2345, rng=np.random.default_rng(0))
+    assert list(sample.columns) == list(domain.names)
+    assert all(dtype == np.int64 for dtype in sample.dtypes)
+    assert sample.index.equals(pd.RangeIndex(2345))
+    pd.testing.assert_frame_equal(domain.validate(sample, what="sample"), sample)
+    empty = synth.sample(0, rng=np.random.default_rng(0))
+    assert empty.shape == (0, len(domain)) and list(empty.columns) == list(domain.names)
+    assert all(dtype == np.int64 for dtype in empty.dtypes)
+
+
+@pytest.mark.parametrize(("name", "params"), CASES)
+def test_bad_inputs_raise_clear_errors(name: str, params: dict[str, Any], data: pd.DataFrame, domain: Domain) -> None:
+    synth = _build(name, params)
+    source = SeededSource(np.random.default_rng(0))
+
+    def fit(frame: Any = data, **overrides: Any) -> None:
+        kwargs: dict[str, Any] = {"domain": domain, "epsilon": 1.0, "ledger": Ledger(epsilon_cap=None), "source": source}
+        synth.fit(frame, **(kwargs | overrides))
+
+    with pytest.raises(NotFittedError, match="not fitted; call fit"):
+        synth.sample(10, rng=np.random.default_rng(0))
+    with pytest.raises(TypeError, match="must be a pandas DataFrame"):
+        fit(data.to_numpy())
+    bad = data.copy()
+    bad.loc[17, "b"] = 4  # b has codes 0..3
+    with pytest.raises(SchemaError, match=r"column 'b' has a code at row 17 outside 0\.\.3"):
+        fit(bad)
+    with pytest.raises(SchemaError, match="missing column"):
+        fit(data.drop(columns="c"))
+    with pytest.raises(SchemaError, match="must hold integer codes"):
+        fit(data.astype(float))
+    with pytest.raises(SchemaError, match="empty"):
+        fit(data.iloc[:0])
+    for epsilon in (0.0, -1.0, math.nan, math.inf):
+        with pytest.raises(ValueError, match=r"epsilon \(.*\) must be positive and finite"):
+            fit(epsilon=epsilon)
+    with pytest.raises(TypeError, match="epsilon"):
+        fit(epsilon=True)
+    with pytest.raises(TypeError, match="must be a RandomSource"):
+        fit(source=np.random.default_rng(0))
+    with pytest.raises(TypeError, match="must be a Domain"):
+        fit(domain=domain.as_mapping())
+    with pytest.raises(ValueError, match="scope"):
+        fit(scope=" ")
+    assert not synth.is_fitted
+    fit()
+    with pytest.raises(ValueError, match=r"n \(-1\) must be >= 0"):
+        synth.sample(-1, rng=np.random.default_rng(0))
+    with pytest.raises(TypeError, match=r"n \(1\.5\) must be an int"):
+        synth.sample(1.5, rng=np.random.default_rng(0))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="numpy.random.Generator"):
+        synth.sample(5, rng=source)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("name", "params"), CASES)
+def test_refit_replaces_the_previous_state(name: str, params: dict[str, Any], data: pd.DataFrame, domain: Domain) -> None:
+    synth, _ = _fit(name, params, data, domain, epsilon=1.0)
+    ledger = Ledger(epsilon_cap=None)
+    synth.fit(data.iloc[:700], domain=domain, epsilon=2.0, ledger=ledger, source=SeededSource(np.random.default_rng(4)))
+    assert synth.events_ == ledger.events
+    assert synth.epsilon_ == 2.0 and synth.n_records_ == 700
+    assert "fitted" in repr(synth) and "not fitted" not in repr(synth)
