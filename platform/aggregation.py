@@ -242,6 +242,9 @@ class ConfigAggregate:
     done: IntervalSet = dataclasses.field(default_factory=IntervalSet)
     salt: int = 0
     compute_seconds: float = 0.0  # timing only; never part of results
+    #: Per-unit metrics ``(index, {metric: value})`` of a ``unit_runs`` workload, carried from a
+    #: worker to the driver for logging only; never merged, checkpointed or compared.
+    unit_records: list[tuple[int, dict[str, float]]] = dataclasses.field(default_factory=list, compare=False)
     nodes: set[str] = dataclasses.field(default_factory=set)  # Ray nodes that ran units (timing only)
 
     @classmethod

@@ -83,7 +83,8 @@ def _report(args: argparse.Namespace) -> int:
     if text is None:
         raise TrackingError(f"run {args.run_id} has no summary.json: it did not finish (resume it first)")
     children = {c.data.tags.get(CONFIG_TAG): c.info.run_id
-                for c in tracker.child_runs(run.info.experiment_id, args.run_id) if c.info.status == "FINISHED"}
+                for c in tracker.child_runs(run.info.experiment_id, args.run_id)
+                if c.info.status == "FINISHED" and c.data.tags.get(KIND_TAG) == "configuration"}
 
     def reservoir_of(config_id: str) -> object:
         child = children.get(config_id)
@@ -217,6 +218,66 @@ def _workloads(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _audit(args: argparse.Namespace) -> int:
+    from privlab.platform import audit
+    from privlab.platform.runner import RunInterrupted, RunOptions
+
+    if args.list:
+        print(audit.describe_auditables())
+        return EXIT_OK
+    if not args.name:
+        raise _InputError(f"give an auditable NAME or --list; auditables: {', '.join(audit.auditable_names())}")
+    if args.workers is not None and args.workers < 1:
+        raise _InputError(f"--workers ({args.workers}) must be at least 1")
+    request = audit.prepare_audit(args.name, settings=args.set or [], trials=args.trials,
+                                  confidence=args.confidence, seed=args.seed, experiment=args.experiment)
+    if args.address:
+        _apply_local_cluster_env(args.address)
+    options = RunOptions(
+        workers=args.workers,
+        address=args.address,
+        serial=args.serial,
+        tracking_uri=args.tracking_uri,
+        resume=args.resume,
+        progress=not args.no_progress,
+        stop_after_units=args.max_units,
+        command=shlex.join(["privlab", *args.argv]),
+    )
+    print(
+        f"privlab: audit {args.name}: {request.trials:,} trial(s), "
+        f"{'serial' if args.serial else ('cluster ' + args.address if args.address else 'local Ray')}",
+        file=sys.stderr,
+    )
+    try:
+        result, summary = audit.run_audit(request, options)
+    except RunInterrupted as stop:
+        again = _without_options(args.argv, {"--resume", "--max-units"})
+        print(
+            f"\nprivlab: run {stop.run_id} stopped ({stop}); finished work is saved.\n"
+            f"resume with: {shlex.join(['privlab', *again, '--resume', stop.run_id])}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    if args.summary_json:
+        Path(args.summary_json).write_text(json.dumps(summary | {"audit": result.to_dict()}, indent=2, default=str))
+    print(audit.render_result(result, summary))
+    return EXIT_OK
+
+
+def _without_options(argv: Sequence[str], options: set[str]) -> list[str]:
+    """``argv`` without the given options (``--opt VALUE`` or ``--opt=VALUE``)."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in options:
+            skip = True
+        elif arg.split("=", 1)[0] not in options:
+            kept.append(arg)
+    return kept
+
+
 def _cluster(args: argparse.Namespace) -> int:
     from privlab.platform import local_cluster
 
@@ -246,7 +307,8 @@ class _InputError(PrivlabError, ValueError):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="privlab",
-        description="Differentially private synthetic-data research on Ray, tracked in MLflow.",
+        description="Differentially private synthetic-data research on Ray, tracked in MLflow: run "
+                    "experiment specs, compare their results, and audit mechanisms' DP claims.",
         epilog="Exit codes: 0 ok, 2 bad input, 3 budget exceeded, 4 execution/tracking failure, 130 interrupted.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
@@ -303,6 +365,37 @@ def build_parser() -> argparse.ArgumentParser:
 
     workloads = sub.add_parser("workloads", help="list registered workloads, their patterns and metrics")
     workloads.set_defaults(handler=_workloads)
+
+    audit = sub.add_parser(
+        "audit", help="audit a mechanism's claimed sensitivity or ε on neighbouring datasets",
+        description="Run a registered auditable on neighbouring datasets D, D' many times (batched on Ray, "
+                    "logged to MLflow) and compare the claim with what was observed: for a sensitivity "
+                    "audit the largest |f(D) - f(D')| and the rate of pairs over the claimed sensitivity "
+                    "(Clopper-Pearson interval); for an ε audit a lower confidence bound on ε from events "
+                    "fixed in advance (Clopper-Pearson, Bonferroni over the events). A lower bound above "
+                    "the claimed ε is a violation at the stated confidence.",
+        epilog="examples: privlab audit --list;  privlab audit laplace --set epsilon=1 --seed 7;  "
+               "privlab audit pmse --set n=1000 --set depth=unlimited --trials 2000 --workers 2")
+    audit.add_argument("name", nargs="?", metavar="NAME", help="the auditable (see --list)")
+    audit.add_argument("--list", action="store_true", help="list the auditables: kind, claim, parameters, defaults")
+    audit.add_argument("--set", action="append", metavar="KEY=VALUE",
+                       help="an auditable parameter (TOML syntax; repeatable), e.g. --set epsilon=0.5; "
+                            "also execution.* and tracking.* spec settings")
+    audit.add_argument("--trials", type=int, metavar="N",
+                       help="neighbouring pairs (sensitivity) or runs per dataset (ε); default per auditable")
+    audit.add_argument("--confidence", type=float, default=0.95, metavar="C",
+                       help="confidence level of the reported interval or bound (default 0.95)")
+    audit.add_argument("--seed", type=int, metavar="S", help="root seed (default: fresh OS entropy, logged)")
+    audit.add_argument("--experiment", metavar="NAME", help="MLflow experiment (default audit-NAME)")
+    audit.add_argument("--workers", type=int, help="worker processes (local: CPUs to use; cluster: concurrency cap)")
+    audit.add_argument("--address", help="join an existing Ray cluster (default: a private local instance)")
+    audit.add_argument("--serial", action="store_true", help="run in this process without Ray (reference/debugging)")
+    audit.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted audit (same arguments)")
+    audit.add_argument("--summary-json", metavar="PATH", help="write the run summary and the audit's findings as JSON")
+    audit.add_argument("--max-units", type=int, metavar="N", help="stop cleanly (resumable) after N units of work")
+    audit.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
+    tracking(audit)
+    audit.set_defaults(handler=_audit)
 
     cluster = sub.add_parser("cluster", help="start/stop a multi-node Ray cluster on this machine (loopback)")
     cluster_sub = cluster.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")

@@ -33,6 +33,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "privlab.platform.workloads.generators",
     "privlab.platform.workloads.quickstart",
     "privlab.platform.workloads.testing",
+    "privlab.platform.workloads.audits",
     "privlab.mechanisms.pmse.studies",
     "privlab.mechanisms.pmse.utility_studies",
 )
@@ -66,11 +67,27 @@ class Workload(abc.ABC):
     derived_metrics: ClassVar[tuple[str, ...]] = ()
     #: True when each trial receives a freshly generated dataset from the spec's generator.
     uses_dataset: ClassVar[bool] = False
+    #: True to log every unit (a repetition, e.g. one attempt of a release flow) as its own
+    #: MLflow run, nested under the parent run, besides the configuration's aggregate.
+    unit_runs: ClassVar[bool] = False
 
     def plan(self, params: Any) -> list[PrivacyEvent]:
         """The DP steps one trial will charge, in order (checked against the budget up front
         and against what every trial actually charged). Empty for non-private workloads."""
         return []
+
+    def data_key(self, params: Any) -> str | None:
+        """A key naming the dataset :meth:`load_data` reads for ``params`` (None: no dataset).
+
+        Workloads that read their own data (a file named in their parameters) return e.g. the
+        path; the runner loads each key once on the driver, before anything is logged or run,
+        puts the frame in the object store once and passes it to every trial as ``data``.
+        """
+        return None
+
+    def load_data(self, params: Any) -> pd.DataFrame:
+        """Load and validate the dataset named by :meth:`data_key` (errors name the problem)."""
+        raise NotImplementedError(f"workload {self.name!r} names a dataset but does not implement load_data")
 
     def facets(self, params: Any) -> Mapping[str, Mapping[str, Any]]:
         """Sub-configurations evaluated together inside every trial, ``label → their params``.

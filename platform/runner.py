@@ -121,6 +121,7 @@ class _Driver:
         self.frames = {
             study.name: study.dataset.load() for study in spec.studies if isinstance(study.dataset, FileDataset)
         }
+        self._load_workload_data()
         experiment_id = self.tracker.experiment_id(spec.tracking.experiment, create=True)
         checkpoint = self._open_parent(experiment_id)
         status = "FAILED"
@@ -192,7 +193,7 @@ class _Driver:
             text = self.tracker.read_text(self.run_id, CHECKPOINT_PATH)
             checkpoint = json.loads(text) if text else None
             for child in self.tracker.child_runs(experiment_id, self.run_id):
-                if child.info.status != "FINISHED":
+                if child.info.status != "FINISHED" or child.data.tags.get(KIND_TAG) != "configuration":
                     continue
                 result = self.tracker.read_text(child.info.run_id, RESULT_PATH)
                 if result:
@@ -230,6 +231,22 @@ class _Driver:
         return None
 
     # -- preparation ---------------------------------------------------------------------
+    def _load_workload_data(self) -> None:
+        """Datasets named by workloads' parameters: each read and validated once, up front."""
+        self.workload_frames: dict[str, pd.DataFrame] = {}
+        self.config_data_key: dict[str, str] = {}
+        for config in self.spec.configurations:
+            if self.spec.study(config.study).dataset is not None:
+                continue
+            workload = registry.get_workload(config.workload)
+            key = workload.data_key(registry.build_params(workload.Params, config.params, where=config.id))
+            if key is None:
+                continue
+            if key not in self.workload_frames:
+                self.workload_frames[key] = workload.load_data(
+                    registry.build_params(workload.Params, config.params, where=config.id))
+            self.config_data_key[config.id] = key
+
     def _prepare(self, checkpoint: dict[str, Any] | None) -> None:
         spec = self.spec
         partial = (checkpoint or {}).get("partial", {})
@@ -269,6 +286,11 @@ class _Driver:
                 if study.name not in file_refs:
                     file_refs[study.name] = self.backend.put(self.frames[study.name])
                 state.data_ref = file_refs[study.name]
+            elif config.id in self.config_data_key:
+                key = f"workload:{self.config_data_key[config.id]}"
+                if key not in file_refs:
+                    file_refs[key] = self.backend.put(self.workload_frames[self.config_data_key[config.id]])
+                state.data_ref = file_refs[key]
             state.cursor = aggregate.done.missing(config.units)
             self.states[config.id] = state
 
@@ -328,6 +350,7 @@ class _Driver:
                     measured = max(result.compute_seconds / max(end - start, 1), 1e-7)
                     seconds_per_unit[study] = measured if study not in seconds_per_unit else 0.5 * (seconds_per_unit[study] + measured)
                     state.aggregate.merge(result)
+                    self._log_unit_runs(state, result.unit_records)
                     self._after_result(state, end - start)
                 self._checkpoint()
         finally:
@@ -335,6 +358,21 @@ class _Driver:
             for handle, (state, start, end) in in_flight.items():
                 # Units that did not come back are submitted again on resume.
                 state.cursor.insert(0, (start, end))
+
+    def _log_unit_runs(self, state: _ConfigState, records: list[tuple[int, dict[str, float]]]) -> None:
+        """One MLflow run per unit of a ``unit_runs`` workload (e.g. each release-flow attempt)."""
+        config = state.config
+        for index, metrics in records:
+            self.writer.submit(functools.partial(
+                self.tracker.log_child, self.experiment_id, parent_id=self.run_id,
+                name=f"{config.label()[:200]} #{index}",
+                params=config.flat_params() | {"workload": config.workload, "study": config.study, "unit": index},
+                metrics=metrics,
+                tags={KIND_TAG: "unit", CONFIG_TAG: config.id, GROUP_TAG: config.id, "privlab.unit": str(index),
+                      "privlab.study": config.study, "privlab.workload": config.workload,
+                      "privlab.root_seed": str(self.root_seed), "privlab.mode": self.spec.mode},
+                files={},
+            ))
 
     def _batch_size(self, state: _ConfigState, spu: dict[str, float], pilots: dict[str, int], queue: list[_ConfigState]) -> int | None:
         execution = self.spec.execution
@@ -551,7 +589,8 @@ class _Driver:
         """A configuration's reservoir sample: kept in memory, or read back after a resume."""
         if config_id not in self.reservoir_frames and self.spec.tracking.artifacts:
             child = next((c for c in self.tracker.child_runs(self.experiment_id, self.run_id)
-                          if c.data.tags.get(CONFIG_TAG) == config_id and c.info.status == "FINISHED"), None)
+                          if c.data.tags.get(CONFIG_TAG) == config_id and c.info.status == "FINISHED"
+                          and c.data.tags.get(KIND_TAG) == "configuration"), None)
             frame = parquet_frame(self.tracker.read_bytes(child.info.run_id, RESERVOIR_PATH)) if child else None
             if frame is not None:
                 self.reservoir_frames[config_id] = frame

@@ -73,6 +73,7 @@ def run_trial_range(context: UnitContext, start: int, stop: int, data: pd.DataFr
         generator_params = registry.build_params(generator.Params, context.dataset_params, where="[dataset]")
     names = list(context.metric_kinds)
     values = np.empty((len(names), stop - start))
+    unit_records: list[tuple[int, dict[str, float]]] = []
     for column, index in enumerate(range(start, stop)):
         rng = context.generator(index)
         trial_data = generator_fn(generator_params, rng) if generator_fn is not None else data
@@ -92,7 +93,10 @@ def run_trial_range(context: UnitContext, start: int, stop: int, data: pd.DataFr
                     f"{value!r} for metric {name!r}; metrics must be finite numbers"
                 )
             values[row, column] = value
+        if workload.unit_runs:
+            unit_records.append((index, {name: float(result[name]) for name in names}))
     aggregate = context.empty_aggregate()
+    aggregate.unit_records = unit_records
     aggregate.add_batch(dict(zip(names, values, strict=True)), np.arange(start, stop, dtype=np.int64))
     aggregate.done.add(start, stop)
     aggregate.compute_seconds = time.perf_counter() - began

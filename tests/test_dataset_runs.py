@@ -68,3 +68,34 @@ def _parent_count(uri: str) -> int:
 
     tracker = Tracker(uri)
     return len(tracker.parent_runs(tracker.experiment_id("file", create=False)))
+
+
+def test_workload_named_data_is_loaded_once_up_front_and_each_unit_is_its_own_run(
+    tmp_path: Path, tracking_uri: str
+) -> None:
+    from privlab.platform.errors import SpecError
+    from privlab.platform.tracking import CONFIG_TAG, KIND_TAG, Tracker
+
+    frame = pd.DataFrame({"age": np.random.default_rng(1).integers(17, 91, size=200)})
+    frame.to_csv(tmp_path / "ages.csv", index=False)
+    spec = tmp_path / "path.toml"
+    spec.write_text(
+        'name = "path"\nseed = 5\nworkload = "column_mean_path"\nrepetitions = 7\n'
+        f'[params]\npath = "{tmp_path / "ages.csv"}"\ncolumn = "age"\nlower = 17.0\nupper = 90.0\nn = 200\n'
+        '[grid]\nepsilon = [0.5, 2.0]\n[tracking]\nexperiment = "path"\n'
+    )
+    summary = _run(spec, tracking_uri)
+    assert [e["metrics"]["dp_mean_count"] for e in summary["configurations"]] == [7, 7]
+    tracker = Tracker(tracking_uri)
+    children = tracker.child_runs(tracker.experiment_id("path", create=False), summary["run_id"])
+    units = [c for c in children if c.data.tags.get(KIND_TAG) == "unit"]
+    assert len(units) == 14 and len([c for c in children if c.data.tags.get(KIND_TAG) == "configuration"]) == 2
+    first = summary["configurations"][0]["id"]
+    unit_means = [c.data.metrics["dp_mean"] for c in units if c.data.tags[CONFIG_TAG] == first]
+    assert np.mean(unit_means) == pytest.approx(summary["configurations"][0]["metrics"]["dp_mean_mean"], rel=1e-12)
+
+    (tmp_path / "ages.csv").unlink()
+    before = len(tracker.parent_runs(tracker.experiment_id("path", create=False)))
+    with pytest.raises(SpecError, match="does not exist"):
+        _run(spec, tracking_uri)
+    assert len(tracker.parent_runs(tracker.experiment_id("path", create=False))) == before

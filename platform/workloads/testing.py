@@ -5,6 +5,9 @@ except ``column_mean``, which is an ordinary ε-DP mean of a file column).
   on one core), for measuring scheduling overhead and scaling;
 * ``column_mean`` (grid): the Laplace mean of one column of a file dataset, with the column's
   public bounds given as parameters (checks the file-dataset path and the object store);
+* ``column_mean_path`` (grid): the same mean, reading the file named in its parameters
+  (``Workload.data_key``/``load_data``) and logging every repetition as its own MLflow run
+  (``unit_runs``);
 * ``crash_once`` (trials): kills its Ray worker process during the first trial it runs (a marker file records that it happened), to show that a retried task gives the same
   result. It never kills a process that is not a Ray worker.
 """
@@ -21,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from privlab.mechanisms.basic.laplace import laplace_mechanism
+from privlab.platform.errors import SchemaError, SpecError
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import SeededSource
 from privlab.platform.registry import MetricKind, Pattern, Workload, register_workload
@@ -106,6 +110,38 @@ class ColumnMean(Workload):
         noisy = laplace_mechanism(exact, sensitivity=self.sensitivity(params), epsilon=params.epsilon,
                                   source=SeededSource(rng), ledger=ledger, name="dp_mean", step="column_mean")
         return {"dp_mean": float(noisy), "abs_error": abs(float(noisy) - exact)}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ColumnMeanPathParams(ColumnMeanParams):
+    path: str
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not isinstance(self.path, str) or not self.path.endswith((".csv", ".parquet")):
+            raise ValueError(f"path ({self.path!r}) must name a .csv or .parquet file")
+
+
+@register_workload
+class ColumnMeanFromPath(ColumnMean):
+    """``column_mean`` on a file its parameters name, with one MLflow run per repetition."""
+
+    name = "column_mean_path"
+    Params = ColumnMeanPathParams
+    uses_dataset = False
+    unit_runs = True
+
+    def data_key(self, params: ColumnMeanPathParams) -> str:
+        return str(Path(params.path).resolve())
+
+    def load_data(self, params: ColumnMeanPathParams) -> pd.DataFrame:
+        path = Path(params.path)
+        if not path.is_file():
+            raise SpecError(f"path ({params.path!r}) does not exist; give the data file's path")
+        frame = pd.read_csv(path) if path.suffix == ".csv" else pd.read_parquet(path)
+        if params.column not in frame.columns:
+            raise SchemaError(f"{path.name}: column {params.column!r} is missing; it has {', '.join(frame.columns)}")
+        return frame
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
