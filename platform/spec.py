@@ -484,7 +484,12 @@ def _parse_study(
     configurations = []
     for index, point in enumerate(points):
         params_values = dict(base) | {k: v for k, v in point.items() if not k.startswith("dataset.")}
-        params = registry.build_params(workload.Params, params_values, where=f"{where} params {point or ''}".rstrip())
+        # Seeds are keyed by the parameters as written, so a spec gives the same results from any
+        # checkout; file parameters are then resolved against the spec's folder.
+        written = registry.params_dict(
+            registry.build_params(workload.Params, params_values, where=f"{where} params {point or ''}".rstrip()))
+        params = registry.build_params(workload.Params, _resolve_paths(workload.Params, params_values, spec_dir),
+                                       where=f"{where} params {point or ''}".rstrip())
         data_values = dataset_base | {k.removeprefix("dataset."): v for k, v in point.items() if k.startswith("dataset.")}
         if isinstance(dataset, GeneratedDataset):
             registry.build_params(generator.Params, data_values, where=f"[dataset] params {point or ''}".rstrip())
@@ -506,7 +511,7 @@ def _parse_study(
                 dataset_params=data_values,
                 grid_point=point,
                 study_key=study_key,
-                config_key=stable_key(canonical_params(full_params), canonical_params(data_values)),
+                config_key=stable_key(canonical_params(written), canonical_params(data_values)),
                 units=config_units,
             )
         )
@@ -515,6 +520,17 @@ def _parse_study(
         metrics=metric_names, dataset=dataset, key=study_key,
     )
     return study, configurations
+
+
+def _resolve_paths(params_type: type, values: Mapping[str, Any], spec_dir: Path) -> dict[str, Any]:
+    """Resolve the parameters a workload marks as files (``field(metadata={"path": True})``)
+    relative to the spec's folder, as ``[dataset] path`` is."""
+    out = dict(values)
+    for field in dataclasses.fields(params_type):
+        value = out.get(field.name)
+        if field.metadata.get("path") and isinstance(value, str) and value and not Path(value).is_absolute():
+            out[field.name] = str((spec_dir / value).resolve())
+    return out
 
 
 def spec_as_json(spec: ExperimentSpec) -> str:

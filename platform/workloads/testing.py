@@ -114,7 +114,7 @@ class ColumnMean(Workload):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ColumnMeanPathParams(ColumnMeanParams):
-    path: str
+    path: str = dataclasses.field(metadata={"path": True})  # relative to the spec's folder
 
     def __post_init__(self) -> None:
         super().__post_init__()
