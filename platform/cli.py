@@ -368,14 +368,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     audit = sub.add_parser(
         "audit", help="audit a mechanism's claimed sensitivity or ε on neighbouring datasets",
-        description="Run a registered auditable on neighbouring datasets D, D' many times (batched on Ray, "
-                    "logged to MLflow) and compare the claim with what was observed: for a sensitivity "
-                    "audit the largest |f(D) - f(D')| and the rate of pairs over the claimed sensitivity "
-                    "(Clopper-Pearson interval); for an ε audit a lower confidence bound on ε from events "
-                    "fixed in advance (Clopper-Pearson, Bonferroni over the events). A lower bound above "
-                    "the claimed ε is a violation at the stated confidence.",
-        epilog="examples: privlab audit --list;  privlab audit laplace --set epsilon=1 --seed 7;  "
-               "privlab audit pmse --set n=1000 --set depth=unlimited --trials 2000 --workers 2")
+        description="Run a registered auditable on neighbouring datasets D, D' many times (batched on Ray,\n"
+                    "logged to MLflow) and compare its claim with what was observed:\n"
+                    "  sensitivity audit: the largest |f(D) - f(D')| and the rate of pairs above the claimed\n"
+                    "    sensitivity, with a Clopper-Pearson interval;\n"
+                    "  ε audit: a lower confidence bound on ε from events fixed in advance (Clopper-Pearson,\n"
+                    "    Bonferroni over the events); a bound above the claimed ε is a violation.",
+        epilog="examples:\n  privlab audit --list\n  privlab audit laplace --set epsilon=1 --seed 7\n"
+               "  privlab audit pmse --set n=1000 --set depth=unlimited --trials 2000 --workers 2",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     audit.add_argument("name", nargs="?", metavar="NAME", help="the auditable (see --list)")
     audit.add_argument("--list", action="store_true", help="list the auditables: kind, claim, parameters, defaults")
     audit.add_argument("--set", action="append", metavar="KEY=VALUE",

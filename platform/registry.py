@@ -36,6 +36,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "privlab.platform.workloads.audits",
     "privlab.mechanisms.pmse.studies",
     "privlab.mechanisms.pmse.utility_studies",
+    "privlab.mechanisms.release.workloads",
 )
 ENTRY_POINT_GROUP = "privlab.workloads"
 
@@ -88,6 +89,15 @@ class Workload(abc.ABC):
     def load_data(self, params: Any) -> pd.DataFrame:
         """Load and validate the dataset named by :meth:`data_key` (errors name the problem)."""
         raise NotImplementedError(f"workload {self.name!r} names a dataset but does not implement load_data")
+
+    def metric_kinds(self, params: Any) -> Mapping[str, MetricKind]:
+        """The metrics one trial returns for ``params``. Default: the class's ``metrics``.
+
+        A workload whose metrics depend on its parameters (one per acceptance criterion a
+        settings file declares, say) leaves ``metrics`` empty and overrides this; its studies
+        then log every metric (a spec's ``metrics`` selection needs static names).
+        """
+        return self.metrics
 
     def facets(self, params: Any) -> Mapping[str, Mapping[str, Any]]:
         """Sub-configurations evaluated together inside every trial, ``label → their params``.
@@ -254,6 +264,11 @@ def params_dict(params: Any) -> dict[str, Any]:
 
 def check_metric_names(workload: Workload, requested: Sequence[str], *, where: str) -> tuple[str, ...]:
     allowed = list(workload.metrics) + list(workload.derived_metrics)
+    if not workload.metrics:  # metrics depend on the parameters: log them all
+        if requested:
+            raise SpecError(f"{where}: workload {workload.name!r} decides its metrics from its parameters; "
+                            "remove 'metrics' (every metric is logged)")
+        return ()
     unknown = [m for m in requested if m not in allowed]
     if unknown:
         raise SpecError(

@@ -31,7 +31,7 @@ import pandas as pd
 from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.mechanisms.tabular.domain import Domain
 from privlab.platform.errors import RegistryError, SpecError
-from privlab.platform.ledger import Ledger
+from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import RandomSource
 
 
@@ -98,6 +98,14 @@ class AcceptanceCriterion(abc.ABC):
     @abc.abstractmethod
     def sensitivity(self, n: int) -> float:
         """Global sensitivity of :meth:`error` in ``R`` for ``n`` records (replace-one)."""
+
+    def planned_events(self, n: int, *, scope: str = "data") -> list[PrivacyEvent]:
+        """The ledger steps :meth:`release` takes for ``n`` records (research-mode records; a
+        release source uses the lattice Laplace with the same ε and sensitivity). Criteria whose
+        release differs from one Laplace step override this together with :meth:`release`."""
+        delta = self.sensitivity(n)
+        return [PrivacyEvent(name=f"acceptance:{self.name}", mechanism="laplace", epsilon=float(self.epsilon),
+                             sensitivity=delta, noise_scale=delta / self.epsilon, scope=scope, step="acceptance")]
 
     @property
     def bounds(self) -> tuple[float, float] | None:

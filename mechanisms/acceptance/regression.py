@@ -1,1 +1,591 @@
-"""(being written)"""
+"""Linear-regression acceptance criteria (Hod & Canetti 2024, Section 4.5.4 and 4.14).
+
+Both criteria regress a numeric ``response`` column (the paper: birth weight) on numeric
+``covariates`` (code values from the domain, the bin-to-number rule of Section 4.5.3), with an
+intercept:
+
+* ``regression_coefficients`` — :class:`RegressionCoefficientsError`:
+  ``E_lr-coef = ‖w^ε(R) − w(S)‖`` (``norm = "l1"``, the paper's choice, or ``"max"``) where
+  ``w^ε(R)`` is the ε-DP functional-mechanism fit on the transformed data and ``w(S)`` the OLS
+  fit on the candidate, both *standardised with the candidate's covariate means and standard
+  deviations*: slope ``b_j`` becomes ``b_j·sd_S(x_j)`` (response units per candidate standard
+  deviation of ``x_j``) and the intercept becomes the prediction at the candidate's covariate
+  means, ``a + Σ_j b_j·mean_S(x_j)``. The response keeps its units (the paper's threshold, 30,
+  and result, 27.185, are only plausible in grams). The DP step is the fit; the distance is
+  post-processing, so no further noise is added.
+* ``regression_mae`` — :class:`RegressionMAEError`: the train-on-synthetic, test-on-real
+  prediction criterion ``E_lr-mae = |MAE_R(w^ε(R)) − MAE_R(w(S))|`` with
+  ``MAE_D(w) = (1/n) Σ |y − [wᵀx]_L^U|`` (predictions clipped to the public response bounds),
+  released with the Laplace mechanism at the **corrected** sensitivity ``2(U − L)/n``.
+
+:func:`fit_private_regression` runs the functional mechanism once and returns a public
+:class:`PrivateLinearFit`. Section 4.14.1: ``w^ε(R)`` does not depend on the candidate, so a
+flow should fit it once before the private-selection loop and pass it to both criteria's
+``release(..., fit=fit)`` in every iteration (saving the doubling of its ε that Theorem 3
+applies to everything inside the loop). Without ``fit``, :class:`RegressionCoefficientsError`
+fits with its own ε, and :class:`RegressionMAEError` fits with ``fit_epsilon`` when the spec
+gives one.
+
+Privacy:
+    Replace-one neighbours with ``n`` public; ``S`` public. Functional mechanism on the design
+    scaled to [−1, 1] with the public bounds (covariates: the range of their domain values;
+    response: ``response_bounds``): the ``1 + p + p(p+1)/2`` objective coefficients get
+    ``Lap(2(p+1)²/ε)`` with ``p`` = number of covariates + 1 (intercept),
+    :func:`~privlab.mechanisms.pmse.functional_mechanism.functional_mechanism_sensitivity`.
+    MAE: ``Δ = 2(U − L)/n`` (Proposition 9; Section 4.14.2 reports that the production code
+    used half of it, ``(U − L)/n``, at ε = 0.02; the noise it drew, scale ``(U − L)/(0.02 n)``,
+    is 0.04-DP at the correct Δ, so the paper re-accounts the criterion at ε = 0.04. This
+    module uses the correct Δ). Everything else (OLS on ``S``, standardisation, distances,
+    threshold comparisons) is post-processing of public inputs.
+
+References:
+    Hod & Canetti (2024), Section 4.5.4 (E_lr-coef, E_lr-mae), Proposition 9, Sections 4.14.1
+    and 4.14.2, Table 2 rows 6-7; Zhang et al. (2012), the functional mechanism.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+
+from privlab.mechanisms.acceptance.base import (
+    AcceptanceCriterion,
+    CriterionResult,
+    check_same_size,
+    register_criterion,
+)
+from privlab.mechanisms.acceptance.marginals import (
+    check_bounds,
+    check_column_names,
+    codes_of,
+    release_laplace_measure,
+    require_columns,
+)
+from privlab.mechanisms.pmse.baselines import clip_and_scale, preflight
+from privlab.mechanisms.pmse.functional_mechanism import (
+    functional_mechanism_regression,
+    functional_mechanism_sensitivity,
+)
+from privlab.mechanisms.tabular.domain import Domain
+from privlab.platform.errors import SchemaError, SpecError
+from privlab.platform.ledger import Ledger, PrivacyEvent
+from privlab.platform.randomness import RandomSource
+
+__all__ = [
+    "NORMS",
+    "PrivateLinearFit",
+    "RegressionCoefficientsError",
+    "RegressionMAEError",
+    "clipped_mae",
+    "fit_private_regression",
+    "mae_sensitivity",
+    "ols_coefficients",
+    "regression_data",
+    "scaled_design",
+    "standardized_coefficients",
+]
+
+NORMS = ("l1", "max")
+"""Distances between coefficient vectors that ``regression_coefficients`` accepts."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PrivateLinearFit:
+    """A DP linear regression of ``response`` on ``covariates`` (public once released).
+
+    Attributes:
+        response, covariates: The columns.
+        coefficients: ``(intercept, slope_1, …)`` in data units.
+        epsilon, sensitivity, noise_scale, mechanism: The functional-mechanism step as
+            charged in the ledger.
+    """
+
+    response: str
+    covariates: tuple[str, ...]
+    coefficients: tuple[float, ...]
+    epsilon: float
+    sensitivity: float
+    noise_scale: float
+    mechanism: str
+
+    def as_details(self) -> tuple[tuple[str, float], ...]:
+        names = ("intercept", *self.covariates)
+        return tuple((f"dp_coefficient:{c}", float(v)) for c, v in zip(names, self.coefficients, strict=True))
+
+
+# --- data and algebra -----------------------------------------------------------------------
+
+
+def covariate_ranges(domain: Domain, covariates: Sequence[str], *, criterion: str) -> tuple[np.ndarray, np.ndarray]:
+    """Public ``[lower, upper]`` of each covariate: the range of its domain values.
+
+    Raises:
+        SpecError: A covariate whose values are all equal (it would be collinear with the
+            intercept).
+    """
+    lower, upper = [], []
+    for c in covariates:
+        values = domain[c].value_array()
+        lo, hi = float(values.min()), float(values.max())
+        if not lo < hi:
+            raise SpecError(
+                f"criterion {criterion!r}: covariates column {c!r} has a single value ({lo!r}); drop it"
+            )
+        lower.append(lo)
+        upper.append(hi)
+    return np.array(lower), np.array(upper)
+
+
+def regression_data(
+    frame: pd.DataFrame,
+    *,
+    domain: Domain,
+    response: str,
+    covariates: Sequence[str],
+    response_bounds: tuple[float, float],
+    what: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(X, y)`` in data units: covariate code values and response values clipped to its bounds."""
+    codes = codes_of(frame, domain, [response, *covariates], what=what)
+    y = np.clip(domain[response].value_array()[codes[:, 0]], *response_bounds)
+    if covariates:
+        x = np.column_stack([domain[c].value_array()[codes[:, j + 1]] for j, c in enumerate(covariates)])
+    else:
+        x = np.empty((len(frame), 0))
+    return x, y
+
+
+def scaled_design(
+    x: np.ndarray, y: np.ndarray, *, lower: np.ndarray, upper: np.ndarray, response_bounds: tuple[float, float]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The functional mechanism's input: ``[1, x̃]`` and ``ỹ``, every entry in [−1, 1]."""
+    features = np.column_stack([np.ones(len(y)), clip_and_scale(x, lower, upper)])
+    target = clip_and_scale(y[:, None], [response_bounds[0]], [response_bounds[1]])[:, 0]
+    return features, target
+
+
+def _unscale(
+    omega: np.ndarray, lower: np.ndarray, upper: np.ndarray, response_bounds: tuple[float, float]
+) -> np.ndarray:
+    """Map ``ỹ = ω₀ + Σ ω_j x̃_j`` back to ``y = a + Σ b_j x_j`` (x̃ = (x − c)/h)."""
+    c, h = (lower + upper) / 2, (upper - lower) / 2
+    cy, hy = (response_bounds[0] + response_bounds[1]) / 2, (response_bounds[1] - response_bounds[0]) / 2
+    slopes = hy * omega[1:] / h
+    intercept = cy + hy * omega[0] - float(slopes @ c)
+    return np.concatenate([[intercept], slopes])
+
+
+def ols_coefficients(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Least-squares ``(intercept, slopes…)`` from the centred normal equations.
+
+    The slopes solve ``(X_c'X_c) b = X_c'y_c`` on centred data (minimum-norm, so a covariate
+    that is constant in the data gets slope 0) and the intercept is ``ȳ − x̄'b``; a
+    ``k × k`` solve instead of a QR of the ``n × k`` design.
+    """
+    x_mean, y_mean = x.mean(axis=0), float(y.mean())
+    xc = x - x_mean
+    slopes, *_ = np.linalg.lstsq(xc.T @ xc, xc.T @ (y - y_mean), rcond=None)
+    return np.concatenate([[y_mean - float(slopes @ x_mean)], slopes])
+
+
+def standardized_coefficients(coefficients: np.ndarray, means: np.ndarray, sds: np.ndarray) -> np.ndarray:
+    """Coefficients of the same model on covariates standardised with ``means`` and ``sds``.
+
+    ``y = a + Σ b_j x_j = (a + Σ b_j μ_j) + Σ (b_j σ_j)(x_j − μ_j)/σ_j``.
+    """
+    coefficients = np.asarray(coefficients, dtype=np.float64)
+    slopes = coefficients[1:]
+    return np.concatenate([[coefficients[0] + float(slopes @ means)], slopes * sds])
+
+
+def clipped_mae(coefficients: np.ndarray, x: np.ndarray, y: np.ndarray, bounds: tuple[float, float]) -> float:
+    """``(1/n) Σ |y − [a + xᵀb]_L^U|`` (Section 4.5.4)."""
+    coefficients = np.asarray(coefficients, dtype=np.float64)
+    prediction = np.clip(coefficients[0] + x @ coefficients[1:], *bounds)
+    return float(np.abs(y - prediction).mean())
+
+
+def mae_sensitivity(response_bounds: tuple[float, float], n: int) -> float:
+    """``2(U − L)/n`` — Proposition 9, the corrected value of Section 4.14.2.
+
+    One replaced record ``(x, y) → (x', y')`` moves ``MAE_R(w_R) − MAE_R(w_S)`` by
+    ``(1/n)|(|y − p_R| − |y − p_S|) − (|y' − p'_R| − |y' − p'_S|)|``, and each bracket is at
+    most ``|p_R − p_S| ≤ U − L`` because the predictions are clipped to ``[L, U]``; the
+    reverse triangle inequality carries this to the absolute value. The bound is attained
+    (see the tests), so the ``(U − L)/n`` used in production was wrong.
+    """
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+        raise SchemaError(f"n ({n!r}) must be an int >= 1")
+    return 2.0 * (response_bounds[1] - response_bounds[0]) / n
+
+
+def fit_private_regression(
+    transformed: pd.DataFrame,
+    *,
+    domain: Domain,
+    response: str,
+    covariates: Sequence[str],
+    response_bounds: tuple[float, float],
+    epsilon: float,
+    source: RandomSource,
+    ledger: Ledger,
+    name: str,
+    scope: str = "data",
+    ridge: float = 0.0,
+) -> PrivateLinearFit:
+    """ε-DP functional-mechanism regression of ``response`` on ``covariates`` (with intercept).
+
+    Args:
+        transformed: The private frame of codes.
+        domain: Its domain (covariate bounds are the ranges of their numeric code values).
+        response, covariates: Numeric columns.
+        response_bounds: Public ``[L, U]`` of the response (values are clipped to it).
+        epsilon: The budget of the fit.
+        source, ledger, name, scope: Randomness and accounting (one Laplace event).
+        ridge: ≥ 0, passed to the functional mechanism (post-processing).
+
+    Returns:
+        The fit, with data-unit coefficients and the ledger facts.
+
+    Raises:
+        BudgetExceededError: The step would exceed the ledger's cap (nothing is drawn).
+        SchemaError: The frame does not hold valid codes.
+
+    Privacy:
+        ε-DP (replace-one, n public): Laplace noise of scale ``2(p+1)²/ε`` on the objective's
+        polynomial coefficients, ``p = len(covariates) + 1``; the minimisation and the change
+        back to data units are post-processing.
+
+    References:
+        Zhang et al. (2012); Hod & Canetti (2024), Section 4.5.4.
+    """
+    lower, upper = covariate_ranges(domain, covariates, criterion=name)
+    x, y = regression_data(transformed, domain=domain, response=response, covariates=covariates,
+                           response_bounds=response_bounds, what=f"{name}: transformed data")
+    features, target = scaled_design(x, y, lower=lower, upper=upper, response_bounds=response_bounds)
+    omega, _ = functional_mechanism_regression(
+        features, target, epsilon=epsilon, source=source, ledger=ledger, ridge=ridge,
+        name=name, scope=scope, step="acceptance",
+    )
+    event = ledger.events[-1]
+    return PrivateLinearFit(
+        response=response,
+        covariates=tuple(covariates),
+        coefficients=tuple(float(v) for v in _unscale(omega, lower, upper, response_bounds)),
+        epsilon=float(epsilon),
+        sensitivity=float(event.sensitivity or 0.0),
+        noise_scale=float(event.noise_scale or 0.0),
+        mechanism=f"functional_mechanism/{event.mechanism}",
+    )
+
+
+# --- criteria -------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _LinearRegressionCriterion(AcceptanceCriterion):
+    """Shared spec keys: ``response``, ``covariates``, ``response_bounds``, ``ridge``."""
+
+    response: str
+    covariates: tuple[str, ...]
+    response_bounds: tuple[float, float]
+    ridge: float = 0.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        where = f"criterion {self.name!r}"
+        if not isinstance(self.response, str) or not self.response:
+            raise SpecError(f"{where}: response ({self.response!r}) must be a column name")
+        covariates = check_column_names(self.name, "covariates", self.covariates)
+        if self.response in covariates:
+            raise SpecError(f"{where}: covariates ({list(covariates)!r}) must not contain the response")
+        object.__setattr__(self, "covariates", covariates)
+        object.__setattr__(self, "response_bounds", check_bounds(self.name, "response_bounds", self.response_bounds))
+        r = self.ridge
+        if isinstance(r, bool) or not isinstance(r, numbers.Real) or not (math.isfinite(r) and r >= 0):
+            raise SpecError(f"{where}: ridge ({r!r}) must be a finite number >= 0")
+        object.__setattr__(self, "ridge", float(r))
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        return self.response_bounds
+
+    def check_domain(self, domain: Domain) -> None:
+        """Raise :class:`SpecError` naming the key for unknown, nominal or constant columns."""
+        require_columns(self.name, "response", [self.response], domain, numeric=True)
+        require_columns(self.name, "covariates", self.covariates, domain, numeric=True)
+        covariate_ranges(domain, self.covariates, criterion=self.name)
+
+    def data(self, frame: pd.DataFrame, *, domain: Domain, what: str) -> tuple[np.ndarray, np.ndarray]:
+        self.check_domain(domain)
+        return regression_data(frame, domain=domain, response=self.response, covariates=self.covariates,
+                               response_bounds=self.response_bounds, what=f"criterion {self.name!r}: {what}")
+
+    def fit_private(
+        self,
+        transformed: pd.DataFrame,
+        *,
+        domain: Domain,
+        epsilon: float,
+        source: RandomSource,
+        ledger: Ledger,
+        scope: str = "data",
+        name: str | None = None,
+    ) -> PrivateLinearFit:
+        """:func:`fit_private_regression` with this criterion's columns, bounds and ridge."""
+        self.check_domain(domain)
+        return fit_private_regression(
+            transformed, domain=domain, response=self.response, covariates=self.covariates,
+            response_bounds=self.response_bounds, epsilon=epsilon, source=source, ledger=ledger,
+            name=name or f"acceptance:{self.name}", scope=scope, ridge=self.ridge,
+        )
+
+    def _check_fit(self, fit: object) -> PrivateLinearFit:
+        if not isinstance(fit, PrivateLinearFit):
+            raise TypeError(f"fit ({fit!r}) must be a PrivateLinearFit")
+        if fit.response != self.response or fit.covariates != self.covariates:
+            raise SpecError(
+                f"criterion {self.name!r}: the fit regresses {fit.response!r} on {list(fit.covariates)!r}, "
+                f"but the criterion declares {self.response!r} on {list(self.covariates)!r}"
+            )
+        return fit
+
+
+@register_criterion
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RegressionCoefficientsError(_LinearRegressionCriterion):
+    """Distance between the DP coefficients on ``R`` and the OLS coefficients on ``S``.
+
+    Spec keys: ``name``, ``threshold``, ``epsilon`` (the functional mechanism's ε; paper 0.43,
+    T = 30), ``response``, ``covariates``, ``response_bounds`` (``[L, U]``), ``norm``
+    (``"l1"`` default, or ``"max"``), ``count_intercept`` (default true: the standardised
+    intercept is one of the compared coefficients), ``ridge`` (default 0).
+
+    :meth:`error` is the non-private analogue with the OLS fit on ``R``; :meth:`release`
+    uses the functional-mechanism fit. See the module docstring for the standardisation.
+
+    Privacy:
+        ε-DP: one functional-mechanism release (:meth:`sensitivity` is its L1 sensitivity
+        ``2(p+1)²``, independent of ``n``, in [−1, 1]-scaled units); the distance to the public
+        candidate's fit is post-processing, so ``dp_value`` carries no extra noise.
+
+    References:
+        Hod & Canetti (2024), Section 4.5.4 ("Descriptive modeling") and 4.14.1.
+    """
+
+    kind: ClassVar[str] = "regression_coefficients"
+
+    norm: str = "l1"
+    count_intercept: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.norm not in NORMS:
+            raise SpecError(f"criterion {self.name!r}: norm ({self.norm!r}) must be one of {', '.join(NORMS)}")
+        if not isinstance(self.count_intercept, bool):
+            raise SpecError(
+                f"criterion {self.name!r}: count_intercept ({self.count_intercept!r}) must be true or false"
+            )
+
+    def distance(self, coefficients: Sequence[float], candidate: pd.DataFrame, *, domain: Domain) -> float:
+        """``‖std(coefficients) − std(w(S))‖`` with the candidate's covariate means and sds."""
+        xs, ys = self.data(candidate, domain=domain, what="candidate")
+        means, sds = xs.mean(axis=0), xs.std(axis=0)
+        gap = (standardized_coefficients(np.asarray(coefficients), means, sds)
+               - standardized_coefficients(ols_coefficients(xs, ys), means, sds))
+        if not self.count_intercept:
+            gap = gap[1:]
+        return float(np.abs(gap).sum() if self.norm == "l1" else np.abs(gap).max())
+
+    def error(self, transformed: pd.DataFrame, candidate: pd.DataFrame, *, domain: Domain) -> float:
+        """The non-private measure: the OLS fit on ``R`` against the OLS fit on ``S``."""
+        check_same_size(transformed, candidate, name=self.name)
+        xr, yr = self.data(transformed, domain=domain, what="transformed data")
+        return self.distance(ols_coefficients(xr, yr), candidate, domain=domain)
+
+    def sensitivity(self, n: int) -> float:
+        """``2(p+1)²`` with ``p = len(covariates) + 1`` (the functional mechanism's L1 Δ)."""
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+            raise SchemaError(f"n ({n!r}) must be an int >= 1")
+        return functional_mechanism_sensitivity(len(self.covariates) + 1)
+
+    def release(
+        self,
+        transformed: pd.DataFrame,
+        candidate: pd.DataFrame,
+        *,
+        domain: Domain,
+        source: RandomSource,
+        ledger: Ledger,
+        scope: str = "data",
+        fit: PrivateLinearFit | None = None,
+    ) -> CriterionResult:
+        """Fit ``w^ε(R)`` (or use ``fit``) and compare its distance to ``w(S)`` with the threshold.
+
+        Args:
+            fit: A fit released earlier with this criterion's ε (Section 4.14.1); nothing is
+                charged then. Without it the functional mechanism runs now with ``epsilon``.
+
+        Returns:
+            ``dp_value`` = the distance; ``details`` list the DP coefficients (public);
+            ``true_value`` (research) is :meth:`error`.
+
+        Raises:
+            SpecError: ``fit`` is for other columns or another ε.
+
+        Privacy:
+            ε-DP (the fit); the rest is post-processing.
+        """
+        check_same_size(transformed, candidate, name=self.name)
+        if fit is None:
+            fit = self.fit_private(transformed, domain=domain, epsilon=self.epsilon, source=source,
+                                   ledger=ledger, scope=scope)
+        else:
+            fit = self._check_fit(fit)
+            if fit.epsilon != float(self.epsilon):
+                raise SpecError(
+                    f"criterion {self.name!r}: the fit was released with epsilon {fit.epsilon!r}, but the "
+                    f"criterion declares epsilon ({self.epsilon!r})"
+                )
+        value = self.distance(fit.coefficients, candidate, domain=domain)
+        return CriterionResult(
+            name=self.name,
+            kind=self.kind,
+            threshold=float(self.threshold),
+            dp_value=value,
+            passed=value < self.threshold,
+            epsilon=fit.epsilon,
+            mechanism=fit.mechanism,
+            sensitivity=fit.sensitivity,
+            noise_scale=fit.noise_scale,
+            bounds=self.bounds,
+            true_value=self.error(transformed, candidate, domain=domain) if source.mode == "research" else None,
+            details=fit.as_details(),
+        )
+
+
+@register_criterion
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RegressionMAEError(_LinearRegressionCriterion):
+    """Clipped-MAE gap between the DP fit on ``R`` and the OLS fit on ``S``, tested on ``R``.
+
+    ``E_lr-mae = |MAE_R(w^ε(R)) − MAE_R(w(S))|`` (train on synthetic, test on real).
+
+    Spec keys: ``name``, ``threshold`` (paper: 5 grams), ``epsilon`` (the Laplace release;
+    paper 0.04 after the 4.14.2 correction), ``response``, ``covariates``, ``response_bounds``
+    (paper ``[1400, 4600]``), ``fit_epsilon`` (optional: ε of a functional-mechanism fit of
+    this criterion's own, used when ``release`` gets no ``fit``), ``ridge``.
+
+    Privacy:
+        ε-DP for the MAE gap given the public ``w^ε(R)`` and ``w(S)``: Laplace with
+        ``Δ = 2(U − L)/n`` (:func:`mae_sensitivity`; Proposition 9, the value corrected in
+        Section 4.14.2). The fit costs its own ε — ``fit_epsilon`` here, or whatever the
+        criterion that released it charged.
+
+    References:
+        Hod & Canetti (2024), Section 4.5.4 ("Predictive modeling"), Proposition 9, 4.14.2.
+    """
+
+    kind: ClassVar[str] = "regression_mae"
+
+    fit_epsilon: float | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        e = self.fit_epsilon
+        if e is not None:
+            if isinstance(e, bool) or not isinstance(e, numbers.Real) or not (math.isfinite(e) and e > 0):
+                raise SpecError(f"criterion {self.name!r}: fit_epsilon ({e!r}) must be a finite number > 0")
+            object.__setattr__(self, "fit_epsilon", float(e))
+
+    def _gap(self, coefficients: Sequence[float], xr: np.ndarray, yr: np.ndarray, w_s: np.ndarray) -> float:
+        return abs(clipped_mae(np.asarray(coefficients), xr, yr, self.response_bounds)
+                   - clipped_mae(w_s, xr, yr, self.response_bounds))
+
+    def planned_events(self, n: int, *, scope: str = "data") -> list[PrivacyEvent]:
+        """The Laplace release, preceded by the functional-mechanism fit when ``fit_epsilon`` is set
+        (what :meth:`release` charges without a ``fit``; with one, only the release)."""
+        events = super().planned_events(n, scope=scope)
+        if self.fit_epsilon is None:
+            return events
+        fm_delta = functional_mechanism_sensitivity(len(self.covariates) + 1)
+        fit = PrivacyEvent(name=f"acceptance:{self.name}:fit", mechanism="laplace", epsilon=self.fit_epsilon,
+                           sensitivity=fm_delta, noise_scale=fm_delta / self.fit_epsilon, scope=scope,
+                           step="acceptance")
+        return [fit, *events]
+
+    def gap(self, coefficients: Sequence[float], transformed: pd.DataFrame, candidate: pd.DataFrame,
+            *, domain: Domain) -> float:
+        """``|MAE_R(coefficients) − MAE_R(w(S))|``."""
+        xr, yr = self.data(transformed, domain=domain, what="transformed data")
+        w_s = ols_coefficients(*self.data(candidate, domain=domain, what="candidate"))
+        return self._gap(coefficients, xr, yr, w_s)
+
+    def error(self, transformed: pd.DataFrame, candidate: pd.DataFrame, *, domain: Domain) -> float:
+        """The non-private measure with the OLS fit on ``R`` in place of ``w^ε(R)``."""
+        check_same_size(transformed, candidate, name=self.name)
+        xr, yr = self.data(transformed, domain=domain, what="transformed data")
+        w_s = ols_coefficients(*self.data(candidate, domain=domain, what="candidate"))
+        return self._gap(ols_coefficients(xr, yr), xr, yr, w_s)
+
+    def sensitivity(self, n: int) -> float:
+        """``2(U − L)/n`` (Proposition 9; corrected per Section 4.14.2)."""
+        return mae_sensitivity(self.response_bounds, n)
+
+    def release(
+        self,
+        transformed: pd.DataFrame,
+        candidate: pd.DataFrame,
+        *,
+        domain: Domain,
+        source: RandomSource,
+        ledger: Ledger,
+        scope: str = "data",
+        fit: PrivateLinearFit | None = None,
+    ) -> CriterionResult:
+        """Release ``E_lr-mae + Lap(2(U − L)/(nε))`` with ``w^ε(R)`` from ``fit`` or a fit of its own.
+
+        Args:
+            fit: The DP fit released by ``regression_coefficients`` (or
+                :func:`fit_private_regression`); without it ``fit_epsilon`` must be set and
+                a fit is released first (its ε is charged as a separate ledger event).
+
+        Returns:
+            The result; ``true_value`` (research) is the gap with the DP fit, the statistic that
+            was perturbed; ``details`` list the DP coefficients used.
+
+        Raises:
+            SpecError: No ``fit`` and no ``fit_epsilon``, or a fit for other columns.
+            BudgetExceededError: The fit and the release together exceed the cap (checked
+                before either runs).
+
+        Privacy:
+            ε-DP for the release (+ ``fit_epsilon`` when it fits its own coefficients).
+        """
+        check_same_size(transformed, candidate, name=self.name)
+        n = len(transformed)
+        delta = self.sensitivity(n)
+        if fit is None:
+            if self.fit_epsilon is None:
+                raise SpecError(
+                    f"criterion {self.name!r}: regression_mae needs the DP coefficients w^ε(R): pass "
+                    "fit= (from regression_coefficients / fit_private_regression) or set fit_epsilon"
+                )
+            self.check_domain(domain)
+            preflight(ledger, self.planned_events(n, scope=scope))
+            fit = self.fit_private(transformed, domain=domain, epsilon=self.fit_epsilon, source=source,
+                                   ledger=ledger, scope=scope, name=f"acceptance:{self.name}:fit")
+        else:
+            fit = self._check_fit(fit)
+        value = self.gap(fit.coefficients, transformed, candidate, domain=domain)
+        return release_laplace_measure(
+            self, value, sensitivity=delta, source=source, ledger=ledger, scope=scope,
+            public_details=(("fit_epsilon", fit.epsilon), *fit.as_details()),
+        )
+
