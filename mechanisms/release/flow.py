@@ -1,0 +1,260 @@
+"""One iteration of the release scheme (a "flow"), dataset-agnostic.
+
+configuration → transform the cleaned original data → fit a DP synthesizer → sample n records
+→ reject records that break the synthetic constraints (resampling until n are valid) →
+face-privacy projection → the DP acceptance criteria → (release candidate, DP results,
+accepted?). Hod & Canetti (2024), Section 3.1 (Algorithm "scheme") and Section 4.
+
+Everything specific to a dataset — schema, transformation alternatives, constraints,
+projection settings — comes from a :class:`~privlab.mechanisms.tabular.space.ReleaseSpace`;
+the criteria come from their own spec tables (:func:`load_criteria`). A configuration names a
+transformation of the space, a registered synthesizer with its hyperparameters, and the
+projection's ``min_count``.
+
+Privacy:
+    Replace-one neighbours with ``n`` public (Section 4.4.2). A flow spends
+    ``ε₁ = ε_generation + Σ ε_criterion``: the synthesizer's fit (ε_generation, split inside
+    the synthesizer as its own ledger steps) and one Laplace release per criterion, composed
+    sequentially on the same data. Sampling, constraint filtering and the projection read only
+    the DP model's output (post-processing). The transformed data's size n is treated as
+    public, as in the paper; cleaning with the raw constraints is a fixed, data-independent
+    record-level map applied before anything else, so neighbouring raw datasets stay
+    neighbours (or become identical) after it. In release mode nothing computed from the
+    private data without DP leaves this module: the outcome carries only DP values, and the
+    exact criterion values are attached in research mode only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from privlab.mechanisms.acceptance.base import AcceptanceCriterion, CriterionResult, criterion_from_spec
+from privlab.mechanisms.synthesizers.base import Synthesizer, synthesizer_from_spec
+from privlab.mechanisms.tabular.constraints import rejection_sample
+from privlab.mechanisms.tabular.face_privacy import MinOccurrenceProjection
+from privlab.mechanisms.tabular.space import ReleaseSpace
+from privlab.mechanisms.tabular.transforms import Transformation
+from privlab.platform.errors import SpecError
+from privlab.platform.ledger import Ledger, PrivacyEvent
+from privlab.platform.randomness import RandomSource
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FlowConfiguration:
+    """One point of the configuration space.
+
+    Args:
+        transformation: A transformation id of the space; columns with a single alternative
+            may be left out (``"mother_age=fine,parity=coarse"``).
+        synthesizer: A registered synthesizer name (``privbayes``, ``independent_marginals``).
+        synthesizer_params: Its hyperparameters (spec keys of its ``Params``).
+        min_count: The face-privacy projection's minimal occurrence (``None``: no projection).
+    """
+
+    transformation: str
+    synthesizer: str
+    synthesizer_params: tuple[tuple[str, Any], ...] = ()
+    min_count: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.transformation, str):
+            raise SpecError(f"transformation ({self.transformation!r}) must be a transformation id")
+        if self.min_count is not None and (isinstance(self.min_count, bool) or not isinstance(self.min_count, int)
+                                           or self.min_count < 2):
+            raise SpecError(f"min_count ({self.min_count!r}) must be an integer >= 2, or omitted for no projection")
+
+    def build_synthesizer(self, *, where: str = "synthesizer") -> Synthesizer:
+        return synthesizer_from_spec(self.synthesizer, dict(self.synthesizer_params), where=where)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"transformation": self.transformation, "synthesizer": self.synthesizer,
+                **dict(self.synthesizer_params), "min_count": self.min_count}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FlowSettings:
+    """What every flow of a search or release shares: the generation ε and the criteria.
+
+    Args:
+        epsilon_generation: ε of the synthesizer's fit.
+        criteria: The acceptance criteria (each with its own ε).
+        max_rounds: Rejection-sampling rounds before a flow gives up on reaching n valid records.
+    """
+
+    epsilon_generation: float
+    criteria: tuple[AcceptanceCriterion, ...]
+    max_rounds: int = 20
+
+    def __post_init__(self) -> None:
+        e = self.epsilon_generation
+        if isinstance(e, bool) or not isinstance(e, (int, float)) or not math.isfinite(e) or e <= 0:
+            raise SpecError(f"epsilon_generation ({e!r}) must be a positive finite number")
+        if not self.criteria:
+            raise SpecError("criteria must list at least one acceptance criterion")
+        names = [c.name for c in self.criteria]
+        if len(set(names)) != len(names):
+            raise SpecError(f"criterion names ({names!r}) must be distinct")
+        if isinstance(self.max_rounds, bool) or not isinstance(self.max_rounds, int) or self.max_rounds < 1:
+            raise SpecError(f"max_rounds ({self.max_rounds!r}) must be an integer >= 1")
+
+    @property
+    def epsilon_acceptance(self) -> float:
+        return math.fsum(c.epsilon for c in self.criteria)
+
+    @property
+    def epsilon_flow(self) -> float:
+        """ε₁ of one flow: generation plus every criterion (sequential composition)."""
+        return math.fsum([self.epsilon_generation, self.epsilon_acceptance])
+
+
+@dataclasses.dataclass(frozen=True)
+class FlowOutcome:
+    """What one flow produced. ``candidate`` is a codes frame over ``domain``; ``results`` hold
+    only DP values (plus exact ones in research mode)."""
+
+    configuration: FlowConfiguration
+    transformation: Transformation
+    candidate: pd.DataFrame
+    results: tuple[CriterionResult, ...]
+    seconds: Mapping[str, float]
+
+    @property
+    def accepted(self) -> bool:
+        return all(r.passed for r in self.results)
+
+    def decoded(self, *, rng: Any = None) -> pd.DataFrame:
+        """The candidate in the raw schema's units (representative values, or uniform within
+        bins with ``rng``)."""
+        return self.transformation.decode(self.candidate, rng=rng)
+
+
+def resolve_transformation(space: ReleaseSpace, transformation_id: str) -> Transformation:
+    """The space's transformation for a (possibly partial) id: a column with one alternative
+    may be omitted; a column with several must be named."""
+    choices: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in transformation_id.split(","))):
+        column, sep, option = part.partition("=")
+        if not sep:
+            raise SpecError(f"transformation id part {part!r} must look like column=alternative")
+        choices[column.strip()] = option.strip()
+    space_t = space.transformations
+    unknown = sorted(set(choices) - set(space_t.names))
+    if unknown:
+        raise SpecError(f"transformation {transformation_id!r}: unknown column(s) {', '.join(unknown)}; "
+                        f"the space has {', '.join(space_t.names)}")
+    for column in space_t.names:
+        if column not in choices:
+            options = space_t.alternatives(column)
+            if len(options) != 1:
+                raise SpecError(f"transformation {transformation_id!r}: choose {column}= one of {', '.join(options)}")
+            choices[column] = options[0]
+    return space_t.get(space_t.id_of(choices))
+
+
+def planned_events(configuration: FlowConfiguration, settings: FlowSettings, *, space: ReleaseSpace, n: int,
+                   scope: str = "data") -> list[PrivacyEvent]:
+    """The ledger steps one flow takes, in order, before any data is read."""
+    transformation = resolve_transformation(space, configuration.transformation)
+    synthesizer = configuration.build_synthesizer()
+    events = list(synthesizer.planned_events(settings.epsilon_generation, transformation.domain, n, scope=scope))
+    for criterion in settings.criteria:
+        events.extend(criterion.planned_events(n, scope=scope))
+    return events
+
+
+def run_flow(
+    cleaned: pd.DataFrame,
+    *,
+    space: ReleaseSpace,
+    configuration: FlowConfiguration,
+    settings: FlowSettings,
+    source: RandomSource,
+    ledger: Ledger,
+    scope: str = "data",
+) -> FlowOutcome:
+    """Run one flow on the cleaned original data (raw schema, raw constraints applied).
+
+    Raises:
+        SpecError: The configuration does not fit the space or the criteria do not fit the
+            transformed domain (before any budget is spent).
+        BudgetExceededError: The flow's steps do not fit the ledger (nothing is spent).
+        ExecutionError: Rejection sampling could not reach n valid records.
+    """
+    seconds: dict[str, float] = {}
+    clock = time.perf_counter()
+    transformation = resolve_transformation(space, configuration.transformation)
+    transformed = transformation.apply(cleaned, source="original data")
+    domain = transformation.domain
+    n = len(transformed)
+    synthesizer = configuration.build_synthesizer()
+    ledger.check_plan(planned_events(configuration, settings, space=space, n=n, scope=scope))
+    seconds["transform"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
+    synthesizer.fit(transformed, domain=domain, epsilon=settings.epsilon_generation, ledger=ledger,
+                    source=source, scope=scope)
+    seconds["fit"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
+    sampling_rng = source.generator(purpose="synthetic-sampling")
+    constraints = space.synthetic_filter(transformation)
+    candidate = rejection_sample(lambda k: synthesizer.sample(k, rng=sampling_rng), n, constraints,
+                                 max_rounds=settings.max_rounds)
+    seconds["sample"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
+    if configuration.min_count is not None:
+        projection = MinOccurrenceProjection(min_count=configuration.min_count, algorithm=space.projection_algorithm)
+        candidate = projection.apply(candidate, rng=source.generator(purpose="face-privacy-projection"),
+                                     domain=domain)
+    seconds["project"] = time.perf_counter() - clock
+
+    results = []
+    for criterion in settings.criteria:
+        clock = time.perf_counter()
+        results.append(criterion.release(transformed, candidate, domain=domain, source=source, ledger=ledger,
+                                         scope=scope))
+        seconds[f"criterion:{criterion.name}"] = time.perf_counter() - clock
+    return FlowOutcome(configuration=configuration, transformation=transformation, candidate=candidate,
+                       results=tuple(results), seconds=seconds)
+
+
+def criteria_from_tables(tables: Sequence[Mapping[str, Any]], *, where: str) -> tuple[AcceptanceCriterion, ...]:
+    if not isinstance(tables, Sequence) or not tables:
+        raise SpecError(f"{where}: list the acceptance criteria as [[criterion]] tables")
+    return tuple(criterion_from_spec(t, where=f"{where} criterion {i + 1}") for i, t in enumerate(tables))
+
+
+def load_settings(path: str | Path) -> FlowSettings:
+    """Read a flow-settings TOML: ``epsilon_generation``, optional ``max_rounds`` and
+    ``[[criterion]]`` tables (each ``kind``, ``name``, ``threshold``, ``epsilon`` and its keys).
+
+    Raises:
+        SpecError: Missing file, invalid TOML, unknown keys or invalid criteria.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"flow settings file {str(path)!r} does not exist")
+    try:
+        document = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise SpecError(f"{path}: not valid TOML: {error}") from error
+    allowed = {"epsilon_generation", "max_rounds", "criterion", "description"}
+    unknown = sorted(set(document) - allowed)
+    if unknown:
+        raise SpecError(f"{path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+    if "epsilon_generation" not in document:
+        raise SpecError(f"{path}: epsilon_generation is required (the synthesizer's ε)")
+    return FlowSettings(
+        epsilon_generation=document["epsilon_generation"],
+        criteria=criteria_from_tables(document.get("criterion", []), where=str(path)),
+        max_rounds=document.get("max_rounds", 20),
+    )

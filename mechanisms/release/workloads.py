@@ -1,0 +1,169 @@
+"""``release_flow``: the public-data grid search over a release scheme's configuration space.
+
+Each repetition of a configuration is one attempt — one full flow (transform, fit, sample,
+filter, project, DP acceptance criteria) — logged as its own MLflow run with every
+criterion's DP value, exact value (research mode only), pass/fail, the timings and ε. The
+configuration's aggregate gives the estimated acceptance probability with a 95% Wilson
+interval and per-criterion pass rates, which ``privlab compare`` tabulates and ``privlab
+shortlist`` turns into the configurations worth taking to the private data (Hod & Canetti
+2024, Section 4.10).
+
+Spec parameters (``[params]`` or ``[grid]``): ``space``, ``settings`` and ``data`` (files,
+relative to the spec), ``transformation`` (a possibly partial transformation id),
+``synthesizer`` and its hyperparameters (``epsilon_split``, ``theta``, ``degree``, ``score``
+for PrivBayes), ``min_count`` (0: no projection).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from privlab.mechanisms.release.flow import (
+    FlowConfiguration,
+    FlowSettings,
+    load_settings,
+    planned_events,
+    resolve_transformation,
+    run_flow,
+)
+from privlab.mechanisms.tabular.space import ReleaseSpace, load_release_space
+from privlab.platform.errors import SpecError
+from privlab.platform.ledger import Ledger, PrivacyEvent
+from privlab.platform.randomness import SeededSource
+from privlab.platform.registry import MetricKind, Pattern, Workload, register_workload
+
+SYNTHESIZER_KEYS = ("epsilon_split", "theta", "degree", "score")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReleaseFlowParams:
+    space: str = dataclasses.field(metadata={"path": True})
+    settings: str = dataclasses.field(metadata={"path": True})
+    data: str = dataclasses.field(metadata={"path": True})
+    transformation: str = ""
+    synthesizer: str = "privbayes"
+    epsilon_split: float | None = None
+    theta: float | None = None
+    degree: int | None = None
+    score: str | None = None
+    min_count: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("space", "settings", "data"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"{name} ({value!r}) must be a file path")
+        if isinstance(self.min_count, bool) or not isinstance(self.min_count, int) or self.min_count in (1,) \
+                or self.min_count < 0:
+            raise ValueError(f"min_count ({self.min_count!r}) must be 0 (no projection) or an integer >= 2")
+
+    def configuration(self) -> FlowConfiguration:
+        hyper = tuple((k, getattr(self, k)) for k in SYNTHESIZER_KEYS if getattr(self, k) is not None)
+        return FlowConfiguration(transformation=self.transformation, synthesizer=self.synthesizer,
+                                 synthesizer_params=hyper, min_count=self.min_count or None)
+
+
+@functools.lru_cache(maxsize=8)
+def _space(path: str) -> ReleaseSpace:
+    return load_release_space(path)
+
+
+@functools.lru_cache(maxsize=8)
+def _settings(path: str) -> FlowSettings:
+    return load_settings(path)
+
+
+@functools.lru_cache(maxsize=4)
+def _cleaned(space_path: str, data_path: str) -> pd.DataFrame:
+    path = Path(data_path)
+    if not path.is_file():
+        raise SpecError(f"data ({data_path!r}) does not exist; give the path of the (public) raw data file")
+    if path.suffix == ".parquet":
+        raw = pd.read_parquet(path)
+    elif path.name.endswith((".csv", ".csv.gz")):
+        raw = pd.read_csv(path)
+    else:
+        raise SpecError(f"data ({data_path!r}) must be a .csv, .csv.gz or .parquet file")
+    return _space(space_path).clean_raw(raw, source=path.name)
+
+
+def metric_name(text: str) -> str:
+    return re.sub(r"[^0-9A-Za-z_]+", "_", text).strip("_")
+
+
+@register_workload
+class ReleaseFlow(Workload):
+    """One attempt of the release flow per repetition, on public data (research mode)."""
+
+    name = "release_flow"
+    pattern = Pattern.GRID
+    Params = ReleaseFlowParams
+    metrics: Mapping[str, MetricKind] = {}  # one set per criterion the settings declare
+    unit_runs = True
+
+    def data_key(self, params: ReleaseFlowParams) -> str:
+        return f"{params.space}|{params.data}"
+
+    def load_data(self, params: ReleaseFlowParams) -> pd.DataFrame:
+        frame = _cleaned(params.space, params.data)
+        self._check(params, frame)
+        return frame
+
+    def _check(self, params: ReleaseFlowParams, frame: pd.DataFrame) -> None:
+        """Everything that can be wrong with a configuration, found before any work."""
+        space, settings = _space(params.space), _settings(params.settings)
+        transformation = resolve_transformation(space, params.transformation)
+        params.configuration().build_synthesizer(where=f"synthesizer {params.synthesizer!r}")
+        for criterion in settings.criteria:
+            if hasattr(criterion, "check_domain"):
+                criterion.check_domain(transformation.domain)
+        del frame
+
+    def metric_kinds(self, params: ReleaseFlowParams) -> dict[str, MetricKind]:
+        kinds = {"accepted": MetricKind.RATE}
+        for criterion in _settings(params.settings).criteria:
+            name = metric_name(criterion.name)
+            kinds |= {f"{name}_passed": MetricKind.RATE, f"{name}_dp": MetricKind.VALUE,
+                      f"{name}_exact": MetricKind.VALUE, f"timing_{name}_seconds": MetricKind.VALUE}
+        for step in ("transform", "fit", "sample", "project", "flow"):
+            kinds[f"timing_{step}_seconds"] = MetricKind.VALUE
+        kinds["epsilon_flow"] = MetricKind.VALUE
+        return kinds
+
+    def plan(self, params: ReleaseFlowParams) -> list[PrivacyEvent]:
+        space = _space(params.space)
+        n = len(_cleaned(params.space, params.data))
+        return planned_events(params.configuration(), _settings(params.settings), space=space, n=n)
+
+    def run_trial(self, params: ReleaseFlowParams, *, data: pd.DataFrame | None, rng: np.random.Generator,
+                  ledger: Ledger) -> Mapping[str, float]:
+        if data is None:
+            raise SpecError("release_flow needs its data (the runner passes the file named by 'data')")
+        settings = _settings(params.settings)
+        outcome = run_flow(data, space=_space(params.space), configuration=params.configuration(),
+                           settings=settings, source=SeededSource(rng), ledger=ledger)
+        result: dict[str, float] = {"accepted": float(outcome.accepted)}
+        for criterion_result in outcome.results:
+            name = metric_name(criterion_result.name)
+            exact = criterion_result.true_value
+            result |= {f"{name}_passed": float(criterion_result.passed), f"{name}_dp": criterion_result.dp_value,
+                       f"{name}_exact": math.nan if exact is None else float(exact),
+                       f"timing_{name}_seconds": outcome.seconds[f"criterion:{criterion_result.name}"]}
+        for step in ("transform", "fit", "sample", "project"):
+            result[f"timing_{step}_seconds"] = outcome.seconds[step]
+        result["timing_flow_seconds"] = math.fsum(outcome.seconds.values())
+        result["epsilon_flow"] = settings.epsilon_flow
+        return result
+
+    def derive(self, params: ReleaseFlowParams, summary: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+        return {"epsilon_generation": _settings(params.settings).epsilon_generation,
+                "epsilon_acceptance": _settings(params.settings).epsilon_acceptance}
