@@ -272,7 +272,8 @@ class _Driver:
                 params=config.params,
                 dataset=study.dataset if isinstance(study.dataset, GeneratedDataset) else None,
                 dataset_params=config.dataset_params,
-                metric_kinds=dict(workload.metrics),
+                metric_kinds=dict(workload.metric_kinds(registry.build_params(workload.Params, config.params,
+                                                                              where=config.id))),
                 root_seed=self.root_seed,
                 study_key=config.study_key,
                 config_key=config.config_key,
@@ -483,13 +484,17 @@ class _Driver:
         summary = state.aggregate.summary()
         params = registry.build_params(workload.Params, config.params, where=config.id)
         derived = workload.derive(params, summary)
-        metrics = flatten_metrics(summary, workload.metrics, study.metrics, derived)
+        kinds = workload.metric_kinds(params)
+        metrics = flatten_metrics(summary, kinds, study.metrics or (*kinds, *derived), derived)
+        # Metrics that measure time ("timing_*") vary run to run: keep them out of the results.
+        measured = {k: v for k, v in metrics.items() if k.startswith("timing_")}
+        metrics = {k: v for k, v in metrics.items() if not k.startswith("timing_")}
         ledger_metrics = {"eps_total": state.ledger.total().epsilon, "delta_total": state.ledger.total().delta}
         for i, event in enumerate(state.ledger.events):
             ledger_metrics[f"eps_step_{i:02d}_{_metric_safe(event.name)}"] = event.effective_epsilon
         wall = time.perf_counter() - (state.started or time.perf_counter())
         timing = {"wall_seconds": wall, "compute_seconds": state.aggregate.compute_seconds,
-                  "nodes": float(len(state.aggregate.nodes))}
+                  "nodes": float(len(state.aggregate.nodes))} | {k.removeprefix("timing_"): v for k, v in measured.items()}
         reservoirs = {name: acc.reservoir() for name, acc in state.aggregate.metrics.items() if acc.count}
         facets = workload.facets(params) or {"": {}}
         entries = []
