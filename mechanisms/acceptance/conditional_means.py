@@ -182,6 +182,7 @@ class ConditionalMeanError(AcceptanceCriterion):
     by: tuple[str, ...]
     resize_margin: float
     groups: GroupSpec = ()
+    cuts: tuple[tuple[str, tuple[float, ...]], ...] = ()
     overall: bool = True
     fill: float | None = None
 
@@ -209,6 +210,35 @@ class ConditionalMeanError(AcceptanceCriterion):
             raise SpecError(f"{where}: fill ({self.fill!r}) must be a number in target_bounds [{lo!r}, {hi!r}]")
         object.__setattr__(self, "fill", float(fill))
         object.__setattr__(self, "groups", self._normalise_groups(self.groups, by))
+        object.__setattr__(self, "cuts", self._normalise_cuts(self.cuts, by))
+
+    def _normalise_cuts(self, value: object, by: tuple[str, ...]) -> tuple[tuple[str, tuple[float, ...]], ...]:
+        """``cuts = {column = [c1, c2, ...]}``: group a numeric column by value, ``v < c1``,
+        ``c1 ≤ v < c2``, …, ``v ≥ c_k``, using each code's numeric value. Unlike ``groups``
+        (codes or labels of one binning), cuts mean the same for every binning alternative of
+        the column, so one spec serves a whole transformation space."""
+        where = f"criterion {self.name!r}"
+        items = list(value.items()) if isinstance(value, Mapping) else list(value) if isinstance(value, (list, tuple)) else None
+        if items is None:
+            raise SpecError(f"{where}: cuts ({value!r}) must be a table {{column = [cut, ...]}}")
+        out = []
+        declared = {c for c, _ in self.groups}
+        for item in items:
+            if not (isinstance(item, (list, tuple)) and len(item) == 2):
+                raise SpecError(f"{where}: cuts ({value!r}) must map columns to lists of numbers")
+            column, points = item
+            if column not in by:
+                raise SpecError(f"{where}: cuts names column {column!r}, which is not in by ({list(by)!r})")
+            if column in declared:
+                raise SpecError(f"{where}: column {column!r} has both groups and cuts; keep one")
+            if (isinstance(points, (str, bytes)) or not isinstance(points, Sequence) or not points
+                    or any(isinstance(p, bool) or not isinstance(p, numbers.Real) or not math.isfinite(p) for p in points)
+                    or list(points) != sorted(set(points))):
+                raise SpecError(f"{where}: cuts[{column!r}] ({points!r}) must be increasing finite numbers")
+            out.append((column, tuple(float(p) for p in points)))
+        if len({c for c, _ in out}) != len(out):
+            raise SpecError(f"{where}: cuts ({value!r}) must list each column once")
+        return tuple(out)
 
     def _normalise_groups(self, value: object, by: tuple[str, ...]) -> GroupSpec:
         where = f"criterion {self.name!r}"
@@ -256,9 +286,16 @@ class ConditionalMeanError(AcceptanceCriterion):
         require_columns(self.name, "target", [self.target], domain, numeric=True)
         require_columns(self.name, "by", self.by, domain)
         declared = dict(self.groups)
+        cuts = dict(self.cuts)
+        if cuts:
+            require_columns(self.name, "cuts", list(cuts), domain, numeric=True)
         out = [GroupTerm(None, np.zeros(1, dtype=np.int64), 1)] if self.overall else []
         for column in self.by:
             col = domain[column]
+            if column in cuts:
+                group_of = np.searchsorted(np.asarray(cuts[column]), col.value_array(), side="right").astype(np.int64)
+                out.append(GroupTerm(column, group_of, len(cuts[column]) + 1))
+                continue
             if column not in declared:
                 out.append(GroupTerm(column, np.arange(col.size, dtype=np.int64), col.size))
                 continue

@@ -104,6 +104,16 @@ class FlowSettings:
             raise SpecError(f"criterion names ({names!r}) must be distinct")
         if isinstance(self.max_rounds, bool) or not isinstance(self.max_rounds, int) or self.max_rounds < 1:
             raise SpecError(f"max_rounds ({self.max_rounds!r}) must be an integer >= 1")
+        fitted: set[tuple[str, tuple[str, ...]]] = set()
+        for c in self.criteria:
+            if c.kind == "regression_coefficients":
+                fitted.add((c.response, tuple(c.covariates)))  # type: ignore[attr-defined]
+            elif c.kind == "regression_mae" and c.fit_epsilon is None:  # type: ignore[attr-defined]
+                if (c.response, tuple(c.covariates)) not in fitted:  # type: ignore[attr-defined]
+                    raise SpecError(
+                        f"criterion {c.name!r}: regression_mae uses the DP fit of a regression_coefficients "
+                        "criterion on the same response and covariates listed before it; add one, or set "
+                        "fit_epsilon to give it its own fit")
 
     @property
     def epsilon_acceptance(self) -> float:
@@ -218,10 +228,19 @@ def run_flow(
     seconds["project"] = time.perf_counter() - clock
 
     results = []
+    fits: dict[tuple[str, tuple[str, ...]], Any] = {}
     for criterion in settings.criteria:
         clock = time.perf_counter()
+        extra: dict[str, Any] = {}
+        if criterion.kind == "regression_coefficients":
+            # One DP fit serves this criterion and any MAE criterion on the same columns (4.14.1).
+            key = (criterion.response, tuple(criterion.covariates))
+            fits[key] = extra["fit"] = criterion.fit_private(transformed, domain=domain, epsilon=criterion.epsilon,
+                                                             source=source, ledger=ledger, scope=scope)
+        elif criterion.kind == "regression_mae" and criterion.fit_epsilon is None:
+            extra["fit"] = fits[(criterion.response, tuple(criterion.covariates))]
         results.append(criterion.release(transformed, candidate, domain=domain, source=source, ledger=ledger,
-                                         scope=scope))
+                                         scope=scope, **extra))
         seconds[f"criterion:{criterion.name}"] = time.perf_counter() - clock
     return FlowOutcome(configuration=configuration, transformation=transformation, candidate=candidate,
                        results=tuple(results), seconds=seconds)
