@@ -70,6 +70,78 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _evaluate(args: argparse.Namespace) -> int:
+    from privlab.mechanisms.release.evaluate import evaluate_candidate, read_raw
+    from privlab.mechanisms.release.workloads import flow_inputs
+    from privlab.platform.spec import load_spec
+
+    spec = load_spec(args.spec, args.set or [])
+    if spec.mode == "release":
+        raise _InputError(f"{args.spec} is a release-mode spec: `privlab evaluate` computes exact, non-private "
+                          "criterion values and runs only in research mode, on public data")
+    configs = [c for c in spec.configurations if c.workload == "release_flow"]
+    if not configs:
+        raise _InputError(f"{args.spec} has no release_flow configuration to evaluate")
+    if args.config:
+        matching = [c for c in configs if c.id == args.config]
+        if not matching:
+            raise _InputError(f"--config {args.config!r} is not a configuration of {args.spec}; "
+                              f"`privlab validate {args.spec}` lists them (e.g. {configs[0].id})")
+        config = matching[0]
+    else:
+        config = configs[0]
+    space, settings, transformation = flow_inputs(config.params)
+    result = evaluate_candidate(read_raw(args.original, what="--original"), read_raw(args.candidate, what="--candidate"),
+                                space=space, settings=settings, transformation=transformation)
+    result = {"config": config.id, **result}
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"{config.id}: transformation {result['transformation']}, n = {result['n']:,}")
+        width = max(len(c["name"]) for c in result["criteria"])
+        for c in result["criteria"]:
+            print(f"  {c['name'].ljust(width)}  {c['value']:<12.6g} threshold {c['threshold']:<8g} "
+                  f"{'pass' if c['passed'] else 'FAIL'}")
+        print(f"accepted: {'yes' if result['accepted'] else 'no'} (exact values, not DP: research use only)")
+    return EXIT_OK
+
+
+def _shortlist(args: argparse.Namespace) -> int:
+    from privlab.mechanisms.release.evaluate import (
+        relative_to,
+        shortlist_from_summary,
+        shortlist_toml,
+        workload_params,
+        write_atomically,
+    )
+    from privlab.platform.tracking import KIND_TAG, Tracker
+
+    tracker = Tracker(args.tracking_uri)
+    run = tracker.get_run(args.run_id)
+    if run.data.tags.get(KIND_TAG) != "parent":
+        raise TrackingError(f"run {args.run_id} is not a privlab parent run; give the grid search's run id")
+    text = tracker.read_text(args.run_id, "summary.json")
+    if text is None:
+        raise TrackingError(f"run {args.run_id} has no summary.json: it did not finish (resume it first)")
+    summary = json.loads(text)
+    entries = shortlist_from_summary(summary, min_prob=args.min_prob)
+    if not entries:
+        best = max(e["metrics"]["accepted_rate"] for e in summary["configurations"] if e.get("workload") == "release_flow")
+        raise _InputError(f"no configuration of run {args.run_id} reached an estimated acceptance of {args.min_prob:g} "
+                          f"(the best was {best:.3g}); nothing written. Lower --min-prob or run more attempts")
+    first = workload_params(next(e for e in summary["configurations"] if e["id"] == entries[0].config_id))
+    out = Path(args.out)
+    write_atomically(out, shortlist_toml(
+        entries, run_id=args.run_id, min_prob=args.min_prob,
+        space=relative_to(first["space"], out.resolve().parent),
+        settings=relative_to(first["settings"], out.resolve().parent),
+    ))
+    print(f"{len(entries)} configuration(s) with estimated acceptance ≥ {args.min_prob:g} written to {out}")
+    for entry in entries[:10]:
+        print(f"  {entry.acceptance_rate:.3f} [{entry.ci_low:.3f}, {entry.ci_high:.3f}]  {entry.config_id}")
+    return EXIT_OK
+
+
 def _report(args: argparse.Namespace) -> int:
     from privlab.platform.reports import build_reports, parquet_frame, write_report_dir
     from privlab.platform.runner import RESERVOIR_PATH
@@ -354,6 +426,29 @@ def build_parser() -> argparse.ArgumentParser:
     ledger.add_argument("--json", action="store_true", help="print the ledgers as JSON")
     tracking(ledger)
     ledger.set_defaults(handler=_ledger)
+
+    evaluate = sub.add_parser(
+        "evaluate", help="exact (non-DP) acceptance-criterion values of a candidate (research mode only)",
+        description="Apply a release_flow spec's transformation (its first configuration, or --config) to an "
+                    "original and a candidate file, both in the raw schema, and print every acceptance "
+                    "criterion's exact value and pass/fail. Not private: for public data only.")
+    evaluate.add_argument("spec", help="a spec with release_flow configurations (e.g. experiments/births/grid.toml)")
+    evaluate.add_argument("--original", required=True, metavar="PATH", help="original data (raw schema; csv or parquet)")
+    evaluate.add_argument("--candidate", required=True, metavar="PATH", help="candidate data (raw schema)")
+    evaluate.add_argument("--config", metavar="ID", help="configuration id (default: the spec's first)")
+    evaluate.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value")
+    evaluate.add_argument("--json", action="store_true", help="print JSON")
+    evaluate.set_defaults(handler=_evaluate)
+
+    shortlist = sub.add_parser(
+        "shortlist", help="write the configurations of a grid search worth taking to the private data",
+        description="Read a finished release_flow grid-search run and write the configurations whose estimated "
+                    "acceptance probability is at least --min-prob, best first, as TOML for the release spec.")
+    shortlist.add_argument("run_id", help="the grid search's parent run id")
+    shortlist.add_argument("--min-prob", type=float, default=0.1, help="minimal estimated acceptance (default 0.1)")
+    shortlist.add_argument("--out", required=True, metavar="PATH", help="TOML file to write (atomically)")
+    tracking(shortlist)
+    shortlist.set_defaults(handler=_shortlist)
 
     report = sub.add_parser("report", help="redraw a finished run's results pages (tables and figures)",
                             description="Rebuild the studies' results pages of a finished run from what it "

@@ -96,6 +96,13 @@ def _cleaned(space_path: str, data_path: str) -> pd.DataFrame:
     return _space(space_path).clean_raw(raw, source=path.name)
 
 
+def flow_inputs(params: Mapping[str, Any]) -> tuple[ReleaseSpace, FlowSettings, str]:
+    """The space, settings and transformation id of a release_flow configuration's params."""
+    built = ReleaseFlowParams(**{k: v for k, v in params.items()
+                                 if k in {f.name for f in dataclasses.fields(ReleaseFlowParams)}})
+    return _space(built.space), _settings(built.settings), built.transformation
+
+
 def metric_name(text: str) -> str:
     return re.sub(r"[^0-9A-Za-z_]+", "_", text).strip("_")
 

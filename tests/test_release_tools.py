@@ -1,0 +1,111 @@
+"""`privlab evaluate` (exact criterion values, research only) and `privlab shortlist`."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from privlab.mechanisms.release.evaluate import shortlist_from_summary
+from privlab.mechanisms.tabular.space import load_release_space
+from privlab.platform.cli import main
+from privlab.platform.errors import SpecError
+
+ROOT = Path(__file__).resolve().parents[1]
+BIRTHS = ROOT / "experiments" / "births"
+SAMPLE = ROOT.parent / "shared" / "data" / "nvss" / "birth_2019_nber_us_SINGLETON_SAMPLE10K.csv"
+pytestmark = pytest.mark.skipif(not SAMPLE.is_file(), reason=f"the NVSS 10K sample is not at {SAMPLE}")
+
+
+def _spec(tmp_path: Path, *, mode: str = "research", repetitions: int = 1) -> Path:
+    spec = tmp_path / "grid.toml"
+    spec.write_text(
+        f'name = "births-small"\nseed = 3\nmode = "{mode}"\n[tracking]\nexperiment = "births-small"\nplots = false\n'
+        f'[[study]]\nname = "degree"\nworkload = "release_flow"\nrepetitions = {repetitions}\n'
+        f'[study.params]\nspace = "{BIRTHS / "space.toml"}"\nsettings = "{BIRTHS / "flow.toml"}"\n'
+        f'data = "{SAMPLE}"\nsynthesizer = "privbayes"\nepsilon_split = 0.25\n'
+        '[study.grid]\ntransformation = ["mother_age=coarse,parity=coarse,gestation_week=coarse", '
+        '"mother_age=fine,parity=fine,gestation_week=fine"]\ndegree = [2]\nmin_count = [2]\n'
+    )
+    return spec
+
+
+def _candidate(tmp_path: Path, shift: int) -> Path:
+    raw = pd.read_csv(SAMPLE)
+    cleaned = load_release_space(BIRTHS / "space.toml").clean_raw(raw)
+    candidate = cleaned.sample(frac=1.0, random_state=0).reset_index(drop=True)
+    candidate["birth_weight"] = (candidate["birth_weight"] + shift).clip(upper=5500)
+    candidate["date_of_birth"] = candidate["date_of_birth"].astype(str).str[:10]
+    path = tmp_path / f"candidate{shift}.csv"
+    candidate.to_csv(path, index=False)
+    return path
+
+
+def test_evaluate_prints_exact_values_and_identical_data_passes_everything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = _spec(tmp_path)
+    same = _candidate(tmp_path, 0)  # the cleaned original, reordered: every error is 0
+    assert main(["evaluate", str(spec), "--original", str(SAMPLE), "--candidate", str(same), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["config"] == "degree-000" and result["n"] == 9898
+    assert [c["name"] for c in result["criteria"]] == [
+        "marginals_absolute", "marginals_relative", "parity_mean", "birth_weight_mean", "gestation_week_mean",
+        "regression_coefficients", "regression_mae", "faithfulness"]
+    for criterion in result["criteria"]:
+        expected = 1.0 if criterion["kind"] == "marginals_relative" else 0.0  # ratios of equal counts
+        assert criterion["value"] == pytest.approx(expected, abs=1e-9), criterion
+    assert result["accepted"]
+
+    # Shifting every birth weight by 300 g moves most records by three 100 g bins: faithfulness and
+    # the birth-weight mean fail; --config picks the second transformation.
+    shifted = _candidate(tmp_path, 300)
+    assert main(["evaluate", str(spec), "--original", str(SAMPLE), "--candidate", str(shifted), "--json",
+                 "--config", "degree-001"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    by_name = {c["name"]: c for c in result["criteria"]}
+    assert result["config"] == "degree-001" and "mother_age=fine" in result["transformation"]
+    assert not by_name["faithfulness"]["passed"] and by_name["faithfulness"]["value"] > 0.5
+    assert by_name["birth_weight_mean"]["value"] > 100 and not result["accepted"]
+
+
+def test_evaluate_refuses_release_mode_bad_files_and_unknown_configs(tmp_path: Path) -> None:
+    same = _candidate(tmp_path, 0)
+    release = _spec(tmp_path, mode="release")
+    assert main(["evaluate", str(release), "--original", str(SAMPLE), "--candidate", str(same)]) == 2
+    spec = _spec(tmp_path)
+    assert main(["evaluate", str(spec), "--original", str(tmp_path / "nope.csv"), "--candidate", str(same)]) == 2
+    assert main(["evaluate", str(spec), "--original", str(SAMPLE), "--candidate", str(same),
+                 "--config", "degree-999"]) == 2
+    short = tmp_path / "short.csv"
+    pd.read_csv(same).head(100).to_csv(short, index=False)
+    assert main(["evaluate", str(spec), "--original", str(SAMPLE), "--candidate", str(short)]) == 2
+
+
+def test_shortlist_writes_the_configurations_above_the_floor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    spec = _spec(tmp_path, repetitions=2)
+    assert main(["run", str(spec), "--serial", "--no-progress", "--tracking-uri", uri, "--summary-json", "s.json"]) == 0
+    summary = json.loads((tmp_path / "s.json").read_text())
+    rates = [e["metrics"]["accepted_rate"] for e in summary["configurations"]]
+    out = tmp_path / "lists" / "shortlist.toml"
+    assert main(["shortlist", summary["run_id"], "--min-prob", "0", "--out", str(out), "--tracking-uri", uri]) == 0
+    document = tomllib.loads(out.read_text())
+    assert len(document["configuration"]) == 2
+    assert (out.parent / document["space"]).resolve() == (BIRTHS / "space.toml").resolve()
+    assert (out.parent / document["settings"]).resolve() == (BIRTHS / "flow.toml").resolve()
+    first = document["configuration"][0]
+    assert set(first) == {"transformation", "synthesizer", "epsilon_split", "degree", "min_count"}
+    # Above every observed rate nothing qualifies: a clear error and no file.
+    floor = min(1.0, max(rates) + 0.01)
+    if max(rates) < 1.0:
+        fresh = tmp_path / "none.toml"
+        assert main(["shortlist", summary["run_id"], "--min-prob", str(floor), "--out", str(fresh),
+                     "--tracking-uri", uri]) == 2
+        assert not fresh.exists()
+    with pytest.raises(SpecError, match="must be a probability"):
+        shortlist_from_summary(summary, min_prob=1.5)
