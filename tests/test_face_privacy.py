@@ -165,7 +165,7 @@ def test_bad_arguments_and_codes_are_rejected_before_any_work() -> None:
     with pytest.raises(SchemaError, match="column 'c1' has a negative code at row 6"):
         project_min_occurrence(negative, min_count=2, rng=rng)
     domain = Domain((ColumnDomain(name="c0", labels=("a", "b")), ColumnDomain(name="c1", labels=("a", "b", "c"))))
-    with pytest.raises(SchemaError, match=r"column 'c0' has code 2 at row .*, outside 0..1"):
+    with pytest.raises(SchemaError, match=r"column 'c0' has a code at row .* outside 0..1"):
         project_min_occurrence(codes, min_count=2, rng=rng, domain=domain)
 
 

@@ -226,7 +226,7 @@ TOP_ALLOWED = (
     "allowed keys: budget, dataset, description, execution, grid, grid_points, metrics, mode, "
     "name, params, repetitions, seed, study, tracking, trials, workload"
 )
-WORKLOADS = "registered workloads: column_mean, cpu_burn, crash_once, exponential_median, laplace_mean"
+WORKLOADS = "registered workloads: column_mean, column_mean_path, cpu_burn, crash_once, exponential_median, laplace_mean"
 
 ERROR_CASES = {
     # unknown keys, with the allowed ones listed
