@@ -171,6 +171,11 @@ class ReleaseFlow(Workload):
         result["epsilon_flow"] = settings.epsilon_flow
         return result
 
+    def report(self, results: Any) -> dict[str, str | bytes]:
+        from privlab.mechanisms.release.report import study_report
+
+        return study_report(results)
+
     def derive(self, params: ReleaseFlowParams, summary: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
         return {"epsilon_generation": _settings(params.settings).epsilon_generation,
                 "epsilon_acceptance": _settings(params.settings).epsilon_acceptance}
