@@ -142,6 +142,36 @@ def _shortlist(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _release(args: argparse.Namespace) -> int:
+    from privlab.mechanisms.release.bundle import stale_partials
+    from privlab.mechanisms.release.release import run_release
+
+    out = Path(args.out)
+    for stale in stale_partials(out):
+        print(f"privlab: note: {stale} is left over from a killed release run (no bundle in it); delete it",
+              file=sys.stderr)
+    import signal
+    import threading
+
+    def terminate(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # unwinds through the staging folder's cleanup: no partial bundle
+
+    previous = signal.signal(signal.SIGTERM, terminate) if threading.current_thread() is threading.main_thread() \
+        else None
+    try:
+        result = run_release(args.spec, data=args.data, out=out, budget=args.budget, replay=args.replay,
+                             progress=lambda message: print(f"privlab: {message}", file=sys.stderr, flush=True))
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    print(f"release bundle written to {result.out} (ε = {result.total_epsilon:g} within budget {result.budget:g})")
+    print(f"  selected configuration: {result.configuration.as_dict()}")
+    for name in result.public_files:
+        print(f"  {result.out / name}")
+    print(f"  {result.out / 'private'}/  (the transcript: as sensitive as the data; never publish it)")
+    return EXIT_OK
+
+
 def _report(args: argparse.Namespace) -> int:
     from privlab.platform.reports import build_reports, parquet_frame, write_report_dir
     from privlab.platform.runner import RESERVOIR_PATH
@@ -450,6 +480,21 @@ def build_parser() -> argparse.ArgumentParser:
     tracking(shortlist)
     shortlist.set_defaults(handler=_shortlist)
 
+    release = sub.add_parser(
+        "release", help="run the release scheme on private data (release mode, one machine) and write a bundle",
+        description="Private selection over a release spec's shortlist with OS-CSPRNG noise, recorded in a "
+                    "transcript; writes DIR atomically: released.csv/.parquet, acceptance.json/.md, config.toml, "
+                    "ledger.json, privacy-statement.md, README.md, SHA256SUMS and private/transcript.bin. "
+                    "Refuses to start when the spec's total ε exceeds the budget.",
+        epilog="replay: privlab release SPEC --data PRIVATE.csv --out DIR2 --replay DIR/private/transcript.bin "
+               "reproduces DIR's public files byte for byte")
+    release.add_argument("spec", help="release spec TOML (e.g. experiments/births/release.toml)")
+    release.add_argument("--data", required=True, metavar="PRIVATE", help="private raw data (csv, csv.gz, parquet)")
+    release.add_argument("--out", required=True, metavar="DIR", help="bundle folder to create (must not exist)")
+    release.add_argument("--budget", type=float, metavar="EPS", help="ε cap (default: the spec's budget)")
+    release.add_argument("--replay", metavar="TRANSCRIPT", help="replay a release's private/transcript.bin")
+    release.set_defaults(handler=_release)
+
     report = sub.add_parser("report", help="redraw a finished run's results pages (tables and figures)",
                             description="Rebuild the studies' results pages of a finished run from what it "
                                         "logged in MLflow (nothing is recomputed) and write them to --out.")
@@ -518,6 +563,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\nprivlab: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # output piped into `head` and the like: not an error
+        sys.stderr.close()
+        return EXIT_OK
     except BudgetExceededError as error:
         print(f"privlab: privacy budget exceeded: {error}", file=sys.stderr)
         return EXIT_BUDGET

@@ -1,0 +1,273 @@
+"""The release bundle: an atomically written folder of public files plus a private transcript.
+
+Layout of ``DIR`` (written by :func:`privlab.mechanisms.release.release.run_release`)::
+
+    released.csv            the accepted release candidate, decoded to the raw schema
+    released.parquet        the same table as parquet
+    acceptance.json         each criterion's DP value, threshold, ε, mechanism, bounds,
+    acceptance.md           sensitivity and noise scale (like Hod & Canetti's Table 2)
+    config.toml             the selected configuration and the spec's budget split
+    ledger.json             the privacy ledger: one private-selection event, and the accepted
+                            flow's own split of ε₁
+    privacy-statement.md    the ε and the argument, in plain language
+    README.md               the datasheet for data users (Section 4.13)
+    SHA256SUMS              ``sha256sum -c`` lines for every public file above
+    private/transcript.bin  every random draw of the run; as sensitive as the private data
+
+:func:`atomic_directory` stages everything in a hidden temporary folder next to ``DIR`` and
+renames it into place only when every file is written and flushed, so ``DIR`` either holds a
+whole bundle or does not exist. Every public file is a deterministic function of the DP outputs
+and the public inputs (no clock, host or path inside), so a replay of the transcript writes
+byte-identical public files.
+
+Privacy:
+    The public files hold only DP outputs (the accepted candidate, the criteria's noisy values
+    and decisions), public inputs (schema, spec, shortlist, thresholds, budgets) and ``n``,
+    which the scheme treats as public (Hod & Canetti 2024, Section 4.4.2). No hash of the
+    private data is published: a hash would let anyone confirm a guess of the whole dataset.
+    ``private/`` must stay where the private data is.
+
+References:
+    Hod & Canetti (2024), Sections 4.11-4.13 and Table 2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from privlab.platform.errors import SpecError
+
+#: The public files of a bundle, in the order SHA256SUMS lists them.
+PUBLIC_FILES = (
+    "released.csv",
+    "released.parquet",
+    "acceptance.json",
+    "acceptance.md",
+    "config.toml",
+    "ledger.json",
+    "privacy-statement.md",
+    "README.md",
+)
+CHECKSUMS = "SHA256SUMS"
+PRIVATE_DIR = "private"
+TRANSCRIPT = "private/transcript.bin"
+PARTIAL_MARKER = ".partial-"
+
+
+def partial_prefix(out: Path) -> str:
+    """The name prefix of ``out``'s staging folders (hidden, next to ``out``)."""
+    return f".{out.name}{PARTIAL_MARKER}"
+
+
+def check_destination(out: Path) -> None:
+    """Refuse an existing ``out`` before any work.
+
+    Raises:
+        SpecError: ``out`` exists, or its parent is not a folder.
+    """
+    if out.exists() or out.is_symlink():
+        raise SpecError(f"--out {str(out)!r} already exists; a release bundle is never overwritten, "
+                        "choose a new folder")
+    if out.parent.exists() and not out.parent.is_dir():
+        raise SpecError(f"--out {str(out)!r}: its parent {str(out.parent)!r} is not a folder")
+
+
+def _fsync_tree(root: Path) -> None:
+    for folder, _, files in os.walk(root):
+        for name in files:
+            with open(Path(folder) / name, "rb") as stream:
+                os.fsync(stream.fileno())
+    with contextlib.suppress(OSError):
+        fd = os.open(root, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_directory(out: Path) -> Iterator[Path]:
+    """Stage a folder next to ``out`` and rename it to ``out`` when the block succeeds.
+
+    On any exception (including ``KeyboardInterrupt``) the staging folder is removed and
+    ``out`` is not created. A process killed with SIGKILL cannot clean up: it leaves a hidden
+    ``.<name>.partial-*`` folder (never ``out`` itself), which :func:`stale_partials` finds.
+
+    Raises:
+        SpecError: ``out`` exists (before and after the block; nothing is replaced).
+    """
+    out = Path(out)
+    check_destination(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=partial_prefix(out), dir=out.parent))
+    try:
+        (staging / PRIVATE_DIR).mkdir(mode=0o700)
+        yield staging
+        _fsync_tree(staging)
+        if out.exists():
+            raise SpecError(f"--out {str(out)!r} appeared while the release ran; nothing was replaced")
+        staging.chmod(0o755)  # mkdtemp's 0o700 is for the staging phase; private/ stays 0o700
+        os.rename(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def stale_partials(out: Path) -> list[Path]:
+    """Staging folders of ``out`` left by killed runs (safe to delete; they hold no bundle)."""
+    parent = Path(out).parent
+    if not parent.is_dir():
+        return []
+    return sorted(p for p in parent.iterdir() if p.name.startswith(partial_prefix(Path(out))))
+
+
+# --- writing files ----------------------------------------------------------------------------
+
+
+def _write_text(path: Path, text: str) -> None:
+    with open(path, "w", encoding="utf-8", newline="\n") as stream:
+        stream.write(text)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=False, allow_nan=False, ensure_ascii=False) + "\n"
+
+
+def write_released(folder: Path, released: pd.DataFrame) -> None:
+    """``released.csv`` and ``released.parquet`` (dates as ``YYYY-MM-DD`` text in the CSV)."""
+    csv_frame = released.copy()
+    for column in csv_frame.columns:
+        if pd.api.types.is_datetime64_any_dtype(csv_frame[column]):
+            csv_frame[column] = csv_frame[column].dt.strftime("%Y-%m-%d")
+    _write_text(folder / "released.csv", csv_frame.to_csv(index=False, lineterminator="\n"))
+    released.reset_index(drop=True).to_parquet(folder / "released.parquet", index=False)
+
+
+def write_checksums(folder: Path, names: Sequence[str] = PUBLIC_FILES) -> str:
+    """Write ``SHA256SUMS`` (``sha256sum -c`` format) for ``names``; return its text."""
+    lines = []
+    for name in names:
+        digest = hashlib.sha256((folder / name).read_bytes()).hexdigest()
+        lines.append(f"{digest}  {name}\n")
+    text = "".join(lines)
+    _write_text(folder / CHECKSUMS, text)
+    return text
+
+
+def verify_checksums(folder: Path) -> list[str]:
+    """The public files whose SHA-256 differs from ``SHA256SUMS`` (empty: all match).
+
+    Raises:
+        SpecError: ``SHA256SUMS`` is missing or malformed.
+    """
+    path = Path(folder) / CHECKSUMS
+    if not path.is_file():
+        raise SpecError(f"{str(folder)!r} has no {CHECKSUMS}; it is not a release bundle")
+    bad = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        digest, sep, name = line.partition("  ")
+        if not sep or len(digest) != 64:
+            raise SpecError(f"{path}: malformed line {line!r}")
+        target = Path(folder) / name
+        if not target.is_file() or hashlib.sha256(target.read_bytes()).hexdigest() != digest:
+            bad.append(name)
+    return bad
+
+
+# --- documents ---------------------------------------------------------------------------------
+
+
+def _g(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        if math.isinf(value):
+            return "∞"
+        return f"{value:.6g}"
+    return str(value)
+
+
+def acceptance_document(results: Sequence[Mapping[str, Any]], *, epsilon_acceptance: float) -> dict[str, Any]:
+    """``acceptance.json``: the DP results of the accepted candidate (no exact values)."""
+    rows = []
+    for r in results:
+        if r.get("true_value") is not None:
+            raise SpecError(f"criterion {r['name']!r} carries an exact value; release bundles hold DP values only")
+        rows.append({k: v for k, v in r.items() if k != "true_value"})
+    return {"accepted": all(r["passed"] for r in rows), "epsilon_acceptance": epsilon_acceptance, "criteria": rows}
+
+
+def acceptance_markdown(document: Mapping[str, Any]) -> str:
+    """``acceptance.md``: a table like Hod & Canetti's Table 2."""
+    lines = [
+        "# Acceptance criteria of the released dataset",
+        "",
+        "Each criterion compares the released dataset with the original one. Its error was released",
+        "with differential privacy (the noisy value below); the dataset was accepted because every noisy",
+        "value is below its threshold. Exact (non-private) errors are not published.",
+        "",
+        "| criterion | kind | DP value | threshold | passed | ε | mechanism | bounds | sensitivity | noise scale |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in document["criteria"]:
+        bounds = "—" if r["bounds"] is None else f"[{_g(r['bounds'][0])}, {_g(r['bounds'][1])}]"
+        lines.append(
+            f"| {r['name']} | {r['kind']} | {_g(r['dp_value'])} | {_g(r['threshold'])} | "
+            f"{'yes' if r['passed'] else 'no'} | {_g(r['epsilon'])} | {r['mechanism']} | {bounds} | "
+            f"{_g(r['sensitivity'])} | {_g(r['noise_scale'])} |"
+        )
+    lines += ["", f"Total ε of the acceptance criteria per flow: {_g(document['epsilon_acceptance'])}.", ""]
+    return "\n".join(lines)
+
+
+def _toml_scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return '"inf"' if math.isinf(value) else repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    raise SpecError(f"cannot write {value!r} to TOML")
+
+
+def config_toml(tables: Mapping[str, Mapping[str, Any]], *, header: str) -> str:
+    """A TOML document of flat tables (``None`` values are left out)."""
+    lines = [f"# {line}" if line else "#" for line in header.splitlines()]
+    for table, entries in tables.items():
+        lines += ["", f"[{table}]"]
+        lines += [f"{key} = {_toml_scalar(value)}" for key, value in entries.items() if value is not None]
+    return "\n".join(lines) + "\n"
+
+
+def write_documents(folder: Path, documents: Mapping[str, str]) -> None:
+    """Write text documents (name → text) into ``folder``."""
+    unknown = sorted(set(documents) - set(PUBLIC_FILES))
+    if unknown:
+        raise SpecError(f"not public bundle files: {', '.join(unknown)}")
+    for name, text in documents.items():
+        _write_text(folder / name, text)
+
+
+def ledger_document(ledger: Mapping[str, Any], flow_events: Sequence[Mapping[str, Any]], *,
+                    total_epsilon: float, budget: float) -> str:
+    """``ledger.json``: the outer ledger (one private-selection event) and the accepted flow's split."""
+    return _json({"total_epsilon": total_epsilon, "budget": budget, "ledger": dict(ledger),
+                  "accepted_flow_events": list(flow_events)})
+
+
+def json_text(value: Any) -> str:
+    """Strict, deterministic JSON text with a trailing newline."""
+    return _json(value)
