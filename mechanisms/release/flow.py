@@ -34,15 +34,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from privlab.mechanisms.acceptance.base import AcceptanceCriterion, CriterionResult, criterion_from_spec
 from privlab.mechanisms.synthesizers.base import Synthesizer, synthesizer_from_spec
 from privlab.mechanisms.tabular.constraints import rejection_sample
+from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
 from privlab.mechanisms.tabular.face_privacy import MinOccurrenceProjection
 from privlab.mechanisms.tabular.space import ReleaseSpace
 from privlab.mechanisms.tabular.transforms import Transformation
-from privlab.platform.errors import SpecError
+from privlab.platform.errors import SchemaError, SpecError
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import RandomSource
 
@@ -169,11 +171,61 @@ def resolve_transformation(space: ReleaseSpace, transformation_id: str) -> Trans
     return space_t.get(space_t.id_of(choices))
 
 
+def domain_probe(domain: Domain) -> pd.DataFrame:
+    """A small public codes frame over ``domain``: row ``i`` holds code ``i mod size`` in every
+    column, so every code of every column occurs. Built from the domain alone (no data)."""
+    rows = np.arange(max(domain.sizes), dtype=CODE_DTYPE)
+    return pd.DataFrame({column.name: rows % column.size for column in domain})
+
+
+# (criterion class, repr of its hyperparameters, domain) pairs already checked in this process.
+# The check is a pure function of the two, and costs as much as one full-domain marginal table
+# (~0.1 s on the finest births domain), so a grid search pays it once per domain, not per flow.
+_CHECKED_CRITERIA: dict[tuple[type, str, Domain], None] = {}
+_CHECKED_LIMIT = 4096
+
+
+def check_criteria(criteria: Sequence[AcceptanceCriterion], domain: Domain) -> None:
+    """Check that every criterion fits ``domain`` (its columns, groups, cuts and rules), reading no data.
+
+    Each criterion's exact measure is evaluated on :func:`domain_probe` against itself, which
+    resolves everything the criterion names against the domain the same way a flow will. A
+    pair that passed once is not checked again in this process.
+
+    Raises:
+        SpecError: A criterion names a column the domain lacks, needs a numeric column that is
+            nominal, or otherwise does not fit the domain (the message names the criterion).
+
+    Privacy:
+        Reads only the public domain; releases nothing and spends no budget.
+    """
+    probe = None
+    for criterion in criteria:
+        key = (type(criterion), repr(criterion), domain)
+        if key in _CHECKED_CRITERIA:
+            continue
+        if probe is None:
+            probe = domain_probe(domain)
+        try:
+            criterion.error(probe, probe, domain=domain)
+        except SchemaError as error:
+            raise SpecError(f"criterion {criterion.name!r} does not fit the transformed domain: {error}") from error
+        if len(_CHECKED_CRITERIA) >= _CHECKED_LIMIT:
+            _CHECKED_CRITERIA.clear()
+        _CHECKED_CRITERIA[key] = None
+
+
 def planned_events(configuration: FlowConfiguration, settings: FlowSettings, *, space: ReleaseSpace, n: int,
                    scope: str = "data") -> list[PrivacyEvent]:
-    """The ledger steps one flow takes, in order, before any data is read."""
+    """The ledger steps one flow takes, in order, before any data is read.
+
+    Raises:
+        SpecError: The configuration does not fit the space, or a criterion does not fit the
+            transformed domain.
+    """
     transformation = resolve_transformation(space, configuration.transformation)
     synthesizer = configuration.build_synthesizer()
+    check_criteria(settings.criteria, transformation.domain)
     events = list(synthesizer.planned_events(settings.epsilon_generation, transformation.domain, n, scope=scope))
     for criterion in settings.criteria:
         events.extend(criterion.planned_events(n, scope=scope))
@@ -201,11 +253,17 @@ def run_flow(
     seconds: dict[str, float] = {}
     clock = time.perf_counter()
     transformation = resolve_transformation(space, configuration.transformation)
-    transformed = transformation.apply(cleaned, source="original data")
     domain = transformation.domain
-    n = len(transformed)
     synthesizer = configuration.build_synthesizer()
-    ledger.check_plan(planned_events(configuration, settings, space=space, n=n, scope=scope))
+    check_criteria(settings.criteria, domain)  # a bad spec fails before the data is read or budget spent
+    transformed = transformation.apply(cleaned, source="original data")
+    n = len(transformed)
+    plan = planned_events(configuration, settings, space=space, n=n, scope=scope)
+    # The plan must fit on top of what the ledger already holds (check_plan alone starts from
+    # an empty copy), or the flow would stop part-way with some of its budget spent.
+    trial = ledger.fresh()
+    for event in (*ledger.events, *plan):
+        trial.spend(event)
     seconds["transform"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
