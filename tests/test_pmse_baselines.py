@@ -416,12 +416,12 @@ def test_large_epsilon_recovers_ols_on_clipped_data() -> None:
     beta, se = ols_on_clipped(data)
     # Functional mechanism: the noise (scale 18/5e5 on sums of order n) is negligible.
     model = fm(1e6).fit(data, ledger=uncapped(), rng=seeded(14))
-    np.testing.assert_allclose(model.model_.coefficients[1], beta, atol=1e-3)
+    np.testing.assert_allclose(model.model_.unpack(model.theta_)[0][1], beta, atol=1e-3)
     # Noisy BPPD and BPPD: the noise is negligible, so each dataset's coefficients are a
     # posterior draw around OLS: within 6 standard errors.
     for synthesizer in (noisy_bppd(1e6), BPPDSynthesizer(BPPDParams(datasets=10))):
         fitted = synthesizer.fit(data, ledger=uncapped(), rng=seeded(15))
-        draws = np.array([m.coefficients[1] for m in fitted.models_])
+        draws = np.array([fitted.model_.unpack(theta)[0][1] for theta in fitted.thetas_])
         assert np.all(np.abs(draws - beta) < 6 * se)
     # Smooth histogram: λ ≈ 0, so the released cells are a bootstrap of the binned data.
     big = paper_data(20000)
@@ -444,9 +444,9 @@ def test_smaller_epsilon_gives_noisier_estimates() -> None:
         slopes_bppd, slopes_fm, distances = [], [], []
         for seed in range(20):
             nb = noisy_bppd(epsilon, datasets=1).fit(data, ledger=uncapped(), rng=seeded(seed))
-            slopes_bppd.append(nb.models_[0].coefficients[1][1])
+            slopes_bppd.append(nb.model_.unpack(nb.thetas_[0])[0][1][1])
             f = fm(epsilon).fit(data, ledger=uncapped(), rng=seeded(seed))
-            slopes_fm.append(f.model_.coefficients[1][1])
+            slopes_fm.append(f.model_.unpack(f.theta_)[0][1][1])
             h = histogram(epsilon, bins=4, draws=200).fit(data, ledger=uncapped(), rng=seeded(seed))
             distances.append(0.5 * np.abs(h.counts_ / 200 - empirical).sum())
         spread["noisy_bppd"].append(float(np.var(slopes_bppd)))

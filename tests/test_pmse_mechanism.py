@@ -103,3 +103,25 @@ def test_params_validation_and_ess() -> None:
     for i in range(1, 4000):
         ar[i] = 0.9 * ar[i - 1] + rng.normal()
     assert effective_sample_size(ar) == pytest.approx(4000 * 0.1 / 1.9, rel=0.35)  # (1-ρ)/(1+ρ)
+
+
+def test_pack_unpack_and_change_of_units_of_the_one_sequential_model() -> None:
+    # The baselines (BPPD, noisy BPPD, functional mechanism) keep θ in this model's layout.
+    model = SequentialLinearGaussian(3)
+    coefficients = (np.array([1.0]), np.array([-2.0, 0.5]), np.array([0.3, 1.0, -1.5]))
+    theta = model.pack(coefficients, [4.0, 1.0, 0.25])
+    assert theta.tolist() == [1.0, 4.0, -2.0, 0.5, 1.0, 0.3, 1.0, -1.5, 0.25]
+    unpacked, variances = model.unpack(theta)
+    assert [c.tolist() for c in unpacked] == [c.tolist() for c in coefficients] and variances.tolist() == [4.0, 1.0, 0.25]
+    with pytest.raises(ValueError, match="one entry per column"):
+        model.pack(coefficients[:2], [1.0, 1.0])
+    # A model fitted in [−1, 1]-scaled units and mapped back draws the same data as the scaled
+    # model's draws mapped back (up to float rounding): x = c + h·x̃ column by column.
+    lower, upper = np.array([-4.0, 0.0, 10.0]), np.array([6.0, 2.0, 30.0])
+    c, h = (lower + upper) / 2, (upper - lower) / 2
+    scaled_theta = model.pack((np.array([0.1]), np.array([0.2, -0.4]), np.array([-0.1, 0.3, 0.5])), [0.09, 0.04, 0.01])
+    data_theta = model.from_scaled(model.unpack(scaled_theta)[0], np.sqrt(model.unpack(scaled_theta)[1]),
+                                   lower=lower, upper=upper)
+    scaled = model.sample(scaled_theta, 1000, np.random.default_rng(4))
+    direct = model.sample(data_theta, 1000, np.random.default_rng(4))
+    np.testing.assert_allclose(direct, c + h * scaled, rtol=1e-9, atol=1e-9)

@@ -3,8 +3,9 @@
 The noisy BPPD (:mod:`.bppd`), the smooth histogram (:mod:`.smooth_histogram`) and the
 functional mechanism (:mod:`.functional_mechanism`) all need public per-column bounds, clip
 the data to them, and (except the histogram) work in coordinates scaled to [−1, 1]. This
-module holds those steps, the exact budget split, the ledger pre-flight check, and the
-sequential normal model that BPPD, noisy BPPD and the functional mechanism synthesise from.
+module holds those steps, the exact budget split and the ledger pre-flight check. BPPD, noisy
+BPPD and the functional mechanism synthesise from the pMSE mechanism's own model,
+:class:`~privlab.mechanisms.pmse.synthesis.SequentialLinearGaussian`, holding its θ.
 
 Clipping, not raising: Snoke & Slavković, Section 6, run every bounded baseline "truncating
 the data at different assumed bounds" of 2, 4, 5 or 10 standard deviations, with the
@@ -15,7 +16,6 @@ would change ``n``, which these mechanisms treat as public (replace-one neighbou
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import numbers
 from collections.abc import Sequence
@@ -28,7 +28,6 @@ from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import RandomSource, SeededSource
 
 __all__ = [
-    "SequentialNormalModel",
     "as_generator",
     "as_source",
     "check_count",
@@ -243,56 +242,6 @@ def preflight(ledger: Ledger, planned: Sequence[PrivacyEvent]) -> None:
     trial = ledger.fresh()
     for event in (*ledger.events, *planned):
         trial.spend(event)
-
-
-# --- the sequential normal model ----------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class SequentialNormalModel:
-    """``X₁ ~ N(β₁₀, σ₁²)`` and ``X_j | X_{<j} ~ N(β_j0 + Σ_{k<j} β_jk X_k, σ_j²)``.
-
-    Attributes:
-        coefficients: per column ``j`` (0-based) an array of ``j + 1`` numbers: the
-            intercept, then the slopes on columns ``0 … j−1``; in the data's units.
-        residual_sds: per column, σ_j > 0.
-    """
-
-    coefficients: tuple[np.ndarray, ...]
-    residual_sds: tuple[float, ...]
-
-    @classmethod
-    def from_scaled(
-        cls,
-        coefficients: Sequence[np.ndarray],
-        residual_sds: Sequence[float],
-        *,
-        lower: Sequence[float],
-        upper: Sequence[float],
-    ) -> SequentialNormalModel:
-        """The model in data units from one fitted on ``x̃ = (x − c)/h`` (see :func:`clip_and_scale`).
-
-        With ``x_j = c_j + h_j x̃_j`` and ``x̃_j = b̃_0 + Σ_k b̃_k x̃_k + σ̃ e``:
-        ``β_jk = h_j b̃_k / h_k``, ``β_j0 = c_j + h_j b̃_0 − Σ_k β_jk c_k``, ``σ_j = h_j σ̃``.
-        """
-        c = (np.asarray(lower, dtype=np.float64) + np.asarray(upper, dtype=np.float64)) / 2.0
-        h = (np.asarray(upper, dtype=np.float64) - np.asarray(lower, dtype=np.float64)) / 2.0
-        coefs, sds = [], []
-        for j, (b, s) in enumerate(zip(coefficients, residual_sds, strict=True)):
-            b = np.asarray(b, dtype=np.float64)
-            slopes = h[j] * b[1:] / h[:j]
-            intercept = c[j] + h[j] * b[0] - float(slopes @ c[:j])
-            coefs.append(np.concatenate(([intercept], slopes)))
-            sds.append(float(h[j] * s))
-        return cls(coefficients=tuple(coefs), residual_sds=tuple(sds))
-
-    def sample(self, n: int, *, rng: np.random.Generator) -> np.ndarray:
-        """``n`` rows drawn column by column (post-processing of the model's parameters)."""
-        q = len(self.coefficients)
-        out = np.empty((n, q), dtype=np.float64)
-        for j, (b, s) in enumerate(zip(self.coefficients, self.residual_sds, strict=True)):
-            out[:, j] = b[0] + out[:, :j] @ b[1:] + s * rng.standard_normal(n)
-        return out
 
 
 def stack_datasets(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -36,7 +35,6 @@ from scipy import linalg
 
 from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.mechanisms.pmse.baselines import (
-    SequentialNormalModel,
     as_generator,
     as_source,
     check_count,
@@ -49,6 +47,7 @@ from privlab.mechanisms.pmse.baselines import (
     stack_datasets,
     validate_bounds,
 )
+from privlab.mechanisms.pmse.synthesis import SequentialLinearGaussian
 from privlab.platform.errors import ModeError, SchemaError
 from privlab.platform.ledger import Ledger, PrivacyEvent
 
@@ -134,10 +133,18 @@ def _check_n(n: object) -> int:
 
 
 def _frames(
-    models: Sequence[SequentialNormalModel], columns: tuple[str, ...], n: int, rng: object, purpose: str
+    model: SequentialLinearGaussian, thetas: np.ndarray, columns: tuple[str, ...], n: int, rng: object, purpose: str
 ) -> list[pd.DataFrame]:
     gen = as_generator(rng, purpose=purpose)
-    return [pd.DataFrame(m.sample(n, rng=gen), columns=list(columns)) for m in models]
+    return [pd.DataFrame(model.sample(theta, n, gen), columns=list(columns)) for theta in thetas]
+
+
+def _fitted(synthesizer: BPPDSynthesizer | NoisyBPPDSynthesizer) -> tuple[SequentialLinearGaussian, np.ndarray]:
+    if not hasattr(synthesizer, "thetas_"):
+        raise RuntimeError(
+            f"{type(synthesizer).__name__} is not fitted; call fit(data, ledger=..., rng=...) first"
+        )
+    return synthesizer.model_, synthesizer.thetas_
 
 
 # --- non-DP BPPD ----------------------------------------------------------------------------
@@ -168,7 +175,8 @@ class BPPDSynthesizer:
         params: a :class:`BPPDParams`.
 
     Attributes:
-        models_: one :class:`SequentialNormalModel` per parameter draw, in data units.
+        model_: the :class:`~privlab.mechanisms.pmse.synthesis.SequentialLinearGaussian` family.
+        thetas_: ``datasets × dim`` array, one θ of ``model_`` per parameter draw, in data units.
         columns_: the data's column names.
 
     Privacy:
@@ -217,19 +225,19 @@ class BPPDSynthesizer:
         w = np.column_stack([np.ones(n), (matrix - mean) / sd])
         gram = w.T @ w
         gen = source.generator(purpose="bppd.posterior")
-        models = []
+        model = SequentialLinearGaussian(q)
+        thetas = []
         for _ in range(self.params.datasets):
             coefs, sds = posterior_draw(gram, n=n, rng=gen)
-            models.append(
-                SequentialNormalModel.from_scaled(coefs, sds, lower=mean - sd, upper=mean + sd)
-            )
-        self.models_ = tuple(models)
+            thetas.append(model.from_scaled(coefs, sds, lower=mean - sd, upper=mean + sd))
+        self.model_ = model
+        self.thetas_ = np.array(thetas)
         self.columns_ = columns
         return self
 
     def sample_datasets(self, n: int, *, rng: object) -> list[pd.DataFrame]:
         """One synthetic DataFrame of ``n`` rows per parameter draw."""
-        return _frames(self._models(), self.columns_, _check_n(n), rng, "bppd.sample")
+        return _frames(*_fitted(self), self.columns_, _check_n(n), rng, "bppd.sample")
 
     def sample(self, n: int, *, rng: object) -> pd.DataFrame:
         """The synthetic datasets stacked, indexed by ``(dataset, row)``: ``datasets × n`` rows.
@@ -237,11 +245,6 @@ class BPPDSynthesizer:
         ``frame.loc[k]`` is dataset ``k``; with ``datasets = 1`` that is ``frame.loc[0]``.
         """
         return stack_datasets(self.sample_datasets(n, rng=rng))
-
-    def _models(self) -> tuple[SequentialNormalModel, ...]:
-        if not hasattr(self, "models_"):
-            raise RuntimeError("BPPDSynthesizer is not fitted; call fit(data, ledger=..., rng=...) first")
-        return self.models_
 
 
 # --- noisy BPPD (Bowen & Liu 2016) -----------------------------------------------------------
@@ -292,7 +295,8 @@ class NoisyBPPDSynthesizer:
         params: a :class:`NoisyBPPDParams`.
 
     Attributes:
-        models_: one :class:`SequentialNormalModel` per release, in data units.
+        model_: the :class:`~privlab.mechanisms.pmse.synthesis.SequentialLinearGaussian` family.
+        thetas_: ``datasets × dim`` array, one θ of ``model_`` per release, in data units.
         columns_: the data's column names.
         sensitivity_: Δ = (q + 1)² − 1.
 
@@ -348,35 +352,48 @@ class NoisyBPPDSynthesizer:
         rows, cols = rows[keep], cols[keep]
         statistics = gram[rows, cols]
 
-        sensitivity = gram_sensitivity(q)
-        shares = split_epsilon(p.epsilon, [1.0] * p.datasets)
-        steps = [f"noisy_bppd.dataset[{k}]" for k in range(p.datasets)]
-        name = "noisy_bppd.sufficient_statistics"
-        preflight(ledger, [
-            PrivacyEvent(name=name, mechanism="laplace", epsilon=s, sensitivity=sensitivity,
-                         noise_scale=sensitivity / s, step=step)
-            for s, step in zip(shares, steps, strict=True)
-        ])
+        plan = self.planned_events(q)
+        preflight(ledger, plan)
         gen = source.generator(purpose="noisy_bppd.posterior")
-        models = []
-        for share, step in zip(shares, steps, strict=True):
-            noisy = laplace_mechanism(statistics, sensitivity=sensitivity, epsilon=share,
-                                      source=source, ledger=ledger, name=name, step=step)
+        model = SequentialLinearGaussian(q)
+        thetas = []
+        sensitivity = gram_sensitivity(q)
+        for event in plan:
+            noisy = laplace_mechanism(statistics, sensitivity=sensitivity, epsilon=event.epsilon,
+                                      source=source, ledger=ledger, name=event.name, step=event.step)
             g = np.empty((q + 1, q + 1))
             g[rows, cols] = noisy
             g[cols, rows] = noisy
             g[0, 0] = n
             g = floor_eigenvalues(g, p.variance_floor * n)
             coefs, sds = posterior_draw(g, n=n, rng=gen)
-            models.append(SequentialNormalModel.from_scaled(coefs, sds, lower=p.lower, upper=p.upper))
-        self.models_ = tuple(models)
+            thetas.append(model.from_scaled(coefs, sds, lower=p.lower, upper=p.upper))
+        self.model_ = model
+        self.thetas_ = np.array(thetas)
         self.columns_ = columns
         self.sensitivity_ = sensitivity
         return self
 
+    def planned_events(self, columns: int) -> list[PrivacyEvent]:
+        """The ledger steps :meth:`fit` charges for data with ``columns`` columns, in order.
+
+        One Laplace step per release k: share ε/l of ε (the shares' ``math.fsum`` is exactly
+        ε), sensitivity ``(q + 1)² − 1`` and noise scale sensitivity/share (research mode; in
+        release mode :func:`~privlab.mechanisms.basic.laplace.laplace_mechanism` records its
+        lattice scale instead).
+        """
+        q = check_count("columns", columns)
+        sensitivity = gram_sensitivity(q)
+        shares = split_epsilon(self.params.epsilon, [1.0] * self.params.datasets)
+        return [
+            PrivacyEvent(name="noisy_bppd.sufficient_statistics", mechanism="laplace", epsilon=share,
+                         sensitivity=sensitivity, noise_scale=sensitivity / share, step=f"noisy_bppd.dataset[{k}]")
+            for k, share in enumerate(shares)
+        ]
+
     def sample_datasets(self, n: int, *, rng: object) -> list[pd.DataFrame]:
         """One synthetic DataFrame of ``n`` rows per release (post-processing)."""
-        return _frames(self._models(), self.columns_, _check_n(n), rng, "noisy_bppd.sample")
+        return _frames(*_fitted(self), self.columns_, _check_n(n), rng, "noisy_bppd.sample")
 
     def sample(self, n: int, *, rng: object) -> pd.DataFrame:
         """The ``datasets`` synthetic datasets stacked, indexed by ``(dataset, row)``.
@@ -386,9 +403,3 @@ class NoisyBPPDSynthesizer:
         """
         return stack_datasets(self.sample_datasets(n, rng=rng))
 
-    def _models(self) -> tuple[SequentialNormalModel, ...]:
-        if not hasattr(self, "models_"):
-            raise RuntimeError(
-                "NoisyBPPDSynthesizer is not fitted; call fit(data, ledger=..., rng=...) first"
-            )
-        return self.models_

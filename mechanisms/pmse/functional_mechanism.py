@@ -2,7 +2,10 @@
 
 :func:`functional_mechanism_regression` is the paper's DP regression baseline: on data
 scaled to [−1, 1] it perturbs the coefficients of the squared-error objective written as a
-polynomial in the regression coefficients ω, then minimises the noisy polynomial.
+polynomial in the regression coefficients ω, then minimises the noisy polynomial. The
+coefficients are perturbed either with Laplace noise calibrated to their L1 sensitivity (the
+ℓ1 mechanism of Zhang et al.) or with the ℓ∞ K-norm mechanism of Awan & Slavković (2018),
+the two variants the pMSE paper compares in Section 6.
 
 :class:`FunctionalMechanismSynthesizer` turns it into a sequential normal synthesizer (the
 pMSE paper uses the functional mechanism only for regression estimates; synthesis is ours):
@@ -20,7 +23,6 @@ import pandas as pd
 
 from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.mechanisms.pmse.baselines import (
-    SequentialNormalModel,
     as_generator,
     as_source,
     check_count,
@@ -33,19 +35,33 @@ from privlab.mechanisms.pmse.baselines import (
     split_epsilon,
     validate_bounds,
 )
+from privlab.mechanisms.pmse.synthesis import SequentialLinearGaussian
+from privlab.platform.errors import ModeError
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import RandomSource
 
 __all__ = [
+    "LINF_SENSITIVITY",
     "MARGINAL_SENSITIVITY",
     "FunctionalMechanismParams",
     "FunctionalMechanismSynthesizer",
+    "functional_mechanism_event",
     "functional_mechanism_regression",
     "functional_mechanism_sensitivity",
 ]
 
+NORMS = ("l1", "linf")
+
 MARGINAL_SENSITIVITY = 3.0
 """L1 sensitivity of ``(Σx̃, Σx̃²)`` for ``x̃ ∈ [−1, 1]`` under replace-one: 2 + 1."""
+
+LINF_SENSITIVITY = 4.0
+"""ℓ∞ sensitivity of the objective's coefficient vector (any number of coefficients d ≥ 1).
+
+One record contributes ``y²`` ∈ [0, 1], ``−2 y x_k`` ∈ [−2, 2], ``x_k²`` ∈ [0, 1] and
+``2 x_k x_l`` ∈ [−2, 2] to the coefficients (every entry of ``x`` and ``y`` in [−1, 1]);
+replacing it moves each coordinate by at most 4 (the linear terms, e.g. ``−2Σy`` for the
+intercept, attain it)."""
 
 
 def functional_mechanism_sensitivity(d: int) -> float:
@@ -63,6 +79,49 @@ def functional_mechanism_sensitivity(d: int) -> float:
     return 2.0 * (d + 1) ** 2
 
 
+def functional_mechanism_event(
+    d: int, *, epsilon: float, norm: str = "l1", name: str = "functional_mechanism.objective",
+    scope: str = "data", step: str = "",
+) -> PrivacyEvent:
+    """The ledger step :func:`functional_mechanism_regression` charges (research mode).
+
+    ``norm="l1"``: a Laplace step with sensitivity ``2(d + 1)²`` and scale Δ/ε;
+    ``norm="linf"``: a ``"k_norm_linf"`` step with the ℓ∞ sensitivity 4 and Gamma scale Δ/ε.
+
+    Raises:
+        ValueError: an unknown ``norm`` or ``d < 1``.
+    """
+    d = check_count("d", d)
+    epsilon = check_epsilon("epsilon", epsilon)
+    if norm not in NORMS:
+        raise ValueError(f"norm ({norm!r}) must be one of {', '.join(NORMS)}")
+    if norm == "l1":
+        sensitivity = functional_mechanism_sensitivity(d)
+        return PrivacyEvent(name=name, mechanism="laplace", epsilon=epsilon, sensitivity=sensitivity,
+                            noise_scale=sensitivity / epsilon, scope=scope, step=step)
+    return PrivacyEvent(name=name, mechanism="k_norm_linf", epsilon=epsilon, sensitivity=LINF_SENSITIVITY,
+                        noise_scale=LINF_SENSITIVITY / epsilon, scope=scope, step=step)
+
+
+def _linf_mechanism(value: np.ndarray, event: PrivacyEvent, *, source: RandomSource, ledger: Ledger) -> np.ndarray:
+    """``value + r·V`` with ``r ~ Gamma(k + 1, Δ∞/ε)`` and ``V`` uniform on ``[−1, 1]^k``.
+
+    That is a draw from the density ∝ ``exp(−ε‖z − value‖∞ / Δ∞)`` (the K-norm mechanism
+    with K the unit ℓ∞ ball), ε-DP for statistics of ℓ∞ sensitivity Δ∞. Charged first.
+    """
+    if source.mode == "release":
+        raise ModeError(
+            "the ℓ∞ functional mechanism samples floating-point Gamma and uniform noise, which is "
+            "not protected against Mironov's attack; use norm='l1' (lattice Laplace) in release mode"
+        )
+    if not np.all(np.isfinite(value)):
+        raise ValueError(f"{event.name}: the statistic has non-finite values; check the data and bounds")
+    ledger.spend(event)
+    gen = source.generator(purpose="functional_mechanism.linf")
+    radius = gen.gamma(shape=value.size + 1, scale=LINF_SENSITIVITY / event.epsilon)
+    return value + radius * gen.uniform(-1.0, 1.0, value.size)
+
+
 def functional_mechanism_regression(
     features: np.ndarray,
     target: np.ndarray,
@@ -72,6 +131,7 @@ def functional_mechanism_regression(
     ledger: Ledger,
     ridge: float = 0.0,
     trim: float = 1e-4,
+    norm: str = "l1",
     name: str = "functional_mechanism.objective",
     scope: str = "data",
     step: str = "",
@@ -88,6 +148,8 @@ def functional_mechanism_regression(
         ridge: ≥ 0; ``ridge · n · ‖ω‖²`` is added to the noisy objective before minimising.
         trim: in (0, 1); spectral trimming drops the directions in which the regularised
             noisy quadratic form ``M̃ + ridge·n·I`` has an eigenvalue ≤ ``trim · n``.
+        norm: ``"l1"`` (Laplace noise, Zhang et al.) or ``"linf"`` (the ℓ∞ K-norm mechanism,
+            Awan & Slavković; research mode only).
         name, scope, step: recorded in the ledger.
 
     Returns:
@@ -97,12 +159,17 @@ def functional_mechanism_regression(
 
     Raises:
         BudgetExceededError: ε would exceed the ledger's cap (nothing is drawn).
-        ValueError: an entry outside [−1, 1], mismatched shapes, or a bad ``ridge``/``trim``.
+        ModeError: ``norm="linf"`` with a release-mode source.
+        ValueError: an entry outside [−1, 1], mismatched shapes, a bad ``ridge``/``trim`` or
+            an unknown ``norm``.
 
     Privacy:
-        ε-DP under replace-one neighbours (n public): the vector of all ``1 + d + d(d+1)/2``
-        polynomial coefficients gets ``Lap(Δ/ε)`` noise per entry with
-        ``Δ = 2(d + 1)²`` (:func:`functional_mechanism_sensitivity`). Building
+        ε-DP under replace-one neighbours (n public). ``norm="l1"``: the vector of all
+        ``k = 1 + d + d(d+1)/2`` polynomial coefficients gets ``Lap(Δ/ε)`` noise per entry
+        with ``Δ = 2(d + 1)²`` (:func:`functional_mechanism_sensitivity`). ``norm="linf"``:
+        the vector gets noise with density ∝ ``exp(−ε‖z‖∞/Δ∞)``, ``Δ∞ = 4``
+        (:data:`LINF_SENSITIVITY`), sampled as ``r·V`` with ``r ~ Gamma(k + 1, Δ∞/ε)`` and
+        ``V`` uniform on the cube. Building
         ``M̃`` (diagonal ``λ̃_{ω_k²}``, off-diagonal ``λ̃_{ω_kω_l}/2``), the ridge, the
         spectral trimming and the minimisation are post-processing. No internal split.
 
@@ -110,7 +177,10 @@ def functional_mechanism_regression(
         Zhang, Zhang, Xiao, Yang & Winslett (2012), "Functional mechanism: regression
         analysis under differential privacy", PVLDB 5(11): Algorithm 1, the linear-regression
         sensitivity Δ = 2(d+1)², and regularisation and spectral trimming for unbounded noisy
-        objectives (section numbers not checked: the paper is not in shared/papers).
+        objectives (section numbers not checked: the paper is not in shared/papers); Awan &
+        Slavković (2018), "Structure and Sensitivity in Differential Privacy: Comparing K-Norm
+        Mechanisms" (the ℓ∞ mechanism; not in shared/papers either); Hardt & Talwar (2010) for
+        the Gamma–uniform sampler of K-norm mechanisms.
     """
     ridge = check_nonnegative("ridge", ridge)
     trim = check_fraction("trim", trim)
@@ -129,10 +199,14 @@ def functional_mechanism_regression(
         -2.0 * (features.T @ target),
         quadratic,
     ))
-    noisy = laplace_mechanism(
-        coefficients, sensitivity=functional_mechanism_sensitivity(d), epsilon=epsilon,
-        source=source, ledger=ledger, name=name, scope=scope, step=step,
-    )
+    event = functional_mechanism_event(d, epsilon=epsilon, norm=norm, name=name, scope=scope, step=step)
+    if norm == "l1":
+        noisy = laplace_mechanism(
+            coefficients, sensitivity=functional_mechanism_sensitivity(d), epsilon=epsilon,
+            source=source, ledger=ledger, name=name, scope=scope, step=step,
+        )
+    else:
+        noisy = _linf_mechanism(coefficients, event, source=source, ledger=ledger)
     constant, linear, quad = noisy[0], noisy[1 : d + 1], noisy[d + 1 :]
     m = np.zeros((d, d))
     m[rows, cols] = np.where(rows == cols, quad, quad / 2.0)
@@ -193,8 +267,9 @@ class FunctionalMechanismSynthesizer:
         params: a :class:`FunctionalMechanismParams`.
 
     Attributes:
-        model_: the :class:`SequentialNormalModel`, in data units; ``model_.coefficients[-1]``
-            is the DP regression ``(intercept, slopes…)`` of the last column on the others.
+        model_: the :class:`~privlab.mechanisms.pmse.synthesis.SequentialLinearGaussian` family.
+        theta_: its DP θ in data units; ``model_.unpack(theta_)[0][-1]`` is the DP regression
+            ``(intercept, slopes…)`` of the last column on the others.
         columns_: the data's column names.
 
     Privacy:
@@ -269,19 +344,18 @@ class FunctionalMechanismSynthesizer:
             )
             coefficients.append(omega)
             sds.append(np.sqrt(np.clip(rss / (n - (j + 1)), p.variance_floor, 1.0)))
-        self.model_ = SequentialNormalModel.from_scaled(coefficients, sds, lower=p.lower, upper=p.upper)
+        self.model_ = SequentialLinearGaussian(q)
+        self.theta_ = self.model_.from_scaled(coefficients, sds, lower=p.lower, upper=p.upper)
         self.columns_ = columns
         return self
 
     def sample(self, n: int, *, rng: object) -> pd.DataFrame:
         """``n`` synthetic records from the DP model (post-processing; values not clipped)."""
         gen = as_generator(rng, purpose="functional_mechanism.sample")
-        values = self._model().sample(check_count("n", n), rng=gen)
-        return pd.DataFrame(values, columns=list(self.columns_))
-
-    def _model(self) -> SequentialNormalModel:
-        if not hasattr(self, "model_"):
+        if not hasattr(self, "theta_"):
             raise RuntimeError(
                 "FunctionalMechanismSynthesizer is not fitted; call fit(data, ledger=..., rng=...) first"
             )
-        return self.model_
+        values = self.model_.sample(self.theta_, check_count("n", n), gen)
+        return pd.DataFrame(values, columns=list(self.columns_))
+

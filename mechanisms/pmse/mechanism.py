@@ -24,9 +24,12 @@ sample size of the u trace (Geyer's initial positive sequence) are reported.
 Privacy: ε-DP (replace-one neighbours) for the l draws **if** (i) they are exact draws from f,
 and (ii) Δu = 1/n holds. Neither is exactly true in practice, and the docstring says so
 rather than hiding it: (i) a finite Metropolis chain only approximates f (the paper does the
-same); (ii) Theorem 2 proves Δu ≤ 1/n for *optimal* trees, and the greedy CART used here
-violates it on a small fraction of datasets (Table 1 measures how often). The ledger records
-the nominal guarantee: l steps of ε/l with sensitivity 1/n and "noise scale" 2Δu/(ε/l) (the
+same), and with ``chains < releases`` the draws taken from one chain are correlated, while
+sequential composition assumes l independent draws (``chains = releases`` with ``thinning = 1``
+gives independent chains, one draw each); (ii) Theorem 2 proves Δu ≤ 1/n for *optimal*
+trees, and the greedy CART used here violates it on a small fraction of datasets (Table 1
+measures how often). The ledger records the nominal guarantee: l steps of ε/l (shares whose
+``math.fsum`` is exactly ε) with sensitivity 1/n and "noise scale" 2Δu/(ε/l) (the
 temperature of the exponential mechanism). All randomness (the chains and u's synthetic
 draws) comes from the run's random source.
 
@@ -143,6 +146,25 @@ class PMSEMechanism:
         return float(np.mean([self._pmse(data, self.model.sample(theta, n, rng))
                               for _ in range(self.params.synthetic_per_evaluation)]))
 
+    def planned_events(self, n: int, *, scope: str = "data", step: str = "pmse_mechanism") -> list[PrivacyEvent]:
+        """The l ledger steps :meth:`fit` charges for data with ``n`` rows, in order.
+
+        Step i is the exponential mechanism for draw i with share ε_i of ε, sensitivity
+        Δu = 1/n and "noise scale" 2Δu/ε_i (the temperature); the shares are ε/l up to float
+        rounding, and their ``math.fsum`` is exactly ε (:func:`~.baselines.split_epsilon`).
+        """
+        if not isinstance(n, int) or isinstance(n, bool) or n < 2:
+            raise ValueError(f"n ({n!r}) must be an integer ≥ 2")
+        from privlab.mechanisms.pmse.baselines import split_epsilon
+
+        sensitivity = 1.0 / n
+        shares = split_epsilon(self.params.epsilon, [1.0] * self.params.releases)
+        return [
+            PrivacyEvent(name=f"theta_draw_{i + 1}", mechanism="exponential_pmse_metropolis", epsilon=share,
+                         sensitivity=sensitivity, noise_scale=2 * sensitivity / share, scope=scope, step=step)
+            for i, share in enumerate(shares)
+        ]
+
     def fit(self, data: np.ndarray, *, ledger: Ledger, source: RandomSource,
             scope: str = "data", step: str = "pmse_mechanism") -> PMSEMechanism:
         """Draw the l private parameter vectors (charges l steps of ε/l first).
@@ -155,19 +177,16 @@ class PMSEMechanism:
         if data.ndim != 2 or len(data) < 2 or not np.all(np.isfinite(data)):
             raise ValueError("data must be a finite n × q matrix with n ≥ 2 rows")
         p = self.params
-        n = len(data)
-        sensitivity = 1.0 / n
-        per_draw = p.epsilon / p.releases
-        events = [
-            PrivacyEvent(name=f"theta_draw_{i + 1}", mechanism="exponential_pmse_metropolis", epsilon=per_draw,
-                         sensitivity=sensitivity, noise_scale=2 * sensitivity / per_draw, scope=scope, step=step)
-            for i in range(p.releases)
-        ]
+        events = self.planned_events(len(data), scope=scope, step=step)
         rehearsal = Ledger.from_json(ledger.to_json())  # all l steps must fit, or none is charged
         for event in events:
             rehearsal.spend(event)
         for event in events:
             ledger.spend(event)
+        # One chain serves every draw, so it targets the smallest share (the shares differ by
+        # a few ulps at most; the smallest makes every draw at least as private as charged).
+        per_draw = min(event.epsilon for event in events)
+        sensitivity = 1.0 / len(data)
         rng = source.generator(purpose="pmse-metropolis")
         inverse_temperature = per_draw / (2 * sensitivity)
 

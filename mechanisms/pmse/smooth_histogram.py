@@ -27,7 +27,7 @@ from privlab.mechanisms.pmse.baselines import (
     data_matrix,
     validate_bounds,
 )
-from privlab.platform.ledger import Ledger
+from privlab.platform.ledger import Ledger, PrivacyEvent
 
 __all__ = [
     "MAX_CELLS",
@@ -164,14 +164,7 @@ class SmoothHistogramSynthesizer:
         cells = p.bins**q
         draws = n if p.draws is None else p.draws
         weight = mixing_weight(p.epsilon, cells=cells, records=n, draws=draws)
-
-        ledger.charge(
-            name="smooth_histogram.cells",
-            mechanism="smooth_histogram",
-            epsilon=p.epsilon,
-            step="smooth_histogram",
-            details=(("mixing_weight", weight), ("cells", cells), ("records", n), ("draws", draws)),
-        )
+        ledger.spend(self.planned_event(n))
         from_uniform = np.asarray(source.bernoulli(p=weight, size=draws), dtype=bool)
         uniform_cells = np.asarray(source.integers(low=0, high=cells, size=draws))
         records = np.asarray(source.integers(low=0, high=n, size=draws))
@@ -182,6 +175,25 @@ class SmoothHistogramSynthesizer:
         self.draws_ = draws
         self.columns_ = columns
         return self
+
+    def planned_event(self, records: int) -> PrivacyEvent:
+        """The one ledger step :meth:`fit` charges for ``records`` rows (n is public).
+
+        Mechanism ``"smooth_histogram"``, the declared ε, no sensitivity or noise scale; the
+        mixing weight λ, the cell count K, n and m in its details.
+        """
+        p = self.params
+        n = check_count("records", records)
+        cells = p.bins ** len(p.lower)
+        draws = n if p.draws is None else p.draws
+        weight = mixing_weight(p.epsilon, cells=cells, records=n, draws=draws)
+        return PrivacyEvent(
+            name="smooth_histogram.cells",
+            mechanism="smooth_histogram",
+            epsilon=p.epsilon,
+            step="smooth_histogram",
+            details=(("mixing_weight", weight), ("cells", cells), ("records", n), ("draws", draws)),
+        )
 
     def sample(self, n: int, *, rng: object) -> pd.DataFrame:
         """``n`` synthetic records, uniform inside released cells (post-processing).

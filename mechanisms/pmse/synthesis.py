@@ -10,6 +10,10 @@ with θ laid out column by column as (β_j0, β_j1, …, β_j,j−1, σ_j²). Fo
 the paper's model θ = (θ₁, θ₂, θ₃, θ₄, θ₅): X₁ ~ N(θ₁, θ₂), X₂ ~ N(θ₃ + θ₄x₁, θ₅), where the
 second argument of N is a variance.
 
+The same model is the one every baseline of the paper's comparisons synthesises from (BPPD,
+noisy BPPD, the functional-mechanism synthesizer): they fit θ by other means and keep it in
+this layout (:meth:`SequentialLinearGaussian.pack`, :meth:`~SequentialLinearGaussian.from_scaled`).
+
 A user model implements :class:`SynthesisModel` (``parameter_names``, ``is_valid``,
 ``sample``, ``default_start``) and is registered with :func:`register_synthesis_model`.
 
@@ -19,7 +23,7 @@ References: Snoke & Slavković, "pMSE Mechanism", Sections 3 and 5.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -81,6 +85,52 @@ class SequentialLinearGaussian(SynthesisModel):
             mean = beta[0] + data[:, :j] @ beta[1:] if j else np.full(n, beta[0])
             data[:, j] = mean + np.sqrt(theta[variance]) * rng.standard_normal(n)
         return data
+
+    def pack(self, coefficients: Sequence[np.ndarray], variances: Sequence[float]) -> np.ndarray:
+        """θ from per-column ``(intercept, slopes on earlier columns…)`` and residual variances.
+
+        Raises:
+            ValueError: not one coefficient array of length j + 1 and one variance per column j.
+        """
+        if len(coefficients) != self.columns or len(variances) != self.columns:
+            raise ValueError(
+                f"coefficients and variances ({len(coefficients)}, {len(variances)} given) must have one "
+                f"entry per column ({self.columns})"
+            )
+        theta = np.empty(self.dimension)
+        for j, ((block, variance), beta, var) in enumerate(zip(self._slices, coefficients, variances, strict=True)):
+            beta = np.asarray(beta, dtype=np.float64)
+            if beta.shape != (j + 1,):
+                raise ValueError(f"coefficients[{j}] (shape {beta.shape}) must hold {j + 1} numbers")
+            theta[block] = beta
+            theta[variance] = var
+        return theta
+
+    def unpack(self, theta: np.ndarray) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+        """The inverse of :meth:`pack`: ``(coefficients per column, residual variances)``."""
+        theta = np.asarray(theta, dtype=np.float64)
+        if theta.shape != (self.dimension,):
+            raise ValueError(f"theta (shape {theta.shape}) must have shape ({self.dimension},)")
+        return (tuple(theta[block].copy() for block, _ in self._slices),
+                np.array([theta[variance] for _, variance in self._slices]))
+
+    def from_scaled(self, coefficients: Sequence[np.ndarray], residual_sds: Sequence[float], *,
+                    lower: Sequence[float], upper: Sequence[float]) -> np.ndarray:
+        """θ in data units from a model fitted on ``x̃ = (x − c)/h`` with ``c = (lower + upper)/2``
+        and ``h = (upper − lower)/2`` (as :func:`~.baselines.clip_and_scale` scales).
+
+        With ``x_j = c_j + h_j x̃_j`` and ``x̃_j = b̃_0 + Σ_k b̃_k x̃_k + σ̃ e``:
+        ``β_jk = h_j b̃_k / h_k``, ``β_j0 = c_j + h_j b̃_0 − Σ_k β_jk c_k``, ``σ_j² = (h_j σ̃)²``.
+        """
+        c = (np.asarray(lower, dtype=np.float64) + np.asarray(upper, dtype=np.float64)) / 2.0
+        h = (np.asarray(upper, dtype=np.float64) - np.asarray(lower, dtype=np.float64)) / 2.0
+        coefs, variances = [], []
+        for j, (b, sd) in enumerate(zip(coefficients, residual_sds, strict=True)):
+            b = np.asarray(b, dtype=np.float64)
+            slopes = h[j] * b[1:] / h[:j]
+            coefs.append(np.concatenate(([c[j] + h[j] * b[0] - float(slopes @ c[:j])], slopes)))
+            variances.append(float(h[j] * sd) ** 2)
+        return self.pack(coefs, variances)
 
     def default_start(self) -> np.ndarray:
         start = np.zeros(self.dimension)
