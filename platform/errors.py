@@ -49,3 +49,7 @@ class TrackingError(PrivlabError, RuntimeError):
 
 class ExecutionError(PrivlabError, RuntimeError):
     """A run could not complete (a task failed after its retries, a resume does not match)."""
+
+
+class NotFittedError(PrivlabError, RuntimeError):
+    """A model (synthesizer) was used before ``fit`` succeeded."""

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privlab.mechanisms.pmse.baselines import split_epsilon
+from privlab.platform.budget import split_epsilon
 from privlab.mechanisms.pmse.bppd import (
     BPPDParams,
     BPPDSynthesizer,

@@ -78,7 +78,7 @@ from privlab.mechanisms.acceptance.marginals import (
     release_laplace_measure,
     require_columns,
 )
-from privlab.mechanisms.pmse.baselines import preflight
+from privlab.platform.budget import preflight
 from privlab.mechanisms.tabular.domain import Domain
 from privlab.platform.errors import SchemaError, SpecError
 from privlab.platform.ledger import Ledger, PrivacyEvent

@@ -67,7 +67,8 @@ from privlab.mechanisms.acceptance.marginals import (
     release_laplace_measure,
     require_columns,
 )
-from privlab.mechanisms.pmse.baselines import clip_and_scale, preflight
+from privlab.mechanisms.pmse.baselines import clip_and_scale
+from privlab.platform.budget import preflight
 from privlab.mechanisms.pmse.functional_mechanism import (
     functional_mechanism_regression,
     functional_mechanism_sensitivity,

@@ -155,7 +155,7 @@ class PMSEMechanism:
         """
         if not isinstance(n, int) or isinstance(n, bool) or n < 2:
             raise ValueError(f"n ({n!r}) must be an integer ≥ 2")
-        from privlab.mechanisms.pmse.baselines import split_epsilon
+        from privlab.platform.budget import split_epsilon
 
         sensitivity = 1.0 / n
         shares = split_epsilon(self.params.epsilon, [1.0] * self.params.releases)

@@ -44,10 +44,10 @@ import pandas as pd
 
 from privlab.mechanisms.basic.exponential import exponential_mechanism
 from privlab.mechanisms.basic.laplace import laplace_mechanism
-from privlab.mechanisms.pmse.baselines import preflight, split_epsilon
+from privlab.platform.budget import preflight, split_epsilon
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
 from privlab.platform import registry
-from privlab.platform.errors import LedgerError, PrivlabError, RegistryError, SchemaError, SpecError
+from privlab.platform.errors import LedgerError, NotFittedError, RegistryError, SchemaError, SpecError
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import RandomSource
 
@@ -67,10 +67,6 @@ MECHANISMS = ("laplace", "exponential")
 """The research-mode mechanism names a :class:`BudgetStep` can use."""
 
 _RELEASE_MECHANISM = {"laplace": "laplace_lattice", "exponential": "permute_and_flip"}
-
-
-class NotFittedError(PrivlabError, RuntimeError):
-    """A synthesizer was asked to sample before :meth:`Synthesizer.fit` succeeded."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
