@@ -5,7 +5,7 @@ the same trial count on one and on two local Ray workers, checks that both give 
 results, and prints the execution-phase times (Ray's start-up is reported apart), the
 throughput and the projection to the paper's 10⁶ trials. Target: ``speedup_2_workers ≥ 1.8``.
 
-    python benchmarks/pmse_trials.py --quick     # 4,000 trials, about a minute on 2 cores
+    python benchmarks/pmse_trials.py --quick     # 10,000 trials, about a minute on 2 cores
     python benchmarks/pmse_trials.py             # 20,000 trials
 """
 
@@ -32,9 +32,9 @@ def run(trials: int, uri: str, workers: int) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="4,000 trials instead of 20,000")
+    parser.add_argument("--quick", action="store_true", help="10,000 trials instead of 20,000")
     args = parser.parse_args()
-    trials = 4_000 if args.quick else 20_000
+    trials = 10_000 if args.quick else 20_000
     with tempfile.TemporaryDirectory(prefix="privlab-bench-") as tmp:
         uri = f"sqlite:///{Path(tmp) / 'mlflow.db'}"
         print(f"pmse_sensitivity: {trials:,} trials (n = 5000, 8 configurations per trial)", flush=True)
