@@ -356,3 +356,18 @@ def test_uniform_decode_draws_inside_the_bins(workspace: Path, tmp_path: Path) -
     assert csv["mother_age"].between(17, 46).all()
     assert "uniformly at random inside its bin" in (out / "README.md").read_text()
     assert bundle.verify_checksums(out) == []
+
+
+def test_heartbeat_says_only_the_elapsed_time() -> None:
+    import time as _time
+
+    from privlab.mechanisms.release.release import _heartbeat
+
+    said: list[str] = []
+    with _heartbeat(said.append, every_seconds=0.02):
+        _time.sleep(0.15)
+    assert said, "the heartbeat must speak while the selection runs"
+    assert all(m.startswith("private selection still running (0 min 00 s elapsed)") for m in said)
+    count = len(said)
+    _time.sleep(0.1)
+    assert len(said) == count  # and stop when it ends

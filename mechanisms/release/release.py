@@ -66,6 +66,7 @@ References:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import hashlib
@@ -74,8 +75,10 @@ import logging
 import math
 import re
 import shutil
+import threading
+import time
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -431,6 +434,31 @@ def transcript_context(*, spec: ReleaseSpec, shortlist: Shortlist, data: Path, b
     }
 
 
+@contextlib.contextmanager
+def _heartbeat(say: Callable[[str], None], *, every_seconds: float) -> Iterator[None]:
+    """Tell the operator the selection is still running, with the elapsed time only.
+
+    The elapsed time is what the operator's own clock shows anyway; nothing else (not the number
+    of flows, which depends on the private data) is said.
+    """
+    stop = threading.Event()
+    began = time.monotonic()
+
+    def beat() -> None:
+        while not stop.wait(every_seconds):
+            elapsed = int(time.monotonic() - began)
+            say(f"private selection still running ({elapsed // 60:d} min {elapsed % 60:02d} s elapsed); "
+                "if it never ends, the shortlist's acceptance probability on this data is too low")
+
+    thread = threading.Thread(target=beat, name="privlab-release-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def run_release(
     spec_path: str | Path,
     *,
@@ -509,7 +537,8 @@ def run_release(
             source = SecureSource(writer)
         try:
             say("running private selection (the number of flows is not shown: it depends on the private data)")
-            outcome, selection = _select(cleaned, spec=spec, shortlist=shortlist, source=source, budget=cap)
+            with _heartbeat(say, every_seconds=30.0):
+                outcome, selection = _select(cleaned, spec=spec, shortlist=shortlist, source=source, budget=cap)
             released = outcome.decoded(
                 rng=source.generator(purpose="decode-uniform-within-bin") if spec.decode == "uniform" else None)
             if isinstance(source, ReplaySource):
