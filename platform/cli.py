@@ -15,6 +15,7 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from privlab.platform.errors import (
     BudgetExceededError,
@@ -27,16 +28,11 @@ DEFAULT_CLUSTER_STATE = ".privlab/cluster"
 EXIT_OK, EXIT_BUG, EXIT_INPUT, EXIT_BUDGET, EXIT_EXECUTION, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 
 
-def _run(args: argparse.Namespace) -> int:
-    from privlab.platform.runner import RunInterrupted, RunOptions, run_experiment
-    from privlab.platform.spec import load_spec
+def _run_options(args: argparse.Namespace, *, report_dir: Path | None = None) -> Any:
+    """The runner options shared by `run` and `audit` (execution, tracking, resume, progress)."""
+    from privlab.platform.runner import RunOptions
 
-    spec = load_spec(args.spec, args.set or [])
-    if args.address:
-        _apply_local_cluster_env(args.address)
-    if args.workers is not None and args.workers < 1:
-        raise _InputError(f"--workers ({args.workers}) must be at least 1")
-    options = RunOptions(
+    return RunOptions(
         workers=args.workers,
         address=args.address,
         serial=args.serial,
@@ -45,8 +41,20 @@ def _run(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         stop_after_units=args.max_units,
         command=shlex.join(["privlab", *args.argv]),
-        report_dir=Path(args.report_dir) if args.report_dir else None,
+        report_dir=report_dir,
     )
+
+
+def _run(args: argparse.Namespace) -> int:
+    from privlab.platform.runner import RunInterrupted, run_experiment
+    from privlab.platform.spec import load_spec
+
+    spec = load_spec(args.spec, args.set or [])
+    if args.address:
+        _apply_local_cluster_env(args.address)
+    if args.workers is not None and args.workers < 1:
+        raise _InputError(f"--workers ({args.workers}) must be at least 1")
+    options = _run_options(args, report_dir=Path(args.report_dir) if args.report_dir else None)
     units = sum(c.units for c in spec.configurations)
     print(
         f"privlab: {spec.name}: {len(spec.configurations)} configuration(s), {units:,} unit(s) of work, "
@@ -322,7 +330,7 @@ def _workloads(args: argparse.Namespace) -> int:
 
 def _audit(args: argparse.Namespace) -> int:
     from privlab.platform import audit
-    from privlab.platform.runner import RunInterrupted, RunOptions
+    from privlab.platform.runner import RunInterrupted
 
     if args.list:
         print(audit.describe_auditables())
@@ -335,16 +343,7 @@ def _audit(args: argparse.Namespace) -> int:
                                   confidence=args.confidence, seed=args.seed, experiment=args.experiment)
     if args.address:
         _apply_local_cluster_env(args.address)
-    options = RunOptions(
-        workers=args.workers,
-        address=args.address,
-        serial=args.serial,
-        tracking_uri=args.tracking_uri,
-        resume=args.resume,
-        progress=not args.no_progress,
-        stop_after_units=args.max_units,
-        command=shlex.join(["privlab", *args.argv]),
-    )
+    options = _run_options(args)
     print(
         f"privlab: audit {args.name}: {request.trials:,} trial(s), "
         f"{'serial' if args.serial else ('cluster ' + args.address if args.address else 'local Ray')}",
