@@ -23,9 +23,11 @@ from __future__ import annotations
 import abc
 import dataclasses
 import math
-from collections.abc import Mapping
+import numbers
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+import numpy as np
 import pandas as pd
 
 from privlab.mechanisms.basic.laplace import laplace_mechanism
@@ -129,27 +131,9 @@ class AcceptanceCriterion(abc.ABC):
             the public threshold is post-processing.
         """
         check_same_size(transformed, candidate, name=self.name)
-        n = len(transformed)
         value = self.error(transformed, candidate, domain=domain)
-        delta = self.sensitivity(n)
-        noisy = float(
-            laplace_mechanism(value, sensitivity=delta, epsilon=self.epsilon, source=source,
-                              ledger=ledger, name=f"acceptance:{self.name}", scope=scope, step="acceptance")
-        )
-        event = ledger.events[-1]
-        return CriterionResult(
-            name=self.name,
-            kind=self.kind,
-            threshold=float(self.threshold),
-            dp_value=noisy,
-            passed=noisy < self.threshold,
-            epsilon=float(self.epsilon),
-            mechanism=event.mechanism,
-            sensitivity=delta,
-            noise_scale=float(event.noise_scale or 0.0),
-            bounds=self.bounds,
-            true_value=value if source.mode == "research" else None,
-        )
+        return release_laplace_measure(self, value, sensitivity=self.sensitivity(len(transformed)), source=source,
+                                       ledger=ledger, scope=scope)
 
 
 def check_same_size(transformed: pd.DataFrame, candidate: pd.DataFrame, *, name: str) -> None:
@@ -161,6 +145,119 @@ def check_same_size(transformed: pd.DataFrame, candidate: pd.DataFrame, *, name:
             f"criterion {name!r}: the candidate has {len(candidate)} rows but the transformed data has "
             f"{len(transformed)}; the flow must sample exactly n records"
         )
+
+
+# --- helpers shared by the criteria modules ---------------------------------------------------
+
+
+def check_column_names(criterion: str, key: str, value: object, *, allow_empty: bool = False) -> tuple[str, ...]:
+    """A spec list of distinct column names as a tuple (lists from TOML are accepted).
+
+    Raises:
+        SpecError: not a sequence of non-empty strings, repeated names, or empty when not allowed.
+    """
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise SpecError(f"criterion {criterion!r}: {key} ({value!r}) must be a list of column names")
+    names = tuple(value)
+    if not all(isinstance(v, str) and v for v in names):
+        raise SpecError(f"criterion {criterion!r}: {key} ({value!r}) must hold non-empty strings")
+    if len(set(names)) != len(names):
+        raise SpecError(f"criterion {criterion!r}: {key} ({value!r}) must not repeat a column")
+    if not names and not allow_empty:
+        raise SpecError(f"criterion {criterion!r}: {key} ({value!r}) must name at least one column")
+    return names
+
+
+def check_bounds(criterion: str, key: str, value: object) -> tuple[float, float]:
+    """A public ``[L, U]`` pair of finite numbers with ``L < U`` (a TOML list is accepted).
+
+    Raises:
+        SpecError: naming ``key`` otherwise.
+    """
+    where = f"criterion {criterion!r}"
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != 2:
+        raise SpecError(f"{where}: {key} ({value!r}) must be a pair [L, U]")
+    if not all(isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x) for x in value):
+        raise SpecError(f"{where}: {key} ({value!r}) must hold two finite numbers")
+    lo, hi = float(value[0]), float(value[1])
+    if not lo < hi:
+        raise SpecError(f"{where}: {key} ({value!r}) must have L < U")
+    return lo, hi
+
+
+def require_columns(criterion: str, key: str, names: Sequence[str], domain: Domain, *, numeric: bool = False) -> None:
+    """Raise :class:`SpecError` naming ``key`` if a column is not in ``domain`` (or not numeric)."""
+    for name in names:
+        if name not in domain.names:
+            raise SpecError(
+                f"criterion {criterion!r}: {key} names column {name!r}, which is not in the domain "
+                f"({', '.join(domain.names)})"
+            )
+        if numeric and not domain[name].numeric:
+            raise SpecError(
+                f"criterion {criterion!r}: {key} column {name!r} is nominal; give it numeric values "
+                "in the transformation (Section 4.5.3's bin-to-number rule)"
+            )
+
+
+def codes_of(frame: pd.DataFrame, domain: Domain, names: Sequence[str], *, what: str) -> np.ndarray:
+    """The ``n × len(names)`` int64 code matrix of ``names``, after validating the whole frame."""
+    valid = domain.validate(frame, what=what)
+    if not names:
+        return np.empty((len(valid), 0), dtype=np.int64)
+    return np.column_stack([valid[c].to_numpy() for c in names]).astype(np.int64, copy=False)
+
+
+def release_laplace_measure(
+    criterion: AcceptanceCriterion,
+    value: float,
+    *,
+    sensitivity: float,
+    source: RandomSource,
+    ledger: Ledger,
+    scope: str,
+    threshold: float | None = None,
+    public_details: tuple[tuple[str, float], ...] = (),
+    research_details: tuple[tuple[str, float], ...] = (),
+) -> CriterionResult:
+    """Release ``value + Lap(Δ/ε)`` for ``criterion`` and build its :class:`CriterionResult`.
+
+    Args:
+        criterion: Supplies name, kind, ε, the configured threshold and the bounds.
+        value: The exact measure on the private data.
+        sensitivity: Its global sensitivity Δ (from public quantities only).
+        source, ledger, scope: As in :meth:`AcceptanceCriterion.release`.
+        threshold: The threshold the noisy value is compared with (default: the configured one).
+        public_details: Facts computed from public inputs only (the candidate, n, the spec).
+        research_details: Facts that depend on the private data without DP; attached in
+            research mode only.
+
+    Privacy:
+        ε-DP by the Laplace mechanism for Δ; the comparison and the public details are
+        post-processing. Release mode keeps ``true_value`` and ``research_details`` out.
+    """
+    noisy = float(
+        laplace_mechanism(value, sensitivity=sensitivity, epsilon=criterion.epsilon, source=source,
+                          ledger=ledger, name=f"acceptance:{criterion.name}", scope=scope, step="acceptance")
+    )
+    event = ledger.events[-1]
+    used = float(criterion.threshold if threshold is None else threshold)
+    research = source.mode == "research"
+    return CriterionResult(
+        name=criterion.name,
+        kind=criterion.kind,
+        threshold=used,
+        dp_value=noisy,
+        passed=noisy < used,
+        epsilon=float(criterion.epsilon),
+        mechanism=event.mechanism,
+        sensitivity=float(sensitivity),
+        noise_scale=float(event.noise_scale or 0.0),
+        bounds=criterion.bounds,
+        true_value=float(value) if research else None,
+        details=public_details + (research_details if research else ()),
+    )
+
 
 
 _CRITERIA: dict[str, type[AcceptanceCriterion]] = {}

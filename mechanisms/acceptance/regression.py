@@ -57,13 +57,11 @@ import pandas as pd
 from privlab.mechanisms.acceptance.base import (
     AcceptanceCriterion,
     CriterionResult,
-    check_same_size,
-    register_criterion,
-)
-from privlab.mechanisms.acceptance.marginals import (
     check_bounds,
     check_column_names,
+    check_same_size,
     codes_of,
+    register_criterion,
     release_laplace_measure,
     require_columns,
 )
