@@ -122,16 +122,10 @@ def _shortlist(args: argparse.Namespace) -> int:
         workload_params,
         write_atomically,
     )
-    from privlab.platform.tracking import KIND_TAG, Tracker
+    from privlab.platform.tracking import Tracker
 
     tracker = Tracker(args.tracking_uri)
-    run = tracker.get_run(args.run_id)
-    if run.data.tags.get(KIND_TAG) != "parent":
-        raise TrackingError(f"run {args.run_id} is not a privlab parent run; give the grid search's run id")
-    text = tracker.read_text(args.run_id, "summary.json")
-    if text is None:
-        raise TrackingError(f"run {args.run_id} has no summary.json: it did not finish (resume it first)")
-    summary = json.loads(text)
+    _, summary = _finished_summary(tracker, args.run_id, hint="give the grid search's run id")
     entries = shortlist_from_summary(summary, min_prob=args.min_prob)
     if not entries:
         best = max(e["metrics"]["accepted_rate"] for e in summary["configurations"] if e.get("workload") == "release_flow")
@@ -180,18 +174,26 @@ def _release(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _finished_summary(tracker: Any, run_id: str, *, hint: str) -> tuple[Any, dict[str, Any]]:
+    """A finished privlab parent run and its ``summary.json`` (errors say what to give instead)."""
+    from privlab.platform.tracking import KIND_TAG
+
+    run = tracker.get_run(run_id)
+    if run.data.tags.get(KIND_TAG) != "parent":
+        raise TrackingError(f"run {run_id} is not a privlab parent run; {hint}")
+    text = tracker.read_text(run_id, "summary.json")
+    if text is None:
+        raise TrackingError(f"run {run_id} has no summary.json: it did not finish (resume it first)")
+    return run, json.loads(text)
+
+
 def _report(args: argparse.Namespace) -> int:
     from privlab.platform.reports import build_reports, parquet_frame, write_report_dir
     from privlab.platform.runner import RESERVOIR_PATH
     from privlab.platform.tracking import CONFIG_TAG, KIND_TAG, Tracker
 
     tracker = Tracker(args.tracking_uri)
-    run = tracker.get_run(args.run_id)
-    if run.data.tags.get(KIND_TAG) != "parent":
-        raise TrackingError(f"run {args.run_id} is not a privlab parent run; give the id `privlab run` printed")
-    text = tracker.read_text(args.run_id, "summary.json")
-    if text is None:
-        raise TrackingError(f"run {args.run_id} has no summary.json: it did not finish (resume it first)")
+    run, summary = _finished_summary(tracker, args.run_id, hint="give the id `privlab run` printed")
     children = {c.data.tags.get(CONFIG_TAG): c.info.run_id
                 for c in tracker.child_runs(run.info.experiment_id, args.run_id)
                 if c.info.status == "FINISHED" and c.data.tags.get(KIND_TAG) == "configuration"}
@@ -200,7 +202,7 @@ def _report(args: argparse.Namespace) -> int:
         child = children.get(config_id)
         return parquet_frame(tracker.read_bytes(child, RESERVOIR_PATH)) if child else None
 
-    files = build_reports(json.loads(text), reservoir_of, command=run.data.tags.get("privlab.command") or None)
+    files = build_reports(summary, reservoir_of, command=run.data.tags.get("privlab.command") or None)
     if not files:
         print("the run's workloads draw no reports")
         return EXIT_OK

@@ -239,12 +239,12 @@ class _Driver:
             if self.spec.study(config.study).dataset is not None:
                 continue
             workload = registry.get_workload(config.workload)
-            key = workload.data_key(registry.build_params(workload.Params, config.params, where=config.id))
+            params = registry.build_params(workload.Params, config.params, where=config.id)
+            key = workload.data_key(params)
             if key is None:
                 continue
             if key not in self.workload_frames:
-                self.workload_frames[key] = workload.load_data(
-                    registry.build_params(workload.Params, config.params, where=config.id))
+                self.workload_frames[key] = workload.load_data(params)
             self.config_data_key[config.id] = key
 
     def _prepare(self, checkpoint: dict[str, Any] | None) -> None:
@@ -252,9 +252,10 @@ class _Driver:
         partial = (checkpoint or {}).get("partial", {})
         file_refs: dict[str, Any] = {}
         for config in spec.configurations:
+            workload = registry.get_workload(config.workload)
+            params = registry.build_params(workload.Params, config.params, where=config.id)
             if config.id in self.results:
-                facets = registry.get_workload(config.workload).facets(
-                    registry.build_params(registry.get_workload(config.workload).Params, config.params, where=config.id))
+                facets = workload.facets(params)
                 logged = {entry.get("facet", "") for entry in self.results[config.id]}
                 if logged == (set(facets) or {""}):
                     order = list(facets) or [""]
@@ -262,9 +263,8 @@ class _Driver:
                     continue
                 del self.results[config.id]  # some facets were not logged before the stop: redo them all
             study = spec.study(config.study)
-            workload = registry.get_workload(config.workload)
             ledger = spec.new_ledger()
-            for event in workload.plan(registry.build_params(workload.Params, config.params, where=config.id)):
+            for event in workload.plan(params):
                 ledger.spend(event)
             context = UnitContext(
                 config_id=config.id,
@@ -272,8 +272,7 @@ class _Driver:
                 params=config.params,
                 dataset=study.dataset if isinstance(study.dataset, GeneratedDataset) else None,
                 dataset_params=config.dataset_params,
-                metric_kinds=dict(workload.metric_kinds(registry.build_params(workload.Params, config.params,
-                                                                              where=config.id))),
+                metric_kinds=dict(workload.metric_kinds(params)),
                 root_seed=self.root_seed,
                 study_key=config.study_key,
                 config_key=config.config_key,

@@ -27,9 +27,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from privlab.mechanisms.release.evaluate import read_raw
 from privlab.mechanisms.release.flow import (
     FlowConfiguration,
     FlowSettings,
+    check_criteria,
     load_settings,
     planned_events,
     resolve_transformation,
@@ -87,13 +89,7 @@ def _cleaned(space_path: str, data_path: str) -> pd.DataFrame:
     path = Path(data_path)
     if not path.is_file():
         raise SpecError(f"data ({data_path!r}) does not exist; give the path of the (public) raw data file")
-    if path.suffix == ".parquet":
-        raw = pd.read_parquet(path)
-    elif path.name.endswith((".csv", ".csv.gz")):
-        raw = pd.read_csv(path)
-    else:
-        raise SpecError(f"data ({data_path!r}) must be a .csv, .csv.gz or .parquet file")
-    return _space(space_path).clean_raw(raw, source=path.name)
+    return _space(space_path).clean_raw(read_raw(path, what="data"), source=path.name)
 
 
 def flow_inputs(params: Mapping[str, Any]) -> tuple[ReleaseSpace, FlowSettings, str]:
@@ -130,9 +126,7 @@ class ReleaseFlow(Workload):
         space, settings = _space(params.space), _settings(params.settings)
         transformation = resolve_transformation(space, params.transformation)
         params.configuration().build_synthesizer(where=f"synthesizer {params.synthesizer!r}")
-        for criterion in settings.criteria:
-            if hasattr(criterion, "check_domain"):
-                criterion.check_domain(transformation.domain)
+        check_criteria(settings.criteria, transformation.domain)
         del frame
 
     def metric_kinds(self, params: ReleaseFlowParams) -> dict[str, MetricKind]:
