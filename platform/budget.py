@@ -13,6 +13,8 @@ def split_epsilon(epsilon: float, weights: Sequence[float]) -> tuple[float, ...]
 
     Every share but the last is the rounded ``ε·w_i/Σw``; the last one absorbs the float
     rounding (it moves by a few ulps at most), so the ledger total equals the declared ε.
+    When the exact sum sits on a rounding tie the last share cannot leave, one earlier
+    share moves by one ulp first (a relative change of about 1e-16).
 
     Raises:
         ValueError: no weights, a weight that is not > 0, or a share that would not be > 0.
@@ -22,16 +24,37 @@ def split_epsilon(epsilon: float, weights: Sequence[float]) -> tuple[float, ...]
     total = math.fsum(weights)
     shares = [epsilon * (w / total) for w in weights]
     shares[-1] = epsilon - math.fsum(shares[:-1])
-    for _ in range(64):
-        if math.fsum(shares) == epsilon:
+    start = list(shares)
+    if not _absorb_rounding_in_last(shares, epsilon):
+        # The exact sum sits on a rounding tie that whole ulps of the last share cannot
+        # leave (an earlier share carries a finer bit, and round-half-even never lands on
+        # ε when its last mantissa bit is odd): move each earlier share by one of its own
+        # ulps in turn until the last share can absorb the rest.
+        for index in range(len(shares) - 1):
+            for direction in (math.inf, -math.inf):
+                trial = list(start)
+                trial[index] = math.nextafter(trial[index], direction)
+                if _absorb_rounding_in_last(trial, epsilon):
+                    shares = trial
+                    break
+            else:
+                continue
             break
-        gap = math.fsum([*shares, -epsilon])
-        shares[-1] = math.nextafter(shares[-1], -math.inf if gap > 0 else math.inf)
-    else:  # pragma: no cover - fsum of k floats converges within a few ulps
-        raise ValueError(f"epsilon ({epsilon!r}) cannot be split exactly into {len(weights)} shares")
+        else:  # pragma: no cover - no input found that needs more than one nudge
+            raise ValueError(f"epsilon ({epsilon!r}) cannot be split exactly into {len(weights)} shares")
     if not all(s > 0 for s in shares):
         raise ValueError(f"epsilon ({epsilon!r}) must be large enough that every share is > 0")
     return tuple(shares)
+
+
+def _absorb_rounding_in_last(shares: list[float], epsilon: float) -> bool:
+    """Step the last share by ulps until ``math.fsum(shares) == epsilon``; ``False`` if it cannot."""
+    for _ in range(64):
+        if math.fsum(shares) == epsilon:
+            return True
+        gap = math.fsum([*shares, -epsilon])
+        shares[-1] = math.nextafter(shares[-1], -math.inf if gap > 0 else math.inf)
+    return math.fsum(shares) == epsilon
 
 
 def preflight(ledger: Ledger, planned: Sequence[PrivacyEvent]) -> None:

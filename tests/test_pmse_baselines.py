@@ -456,3 +456,27 @@ def test_smaller_epsilon_gives_noisier_estimates() -> None:
     for kind, values in spread.items():
         margin = 1.3 if kind == "smooth_histogram" else 4.0
         assert values[0] > margin * values[1] > margin**2 * values[2], (kind, values)
+
+
+@pytest.mark.parametrize(("epsilon", "weights"), [
+    (0.9, [0.4, 0.6]), (0.3, [0.1, 0.9]), (1.7, [0.4, 0.6]),
+])
+def test_split_epsilon_leaves_rounding_ties(epsilon: float, weights: list[float]) -> None:
+    # These used to raise "cannot be split exactly": the exact sum of the first share and any
+    # last share sat halfway between two floats, and round-half-even never gave ε.
+    shares = split_epsilon(epsilon, weights)
+    assert math.fsum(shares) == epsilon
+    for share, weight in zip(shares, weights, strict=True):
+        assert share == pytest.approx(epsilon * weight / sum(weights), rel=1e-14)
+
+
+def test_split_epsilon_is_exact_and_proportional_on_random_inputs() -> None:
+    rng = np.random.default_rng(20261124)
+    for _ in range(5000):
+        epsilon = float(rng.uniform(0.01, 20.0))
+        weights = [float(w) for w in rng.uniform(0.01, 1.0, size=int(rng.integers(2, 7)))]
+        shares = split_epsilon(epsilon, weights)
+        assert math.fsum(shares) == epsilon
+        total = math.fsum(weights)
+        for share, weight in zip(shares, weights, strict=True):
+            assert share == pytest.approx(epsilon * weight / total, rel=1e-13)
