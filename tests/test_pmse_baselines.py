@@ -231,6 +231,46 @@ def test_smooth_histogram_charges_epsilon_from_the_mixing_weight() -> None:
     assert mixing_weight(0.7, cells=25, records=500, draws=50) < model.mixing_weight_  # fewer draws, less mixing
 
 
+@pytest.mark.statistical
+@pytest.mark.parametrize("target_weight", [0.5, 0.2])
+def test_smooth_histogram_draws_follow_equation_1(target_weight: float) -> None:
+    """The released cells are draws from equation (1): a cell holding c of the n records is
+    drawn with probability (1 − λ)c/n + λ/K. All n records sit in one cell, so the other K − 1
+    cells are filled by the uniform component only: each count is Binomial(m, λ/K), and their
+    total Binomial(m, λ(K − 1)/K). λ is computed here from the paper's formula (not read from
+    the model), and every count must lie within 6 binomial standard errors of its mean
+    (two-sided false-alarm rate < 2·10⁻⁹ per check; the seed is fixed in any case). With the
+    weight halved in the draws the means move by ≥ 9 standard errors, so the test fails."""
+    n, m, bins = 100, 20_000, 3
+    cells = bins * bins
+    epsilon = m * math.log1p(cells * (1 - target_weight) / (n * target_weight))  # λ = target_weight
+    weight = cells / (cells + n * math.expm1(epsilon / m))  # equation (1) with m draws
+    assert weight == pytest.approx(target_weight, rel=1e-9)
+    data = pd.DataFrame({"x1": np.full(n, 0.1), "x2": np.full(n, 0.2)})  # cell (0, 0) of [0, 1]² in 3 × 3
+    model = SmoothHistogramSynthesizer(
+        SmoothHistogramParams(epsilon=epsilon, lower=(0.0, 0.0), upper=(1.0, 1.0), bins=bins, draws=m)
+    ).fit(data, ledger=uncapped(), rng=seeded(23))
+    assert model.mixing_weight_ == pytest.approx(weight, rel=1e-9)  # the reported λ
+    counts = model.counts_
+    assert counts.sum() == m
+
+    def within(observed: int, p: float, what: str) -> None:
+        mean, se = m * p, math.sqrt(m * p * (1 - p))
+        assert abs(observed - mean) < 6 * se, (
+            f"{what}: {observed} draws, equation (1) with λ = {weight:.4f} expects {mean:.0f} ± {se:.0f} (6 SE "
+            f"= {6 * se:.0f}); the mixing weight in the draws is not the reported one"
+        )
+
+    within(int(counts[1:].sum()), weight * (cells - 1) / cells, "uniform draws outside the data's cell")
+    within(int(counts[0]), (1 - weight) + weight / cells, "the data's cell")
+    for cell in range(1, cells):
+        within(int(counts[cell]), weight / cells, f"empty cell {cell}")
+    # sample(m) is the released multiset placed uniformly in its cells: the same shares.
+    sample = model.sample(m, rng=np.random.default_rng(24)).to_numpy()
+    in_data_cell = int(np.count_nonzero((sample[:, 0] < 1 / 3) & (sample[:, 1] < 1 / 3)))
+    assert in_data_cell == counts[0]
+
+
 @pytest.mark.parametrize("kind", sorted(DP_FACTORIES))
 def test_budget_is_refused_before_any_release(kind: str) -> None:
     ledger = Ledger(epsilon_cap=1.0)
