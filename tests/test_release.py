@@ -367,15 +367,32 @@ def test_uniform_decode_draws_inside_the_bins(workspace: Path, tmp_path: Path) -
 
 
 def test_heartbeat_says_only_the_elapsed_time() -> None:
+    # Deterministic: the test waits for the third beat (an event set by the callback, not a
+    # sleep), checks each message against the elapsed time the test itself can vouch for, and
+    # relies on the context manager joining the thread for "stops when it ends".
+    import threading
     import time as _time
 
     from privlab.mechanisms.release.release import _heartbeat
 
     said: list[str] = []
-    with _heartbeat(said.append, every_seconds=0.02):
-        _time.sleep(0.15)
-    assert said, "the heartbeat must speak while the selection runs"
-    assert all(m.startswith("private selection still running (0 min 00 s elapsed)") for m in said)
+    three = threading.Event()
+
+    def say(message: str) -> None:
+        said.append(message)
+        if len(said) >= 3:
+            three.set()
+
+    began = _time.monotonic()
+    with _heartbeat(say, every_seconds=0.02):
+        assert three.wait(timeout=60), "the heartbeat must speak while the selection runs"
+    ceiling = int(_time.monotonic() - began)  # no beat can report more whole seconds than this
     count = len(said)
-    _time.sleep(0.1)
-    assert len(said) == count  # and stop when it ends
+    assert count >= 3
+    tail = "if it never ends, the shortlist's acceptance probability on this data is too low"
+    for message in said:
+        match = re.fullmatch(r"private selection still running \((\d+) min (\d\d) s elapsed\); (.*)", message)
+        assert match, message
+        assert 0 <= 60 * int(match[1]) + int(match[2]) <= ceiling and match[3] == tail
+    assert not any(t.name == "privlab-release-heartbeat" for t in threading.enumerate())
+    assert len(said) == count  # and stop when it ends (the thread was joined on exit)
