@@ -121,7 +121,7 @@ REL_EXACT = 1.25
 @pytest.mark.parametrize(("position", "ratio", "expected"), POSITIONS, ids=POSITION_IDS)
 def test_marginals_relative_decision(position: str, ratio: float, expected: bool) -> None:
     threshold, epsilon = 1.5, 0.3
-    # threshold·ratio must stay inside [1, λ] only for the measure; the noisy value may leave it.
+    # Only the measure is clipped to [1, λ]; the released (noisy) value may leave it (well_above: 2.25).
     source = FixedNoiseSource(noise_to_reach(REL_EXACT, threshold * ratio))
     criterion = MarginalsRelativeError(name="rel", threshold=threshold, epsilon=epsilon, ratio_clip=2.0)
     result = criterion.release(REL_R, REL_S, domain=ABC, source=source, ledger=Ledger(epsilon_cap=None))
