@@ -64,3 +64,41 @@ def tracking_uri(tmp_path: Path) -> str:
 @pytest.fixture(scope="session")
 def mini_spec_text() -> str:
     return textwrap.dedent(MINI_SPEC)
+
+
+# --- public datasets ------------------------------------------------------------------------
+#
+# The public datasets live outside the checkout, in ../shared/data relative to it. A test that
+# needs one asks for it through :func:`shared_dataset` (or the ``nvss_10k`` fixture). When the
+# file is missing the test is skipped with a reason naming the file, where it is expected and
+# why — except under ``CI=true``, where a missing dataset is an error: CI must run these tests,
+# and a silent skip there would hide 40-odd end-to-end release tests.
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+NVSS_10K_NAME = "nvss/birth_2019_nber_us_SINGLETON_SAMPLE10K.csv"
+
+
+def running_in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"true", "1", "yes"}
+
+
+def shared_dataset(relative: str) -> Path:
+    """The path of a public dataset under ../shared/data; skip (or fail under CI=true) if absent."""
+    path = SHARED_DATA / relative
+    if path.is_file():
+        return path
+    reason = (
+        f"public dataset {relative!r} is missing: expected at {path} (../shared/data/{relative} relative to "
+        f"the checkout {Path(__file__).resolve().parents[1]}); see {SHARED_DATA / relative.split('/')[0]}/README.md"
+    )
+    if running_in_ci():
+        pytest.fail(f"CI=true and {reason}; CI must run the tests that need it, so this is an error, not a skip",
+                    pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def nvss_10k() -> Path:
+    """The public NVSS 10K births sample (session scope, so it is checked before any module
+    fixture reads it): skipped with a reason when absent, an error under ``CI=true``."""
+    return shared_dataset(NVSS_10K_NAME)

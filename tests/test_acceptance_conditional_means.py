@@ -208,7 +208,11 @@ def test_ledger_event_records_epsilon_sensitivity_and_scale() -> None:
     ledger = Ledger(epsilon_cap=1.0)
     result = c.release(r, s, domain=DOMAIN, source=SeededSource(np.random.default_rng(1)), ledger=ledger)
     (event,) = ledger.events
-    delta = c.candidate_sensitivity(s, domain=DOMAIN)
+    # Δ by hand (Proposition 7): (U − L)/min m̂, m̂ = max{1, ⌊q(S) − 0.05·200⌋} over g's codes and h's
+    # two groups {h0, h1}, {h2, h3} present in S, and m̂ = n for the ⊥ term.
+    counts = [*np.bincount(s["g"], minlength=3), *np.bincount(s["h"] // 2, minlength=2)]
+    delta = (BOUNDS[1] - BOUNDS[0]) / min([max(1, math.floor(q - 0.05 * 200)) for q in counts if q > 0] + [200])
+    assert delta == pytest.approx(c.candidate_sensitivity(s, domain=DOMAIN))
     assert (event.name, event.mechanism, event.epsilon) == ("acceptance:cm", "laplace", 0.17)
     assert event.sensitivity == pytest.approx(delta) and event.noise_scale == pytest.approx(delta / 0.17)
     assert (result.sensitivity, result.noise_scale, result.bounds) == (event.sensitivity, event.noise_scale, BOUNDS)
@@ -229,7 +233,12 @@ def test_released_noise_has_the_stated_laplace_scale() -> None:
     for _ in range(1200):
         result = c.release(r, s, domain=DOMAIN, source=source, ledger=Ledger(epsilon_cap=None))
         noise.append(result.dp_value - result.true_value)
-    scale = c.candidate_sensitivity(s, domain=DOMAIN) / 1.0
+    # The scale derived here, not read from the code: Proposition 7 with Proposition 3,
+    # Δ = (U − L)/min m̂ over the groups present in S, m̂ = max{1, ⌊q(S) − 0.05·n⌋}; the ⊥ term has m̂ = n.
+    counts = [*np.bincount(s["g"], minlength=3), *np.bincount(s["h"] // 2, minlength=2)]
+    sizes = [max(1, math.floor(q - 0.05 * 60)) for q in counts if q > 0] + [60]
+    scale = (BOUNDS[1] - BOUNDS[0]) / min(sizes) / 1.0
+    assert scale == pytest.approx(c.candidate_sensitivity(s, domain=DOMAIN) / 1.0, rel=1e-12)
     noise = np.array(noise)
     # E|X| = b, standard error b/√1200 ≈ 2.9%; tolerance ≈ 4 standard errors; plus a KS test.
     assert abs(np.mean(np.abs(noise)) / scale - 1) < 0.12

@@ -254,8 +254,17 @@ def test_released_noise_has_the_stated_laplace_scale(which: str) -> None:
         result = c.release(r, s, domain=DOMAIN, source=source, ledger=Ledger(epsilon_cap=None))
         noise.append(result.dp_value - result.true_value)
         scales.add(result.noise_scale)
+    # The scale the noise must have, derived here rather than read from the result: Δ/ε with
+    # Δ = 1/n (Section 4.5.2, Proposition 3) or, for the relative criterion, Proposition 5 with
+    # s_min the candidate's smallest 1-way count (zero-count codes included) and λ = 5.
+    if which == "absolute":
+        expected = (1 / 50) / 1.0
+    else:
+        s_hat = min(int(np.bincount(s[col], minlength=DOMAIN[col].size).min()) for col in DOMAIN.names) + 1
+        expected = max(1 / s_hat, 5.0 - 1 / (1 / 5.0 + 1 / s_hat)) / 1.0
     (scale,) = scales
-    assert_laplace(np.array(noise), scale)
+    assert scale == pytest.approx(expected, rel=1e-12)
+    assert_laplace(np.array(noise), expected)
 
 
 @pytest.mark.statistical

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
+import re
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 from privlab.platform.tracking import Tracker
@@ -22,37 +23,49 @@ sorts = 4
 [tracking]
 experiment = "interrupt"
 """
+PROGRESS_LINE = re.compile(r"^\[[.#=> -]*\]\s+[\d.]+% .*units")
 
 
 def test_sigint_stops_cleanly_and_leaves_a_resumable_run(tmp_path: Path) -> None:
+    # Deterministic: SIGINT is sent as soon as the run prints its first progress line. That line
+    # is drawn inside the runner's try block (after the parent run is opened and the backend is
+    # up, right before the units run), so the interrupt cannot land in the window between
+    # opening the parent run and entering the block that marks it KILLED and resumable — the
+    # race the old "parent run exists, then sleep 2 s" version left open. The 120 s timeout only
+    # bounds a hang; the run itself (20,000 units) takes far longer than it takes to react.
     spec = tmp_path / "spec.toml"
     spec.write_text(SPEC)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     process = subprocess.Popen(
         [sys.executable, "-m", "privlab.platform.cli", "run", str(spec), "--serial", "--tracking-uri", uri],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
         env=os.environ | {"PYTHONUNBUFFERED": "1"},
     )
+    lines: list[str] = []
+    started = threading.Event()
+
+    def read_stderr() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.append(line)
+            if PROGRESS_LINE.match(line):
+                started.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
     try:
-        deadline = time.monotonic() + 60
-        tracker = Tracker(uri)
-        while time.monotonic() < deadline:  # wait until the parent run exists and work has started
-            time.sleep(0.5)
-            if (tmp_path / "mlflow.db").exists():
-                try:
-                    experiment = tracker.experiment_id("interrupt", create=False)
-                except Exception:
-                    continue
-                if tracker.parent_runs(experiment):
-                    break
-        time.sleep(2.0)
+        assert started.wait(timeout=120), "no progress line within 120 s:\n" + "".join(lines)
         os.killpg(process.pid, signal.SIGINT)
-        _, err = process.communicate(timeout=60)
+        process.wait(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()
+    reader.join(timeout=60)  # stderr reaches EOF once the process has exited
+    assert not reader.is_alive()
+    err = "".join(lines)
     assert process.returncode == 130, err
     assert "resume with: privlab run" in err
+    tracker = Tracker(uri)
     parent = tracker.parent_runs(tracker.experiment_id("interrupt", create=False))[0]
     assert parent.info.status == "KILLED"
     assert parent.data.tags["privlab.resumable"] == "true"

@@ -17,6 +17,7 @@ accounting against a real ledger is tier 1, and the loops still check every char
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterator
 from fractions import Fraction
@@ -24,11 +25,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import optimize, stats
 
 from privlab.mechanisms.basic.exponential import exponential_mechanism
 from privlab.mechanisms.basic.laplace import laplace_mechanism, release_parameters
+from privlab.mechanisms.synthesizers import base as synth_base
+from privlab.mechanisms.synthesizers.privbayes import PrivBayes, PrivBayesParams
+from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
 from privlab.platform.errors import BudgetExceededError
 from privlab.platform.ledger import Ledger
 from privlab.platform.randomness import RandomSource, ReplaySource, SecureSource, SeededSource
@@ -576,3 +581,179 @@ def test_exponential_bad_input_raises_before_charging_or_drawing(
                               name="x")
     assert len(ledger) == 0 and writer.count == 0
     assert rng.bit_generator.state == np.random.default_rng(5).bit_generator.state
+
+
+# --- the draws use the Δ the ledger records (issue 17) ------------------------------------------
+#
+# A bug that samples with 2Δ or Δ/2 while charging the ledger with Δ leaves every accounting test
+# green. These tests look only at the output distribution and compare it with the exact law
+# computed here from the Δ and ε the test chose (not from the ledger or the code), for both modes
+# with fixed seeds (release mode through a seeded stand-in) and a stated false-alarm probability;
+# the softmax and two-candidate tests above catch the same mutations less directly. Each test also
+# asserts, from the exact laws, that Δ/2 and 2Δ in the draw move some candidate's probability by
+# at least twice the tolerance, so a draw-only mutation fails with near certainty.
+
+SELECTION_UTILITIES = np.array([0.0, 1.0, 2.0, 4.0])
+SELECTION_SENSITIVITY, SELECTION_EPSILON = 2.0, 1.0  # c = ε/(2Δ) = 1/4
+SELECTION_DRAWS = 20_000
+SELECTION_TOLERANCE_SE = 6.0
+
+
+def _softmax_law(utilities: np.ndarray, c: float) -> np.ndarray:
+    """The exponential mechanism: P(r) = exp(c·u_r) / Σ_s exp(c·u_s) with c = ε/(2Δ)."""
+    w = np.exp(c * (utilities - utilities.max()))
+    return w / w.sum()
+
+
+def _permute_and_flip_law(utilities: np.ndarray, c: float) -> np.ndarray:
+    """Permute-and-flip's exact output law by enumerating the m! visiting orders (m ≤ 4 here).
+
+    In order π the candidate π_j is returned with probability Π_{i<j}(1 − p_{π_i}) · p_{π_j},
+    p_r = exp(c(u_r − u*)) (McKenna & Sheldon 2020, Algorithm 1); the best has p = 1, so every
+    order ends. Each order has probability 1/m!.
+    """
+    m = utilities.size
+    assert m <= 4
+    accept = np.exp(c * (utilities - utilities.max()))
+    law = np.zeros(m)
+    orders = list(itertools.permutations(range(m)))
+    for order in orders:
+        reach = 1.0
+        for r in order:
+            law[r] += reach * accept[r] / len(orders)
+            reach *= 1.0 - accept[r]
+    assert math.isclose(law.sum(), 1.0, rel_tol=1e-12)
+    return law
+
+
+def _binomial_false_alarm(n: int, law: np.ndarray, tolerance_se: float) -> float:
+    """P(some |count_r − n·p_r| > tolerance_se · sd_r) under the null, by a union bound over
+    candidates of the exact binomial tails (scipy.stats.binom), not a normal approximation."""
+    total = 0.0
+    for p in law:
+        sd = math.sqrt(n * p * (1 - p))
+        lo, hi = n * p - tolerance_se * sd, n * p + tolerance_se * sd
+        total += float(stats.binom.cdf(math.ceil(lo) - 1, n, p) + stats.binom.sf(math.floor(hi), n, p))
+    return total
+
+
+def _check_selection_frequencies(picks: np.ndarray, law: np.ndarray, wrong: dict[str, np.ndarray]) -> None:
+    n = picks.size
+    sd = np.sqrt(law * (1 - law) / n)
+    # Power: with Δ/2 or 2Δ in the draw some candidate moves by ≥ 12 sd (twice the tolerance).
+    for label, other in wrong.items():
+        assert np.max(np.abs(other - law) / sd) >= 2 * SELECTION_TOLERANCE_SE, label
+    # The stated false-alarm probability of the per-candidate check (exact binomial tails).
+    assert _binomial_false_alarm(n, law, SELECTION_TOLERANCE_SE) < 1e-8
+    freq = np.bincount(picks, minlength=law.size) / n
+    z = (freq - law) / sd
+    closest = min(wrong, key=lambda k: float(np.max(np.abs((freq - wrong[k]) / sd))))
+    assert np.all(np.abs(z) <= SELECTION_TOLERANCE_SE), (
+        f"selection frequencies {np.round(freq, 4).tolist()} differ from the exact law "
+        f"{np.round(law, 4).tolist()} for Δ={SELECTION_SENSITIVITY}, ε={SELECTION_EPSILON} "
+        f"(z = {np.round(z, 1).tolist()}, tolerance ±{SELECTION_TOLERANCE_SE}); they are closest "
+        f"to the law for {closest} — the draw does not use the Δ the ledger records"
+    )
+
+
+class _SeededReleaseSource(SeededSource):
+    """A release-mode stand-in backed by a seeded generator, so the permute-and-flip branch can be
+    tested with a fixed seed. Test-only: real release sources refuse seeds (the CSPRNG samplers
+    are tested above and in test_randomness.py)."""
+
+    mode = "release"
+
+
+@pytest.mark.statistical
+def test_research_exponential_draws_follow_exp_eps_u_over_2_delta() -> None:
+    """Fixed seed; 20k Gumbel-max selections of u = [0, 1, 2, 4] with Δ = 2, ε = 1 (c = 1/4).
+
+    Exact law (0.150, 0.193, 0.248, 0.409). Each candidate's frequency must lie within 6 binomial
+    sd of it; the false-alarm probability is < 1e-8 (exact binomial tails, union over the four
+    candidates; with the fixed seed the outcome is in any case deterministic). Drawing with Δ/2
+    (c = 1/2: 0.078, 0.129, 0.213, 0.579) or 2Δ (c = 1/8: 0.197, 0.224, 0.253, 0.325) while
+    charging Δ moves the best candidate by ≥ 24 sd.
+    """
+    delta, epsilon = SELECTION_SENSITIVITY, SELECTION_EPSILON
+    source, log = _seeded(20261124), _ChargeLog()
+    picks = np.array([
+        exponential_mechanism(SELECTION_UTILITIES, sensitivity=delta, epsilon=epsilon, source=source,
+                              ledger=log, name="em")  # type: ignore[arg-type]
+        for _ in range(SELECTION_DRAWS)
+    ])
+    assert all(c["mechanism"] == "exponential" and c["sensitivity"] == delta and c["epsilon"] == epsilon
+               and c["noise_scale"] == 2 * delta / epsilon for c in log.charges)
+    assert len(log.charges) == SELECTION_DRAWS
+    c = epsilon / (2 * delta)
+    _check_selection_frequencies(
+        picks, _softmax_law(SELECTION_UTILITIES, c),
+        {"Δ/2 in the draw": _softmax_law(SELECTION_UTILITIES, 2 * c),
+         "2Δ in the draw": _softmax_law(SELECTION_UTILITIES, c / 2)},
+    )
+
+
+@pytest.mark.statistical
+def test_release_permute_and_flip_draws_follow_its_exact_law() -> None:
+    """Fixed seed (seeded release-mode stand-in); 20k permute-and-flip selections, same u, Δ, ε.
+
+    Exact law by enumerating the 24 orders: (0.127, 0.168, 0.227, 0.478). Tolerance ±6 sd per
+    candidate, false-alarm probability < 1e-8 (exact binomial tails, union bound). Δ/2 in the
+    draw gives (0.055, 0.094, 0.163, 0.688), 2Δ gives (0.182, 0.212, 0.249, 0.357): the best
+    candidate moves by ≥ 24 sd. The exponential mechanism's law (0.150, …, 0.409) is also
+    rejected, so a release path that fell back to Gumbel-max would fail too.
+    """
+    delta, epsilon = SELECTION_SENSITIVITY, SELECTION_EPSILON
+    source, log = _SeededReleaseSource(np.random.default_rng(20261125)), _ChargeLog()
+    picks = np.array([
+        exponential_mechanism(SELECTION_UTILITIES, sensitivity=delta, epsilon=epsilon, source=source,
+                              ledger=log, name="pf")  # type: ignore[arg-type]
+        for _ in range(SELECTION_DRAWS)
+    ])
+    assert all(c["mechanism"] == "permute_and_flip" and c["sensitivity"] == delta
+               and c["epsilon"] == epsilon for c in log.charges)
+    assert len(log.charges) == SELECTION_DRAWS
+    c = epsilon / (2 * delta)
+    _check_selection_frequencies(
+        picks, _permute_and_flip_law(SELECTION_UTILITIES, c),
+        {"Δ/2 in the draw": _permute_and_flip_law(SELECTION_UTILITIES, 2 * c),
+         "2Δ in the draw": _permute_and_flip_law(SELECTION_UTILITIES, c / 2),
+         "the exponential mechanism": _softmax_law(SELECTION_UTILITIES, c)},
+    )
+
+
+def test_permute_and_flip_law_matches_the_two_candidate_closed_form() -> None:
+    """The enumeration above against McKenna & Sheldon's two-candidate case: P(worse) = e^{−c·gap}/2."""
+    for c in (0.25, 1.0, 3.0):
+        law = _permute_and_flip_law(np.array([0.0, 1.0]), c)
+        assert law[0] == pytest.approx(math.exp(-c) / 2, rel=1e-12)
+
+
+def test_privbayes_selections_draw_with_the_delta_and_epsilon_the_ledger_records(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Callers: every exponential step PrivBayes charges is one call of ``exponential_mechanism``
+    (whose draws the two tests above pin to its Δ and ε) with that step's Δ and ε, and Δ is the
+    hand-derived mutual-information sensitivity 2·g((n−1)/2)/n, g(t) = (t+1)ln(t+1) − t ln t
+    (n = 999; brute-force checked in test_privbayes.py). So no caller can charge one Δ and
+    sample with another without failing here or above."""
+
+    calls: list[tuple[float, float]] = []
+
+    def spy(utilities: np.ndarray, **kwargs: Any) -> int:
+        calls.append((kwargs["sensitivity"], kwargs["epsilon"]))
+        return exponential_mechanism(utilities, **kwargs)
+
+    monkeypatch.setattr(synth_base, "exponential_mechanism", spy)
+    sizes = {"a": 3, "b": 4, "c": 2, "d": 3}
+    domain = Domain(tuple(ColumnDomain(name=c, labels=tuple(f"{c}{i}" for i in range(k))) for c, k in sizes.items()))
+    n = 999
+    rng = np.random.default_rng(8)
+    frame = pd.DataFrame({c: rng.integers(0, k, n) for c, k in sizes.items()})
+    ledger = Ledger(epsilon_cap=None)
+    PrivBayes(PrivBayesParams(epsilon_split=0.4, degree=2)).fit(frame, domain=domain, epsilon=2.0,
+                                                                ledger=ledger, source=_seeded(8))
+    charged = [(e.sensitivity, e.epsilon) for e in ledger.events if e.mechanism == "exponential"]
+    t = (n - 1) / 2
+    delta = 2 * ((t + 1) * math.log(t + 1) - t * math.log(t)) / n
+    assert len(charged) == len(sizes) - 1 and calls == charged
+    assert all(s == pytest.approx(delta, rel=1e-12) for s, _ in calls), (calls, delta)

@@ -62,7 +62,7 @@ def test_the_births_constraints_are_the_papers(births: ReleaseSpace) -> None:
     assert "gestation_week < 29 and birth_weight > 2999" in births.synthetic_constraints.rules
 
 
-@pytest.mark.skipif(not NVSS_10K.is_file(), reason=f"the public NVSS sample is not at {NVSS_10K}")
+@pytest.mark.usefixtures("nvss_10k")  # skipped with a reason if absent, an error under CI=true
 def test_nvss_10k_cleans_and_transforms_under_every_configuration(births: ReleaseSpace) -> None:
     raw = pd.read_csv(NVSS_10K)
     cleaned = births.clean_raw(raw, source=NVSS_10K.name)
