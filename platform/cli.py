@@ -332,11 +332,12 @@ def _workloads(args: argparse.Namespace) -> int:
 
 def _audit(args: argparse.Namespace) -> int:
     from privlab.platform import audit
-    from privlab.platform.runner import RunInterrupted
 
     if args.list:
         print(audit.describe_auditables())
         return EXIT_OK
+    from privlab.platform.runner import RunInterrupted  # Ray, matplotlib: not for --list
+
     if not args.name:
         raise _InputError(f"give an auditable NAME or --list; auditables: {', '.join(audit.auditable_names())}")
     if args.workers is not None and args.workers < 1:
