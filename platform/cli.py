@@ -322,12 +322,38 @@ def _ledger(args: argparse.Namespace) -> int:
 def _workloads(args: argparse.Namespace) -> int:
     from privlab.platform import registry
 
-    for name in registry.workload_names():
-        workload = registry.get_workload(name)
-        metrics = ", ".join(list(workload.metrics) + list(workload.derived_metrics))
-        doc = (type(workload).__doc__ or "").strip().splitlines()[0] if type(workload).__doc__ else ""
-        print(f"{name:24s} {workload.pattern.value:10s} {doc}\n{'':35s}metrics: {metrics}")
+    shown = [registry.get_workload(name) for name in registry.workload_names()]
+    hidden = [w.name for w in shown if w.hidden]
+    if not args.all:
+        shown = [w for w in shown if not w.hidden]
+    print("\n\n".join(_describe_workload(w) for w in shown))
+    if hidden and not args.all:
+        print(f"\n({len(hidden)} test-only workload(s) not shown: {', '.join(hidden)}; `privlab workloads --all`)")
     return EXIT_OK
+
+
+def _describe_workload(workload: Any) -> str:
+    """A workload for people: name, pattern, its whole description, metrics and parameters."""
+    import dataclasses
+    import inspect
+    import textwrap
+
+    lines = [f"{workload.name}  ({workload.pattern.value} pattern{', test-only' if workload.hidden else ''})"]
+    doc = inspect.cleandoc(type(workload).__doc__ or "")
+    lines += [textwrap.indent(doc, "    ")] if doc else []
+    metrics = [f"{name} ({kind.value})" for name, kind in workload.metrics.items()]
+    metrics += [f"{name} (derived)" for name in workload.derived_metrics]
+    lines.append("    metrics: " + (", ".join(metrics) or "decided by the parameters (every one is logged)"))
+    params = []
+    for field in dataclasses.fields(workload.Params):
+        if field.default is not dataclasses.MISSING:
+            params.append(f"{field.name}={field.default!r}")
+        elif field.default_factory is not dataclasses.MISSING:
+            params.append(f"{field.name}={field.default_factory()!r}")
+        else:
+            params.append(f"{field.name} (required)")
+    lines.append("    parameters: " + (", ".join(params) or "none"))
+    return "\n".join(lines)
 
 
 def _audit(args: argparse.Namespace) -> int:
@@ -438,14 +464,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=_run)
 
     validate = sub.add_parser("validate", help="check a spec and list its configurations without running")
-    validate.add_argument("spec")
-    validate.add_argument("--set", action="append", metavar="KEY=VALUE")
+    validate.add_argument("spec", help="path to an experiment TOML file")
+    validate.add_argument("--set", action="append", metavar="KEY=VALUE",
+                          help="override a spec value (TOML syntax; repeatable), as for `privlab run`")
     validate.set_defaults(handler=_validate)
 
     compare = sub.add_parser("compare", help="compare an experiment's configurations from MLflow")
     compare.add_argument("experiment", help="MLflow experiment name (the spec's [tracking] experiment)")
     compare.add_argument("--metric", action="append", metavar="M", help="show only this metric (repeatable)")
-    compare.add_argument("--format", choices=("table", "csv", "parquet"), default="table")
+    compare.add_argument("--format", choices=("table", "csv", "parquet"), default="table",
+                         help="table: aligned text for people (default); csv or parquet: for scripts")
     compare.add_argument("--output", metavar="PATH", help="write to a file instead of stdout")
     compare.add_argument("--plot", metavar="PATH", help="also write a PNG plot of the first --metric")
     compare.add_argument("--run", metavar="RUN_ID", help="a specific parent run (default: the latest)")
@@ -454,7 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.set_defaults(handler=_compare)
 
     ledger = sub.add_parser("ledger", help="show the ε ledger of a run (parent or configuration)")
-    ledger.add_argument("run_id")
+    ledger.add_argument("run_id", help="a run id: the parent run `privlab run` printed, or one configuration's run")
     ledger.add_argument("--json", action="store_true", help="print the ledgers as JSON")
     tracking(ledger)
     ledger.set_defaults(handler=_ledger)
@@ -505,7 +533,8 @@ def build_parser() -> argparse.ArgumentParser:
     tracking(report)
     report.set_defaults(handler=_report)
 
-    workloads = sub.add_parser("workloads", help="list registered workloads, their patterns and metrics")
+    workloads = sub.add_parser("workloads", help="list registered workloads: descriptions, metrics, parameters")
+    workloads.add_argument("--all", action="store_true", help="also list the test-only workloads (cpu_burn, crash_once)")
     workloads.set_defaults(handler=_workloads)
 
     audit = sub.add_parser(
@@ -543,8 +572,8 @@ def build_parser() -> argparse.ArgumentParser:
     cluster = sub.add_parser("cluster", help="start/stop a multi-node Ray cluster on this machine (loopback)")
     cluster_sub = cluster.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
     up = cluster_sub.add_parser("up", help="start a head and worker nodes bound to 127.0.0.1")
-    up.add_argument("--nodes", type=int, default=3)
-    up.add_argument("--cpus-per-node", type=int, default=1)
+    up.add_argument("--nodes", type=int, default=3, help="Ray nodes to start, the head included (default 3)")
+    up.add_argument("--cpus-per-node", type=int, default=1, help="CPUs each node offers to Ray (default 1)")
     for p in (up, cluster_sub.add_parser("down", help="stop the cluster started by `up`"),
               cluster_sub.add_parser("status", help="show the recorded cluster")):
         p.add_argument("--state-dir", default=DEFAULT_CLUSTER_STATE, help="where the cluster's state is kept")

@@ -71,6 +71,9 @@ class Workload(abc.ABC):
     #: True to log every unit (a repetition, e.g. one attempt of a release flow) as its own
     #: MLflow run, nested under the parent run, besides the configuration's aggregate.
     unit_runs: ClassVar[bool] = False
+    #: True for diagnostic workloads that only tests and benchmarks use: they run like any
+    #: other, but ``privlab workloads`` lists them only with ``--all``.
+    hidden: ClassVar[bool] = False
 
     def plan(self, params: Any) -> list[PrivacyEvent]:
         """The DP steps one trial will charge, in order (checked against the budget up front

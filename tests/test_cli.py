@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import subprocess
@@ -150,3 +151,37 @@ def test_console_script_help_and_subcommands() -> None:
                                 capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stderr
         assert "usage: privlab" in result.stdout
+
+
+def _subparsers(parser: argparse.ArgumentParser, path: str = "privlab"):
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helped = {choice.dest for choice in action._choices_actions if choice.help}
+            for name, sub in action.choices.items():
+                assert name in helped, f"`{path} {name}` has no help line"
+                yield from _subparsers(sub, f"{path} {name}")
+
+
+def test_every_subcommand_and_argument_has_a_help_line() -> None:
+    from privlab.platform.cli import build_parser
+
+    missing = [f"{path}: {action.dest}" for path, parser in _subparsers(build_parser()) for action in parser._actions
+               if not isinstance(action, argparse._SubParsersAction) and not action.help]
+    assert missing == []
+
+
+def test_workloads_hides_test_only_workloads_and_describes_the_rest(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["workloads"]) == 0
+    out = capsys.readouterr().out
+    assert "crash_once" not in out.split("(2 test-only")[0] and "cpu_burn" not in out.split("(2 test-only")[0]
+    assert "--all" in out
+    # the whole description (not only its first line), the metrics with their kinds, the parameters
+    assert "KL(M(D)‖M(D')) = ε + e^{−ε} − 1" in out
+    assert "within_scale (rate)" in out and "theoretical_abs_error (derived)" in out
+    assert "parameters: epsilon (required), n (required), lower=0.0" in out
+    assert main(["workloads", "--all"]) == 0
+    assert "crash_once  (trials pattern, test-only)" in capsys.readouterr().out
+    from privlab.platform.registry import get_workload
+
+    assert get_workload("crash_once").hidden  # still registered: tests and benchmarks run it
