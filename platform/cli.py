@@ -260,9 +260,9 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     from privlab.platform.compare import comparison_frame, comparison_plot, render_table
-    from privlab.platform.tracking import Tracker
+    from privlab.platform.tracking import Tracker, existing_store_uri
 
-    tracker = Tracker(args.tracking_uri)
+    tracker = Tracker(existing_store_uri(args.tracking_uri))
     frame = comparison_frame(tracker, args.experiment, run_id=args.run, all_runs=args.all_runs,
                              metrics=args.metric or ())
     if args.format == "csv":
@@ -288,9 +288,9 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _ledger(args: argparse.Namespace) -> int:
     from privlab.platform.ledger import Ledger
-    from privlab.platform.tracking import KIND_TAG, Tracker
+    from privlab.platform.tracking import KIND_TAG, Tracker, existing_store_uri
 
-    tracker = Tracker(args.tracking_uri)
+    tracker = Tracker(existing_store_uri(args.tracking_uri))
     run = tracker.get_run(args.run_id)
     kind = run.data.tags.get(KIND_TAG)
     if kind == "parent":
@@ -300,7 +300,7 @@ def _ledger(args: argparse.Namespace) -> int:
     elif kind == "configuration":
         children = [run]
     else:
-        raise TrackingError(f"run {args.run_id} was not made by privlab; give a run id printed by `privlab run`")
+        raise TrackingError(f"run {args.run_id} was not made by privlab; give a run id that `privlab runs` lists")
     ledgers: dict[str, Ledger] = {}
     for child in children:
         text = tracker.read_text(child.info.run_id, "ledger.json")
@@ -316,6 +316,14 @@ def _ledger(args: argparse.Namespace) -> int:
         print(f"== {cid} ==")
         print(ledger.render_table())
         print()
+    return EXIT_OK
+
+
+def _runs(args: argparse.Namespace) -> int:
+    from privlab.platform.runs import list_runs, render_runs
+    from privlab.platform.tracking import Tracker, existing_store_uri
+
+    print(render_runs(list_runs(Tracker(existing_store_uri(args.tracking_uri)), args.experiment)))
     return EXIT_OK
 
 
@@ -486,6 +494,13 @@ def build_parser() -> argparse.ArgumentParser:
     ledger.add_argument("--json", action="store_true", help="print the ledgers as JSON")
     tracking(ledger)
     ledger.set_defaults(handler=_ledger)
+
+    runs = sub.add_parser("runs", help="list the runs in the tracking store: the ids ledger, report and compare --run take",
+                          description="One line per `privlab run` (newest first): run id, experiment, spec, start "
+                                      "time, status and number of configurations.")
+    runs.add_argument("experiment", nargs="?", help="only this MLflow experiment (default: every experiment)")
+    tracking(runs)
+    runs.set_defaults(handler=_runs)
 
     evaluate = sub.add_parser(
         "evaluate", help="exact (non-DP) acceptance-criterion values of a candidate (research mode only)",

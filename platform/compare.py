@@ -25,7 +25,7 @@ def comparison_frame(
     metrics: Sequence[str] = (),
 ) -> pd.DataFrame:
     """The comparison as a DataFrame (params as ``params.*``/``dataset.*`` columns)."""
-    experiment_id = tracker.experiment_id(experiment, create=False)
+    experiment_id = tracker.require_experiment(experiment)
     parents = tracker.parent_runs(experiment_id)
     if run_id is not None:
         parents = [p for p in parents if p.info.run_id == run_id]

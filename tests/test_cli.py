@@ -185,3 +185,35 @@ def test_workloads_hides_test_only_workloads_and_describes_the_rest(capsys: pyte
     from privlab.platform.registry import get_workload
 
     assert get_workload("crash_once").hidden  # still registered: tests and benchmarks run it
+
+
+def test_compare_unknown_experiment_exits_2_and_lists_the_existing_ones(
+        finished_run: dict, tracking_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", "no-such", "--tracking-uri", tracking_uri]) == 2
+    err = capsys.readouterr().err
+    assert "no experiment named 'no-such'" in err and "'mini'" in err
+
+
+def test_read_only_commands_do_not_create_a_store_in_the_working_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    for args in (["compare", "quickstart"], ["ledger", "0" * 32], ["runs"]):
+        assert main(args) == 2, args
+        assert "no MLflow tracking store" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_runs_lists_the_ids_the_ledger_hint_points_to(finished_run: dict, tracking_uri: str,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ledger", "0" * 32, "--tracking-uri", tracking_uri]) == 4
+    assert "`privlab runs` lists run ids" in capsys.readouterr().err
+    for args in (["runs"], ["runs", "mini"]):
+        assert main([*args, "--tracking-uri", tracking_uri]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0].split()[:3] == ["run", "id", "experiment"]
+        assert lines[2].split()[:2] == [finished_run["run_id"], "mini"] and "complete" in lines[2]
+    assert main(["ledger", finished_run["run_id"], "--tracking-uri", tracking_uri]) == 0
+    capsys.readouterr()
+    assert main(["runs", "nope", "--tracking-uri", tracking_uri]) == 2
+    assert "'mini'" in capsys.readouterr().err
