@@ -226,25 +226,14 @@ def _set_args(overrides: Sequence[str] | None) -> str:
 
 
 def _print_summary(summary: dict) -> None:
-    from privlab.platform.compare import _fmt
+    from privlab.platform.tables import render_studies
 
     print(f"run {summary['run_id']} in experiment {summary['experiment']!r} "
           f"(seed {summary['root_seed']}, {summary['timing']['wall_seconds']:.1f} s, "
           f"{summary['timing']['workers']} worker(s) on {summary['timing']['ray_nodes']} node(s))")
     print(f"privacy: ε per configuration ≤ {summary['epsilon_total']:.6g}, δ ≤ {summary['delta_total']:.3g}")
-    by_study: dict[str, list[dict]] = {}
-    for entry in summary["configurations"]:
-        by_study.setdefault(entry["study"], []).append(entry)
-    for study, entries in by_study.items():
-        print(f"\n{study}")
-        headline = [k for k in entries[0]["metrics"] if k.endswith(("_mean", "_rate")) or "_" not in k
-                    or k.startswith(("empirical_", "theoretical_", "expected_"))]
-        headline = [k for k in headline if not k.startswith(("eps_", "delta_"))][:5]
-        width = max(len(e["label"]) for e in entries)
-        print("  " + "config".ljust(width) + "  " + "  ".join(h.ljust(12) for h in headline) + "  ε")
-        for entry in entries:
-            cells = "  ".join(_fmt(entry["metrics"].get(h, float("nan"))).ljust(12) for h in headline)
-            print(f"  {entry['label'].ljust(width)}  {cells}  {entry['metrics']['eps_total']:.4g}")
+    # the same tables as `privlab compare`: configuration ids, varying parameters, mean [95% CI]
+    print("\n" + render_studies(summary["configurations"]))
     print(f"\ncompare: privlab compare {summary['experiment']!r}    ledger: privlab ledger {summary['run_id']}")
 
 
@@ -259,17 +248,22 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from privlab.platform.compare import comparison_frame, comparison_plot, render_table
+    from privlab.platform.compare import comparison_frame, comparison_plot, render_table, to_csv
     from privlab.platform.tracking import Tracker, existing_store_uri
 
     tracker = Tracker(existing_store_uri(args.tracking_uri))
     frame = comparison_frame(tracker, args.experiment, run_id=args.run, all_runs=args.all_runs,
-                             metrics=args.metric or ())
+                             metrics=args.metric or (), studies=args.study or ())
+    without = frame.attrs.get("studies_without_metric") or []
+    if without:
+        having = ", ".join(dict.fromkeys(frame["study"]))
+        print(f"privlab: {', '.join(args.metric)}: recorded by {having}; not by {', '.join(without)}",
+              file=sys.stderr)
     if args.format == "csv":
         if args.output:
-            frame.to_csv(args.output, index=False)
+            Path(args.output).write_text(to_csv(frame))
         else:
-            sys.stdout.write(frame.to_csv(index=False))
+            sys.stdout.write(to_csv(frame))
     elif args.format == "parquet":
         if not args.output:
             raise _InputError("--format parquet needs --output PATH (parquet is binary)")
@@ -479,11 +473,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     compare = sub.add_parser("compare", help="compare an experiment's configurations from MLflow")
     compare.add_argument("experiment", help="MLflow experiment name (the spec's [tracking] experiment)")
-    compare.add_argument("--metric", action="append", metavar="M", help="show only this metric (repeatable)")
+    compare.add_argument("--metric", action="append", metavar="M",
+                         help="show only this metric, and only the studies that record it (repeatable)")
+    compare.add_argument("--study", action="append", metavar="NAME",
+                         help="show only this study (repeatable); with --format csv: one plain CSV table")
     compare.add_argument("--format", choices=("table", "csv", "parquet"), default="table",
-                         help="table: aligned text for people (default); csv or parquet: for scripts")
+                         help="table: aligned text for people (default); csv: one table per study (each after a "
+                              "'# study: NAME' line); parquet: every study in one file")
     compare.add_argument("--output", metavar="PATH", help="write to a file instead of stdout")
-    compare.add_argument("--plot", metavar="PATH", help="also write a PNG plot of the first --metric")
+    compare.add_argument("--plot", metavar="PATH",
+                         help="also write a PNG of the first --metric: one panel per study that records it")
     compare.add_argument("--run", metavar="RUN_ID", help="a specific parent run (default: the latest)")
     compare.add_argument("--all-runs", action="store_true", help="include every parent run of the experiment")
     tracking(compare)

@@ -69,9 +69,11 @@ def test_mlflow_holds_parent_children_params_metrics_artifacts_and_tags(finished
 def test_compare_csv_table_parquet_and_plot(finished_run: dict, tracking_uri: str, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["compare", "mini", "--format", "csv", "--tracking-uri", tracking_uri]) == 0
-    frame = pd.read_csv(io.StringIO(capsys.readouterr().out))
-    assert list(frame["config_id"]) == ["loss-000", "loss-001", "mean-000", "mean-001", "seeds-000"]
-    row = frame.set_index("config_id").loc["mean-001"]
+    # issue 14 item 9: one CSV table per study (it was one table with every study's columns)
+    tables = read_csv_tables(capsys.readouterr().out)
+    assert [list(t["config_id"]) for t in tables.values()] == [["loss-000", "loss-001"], ["mean-000", "mean-001"],
+                                                                ["seeds-000"]]
+    row = tables["mean"].set_index("config_id").loc["mean-001"]
     expected = next(e for e in finished_run["configurations"] if e["id"] == "mean-001")["metrics"]
     assert row["abs_error_mean"] == pytest.approx(expected["abs_error_mean"], rel=1e-12)
 
@@ -88,6 +90,12 @@ def test_compare_csv_table_parquet_and_plot(finished_run: dict, tracking_uri: st
     assert "--output" in capsys.readouterr().err
     assert main(["compare", "mini", "--metric", "nope", "--tracking-uri", tracking_uri]) == 4
     assert "available" in capsys.readouterr().err
+
+
+def read_csv_tables(text: str) -> dict[str, pd.DataFrame]:
+    """`compare --format csv` output: one table per study, each after a `# study: NAME` line."""
+    blocks = [b for b in text.split("# study: ") if b.strip()]
+    return {b.split("\n", 1)[0]: pd.read_csv(io.StringIO(b.split("\n", 1)[1])) for b in blocks}
 
 
 def test_ledger_command(finished_run: dict, tracking_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
