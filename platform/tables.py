@@ -110,9 +110,7 @@ def render_study(rows: Sequence[Mapping[str, Any]], *, verdicts: list[str] | Non
     for key in varying:
         columns.append((names[key], [fmt(_plain(r["params"].get(key))) for r in rows]))
     expected = [expectations(r) for r in rows]
-    metric_keys: list[str] = []
-    for row in rows:
-        metric_keys += [k for k in row["metrics"] if k not in metric_keys]
+    metric_keys = sorted({k for row in rows for k in row["metrics"]})  # by name: the same wherever rows come from
     shown: set[str] = set()
     for key in metric_keys:
         if not key.endswith(("_mean", "_rate")) or key.startswith("eps_step_"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -225,3 +226,66 @@ def test_runs_lists_the_ids_the_ledger_hint_points_to(finished_run: dict, tracki
     capsys.readouterr()
     assert main(["runs", "nope", "--tracking-uri", tracking_uri]) == 2
     assert "'mini'" in capsys.readouterr().err
+
+
+def _blocks(text: str) -> dict[str, list[str]]:
+    """Study tables in printed output: title line `NAME (N configurations…)` → its lines."""
+    blocks: dict[str, list[str]] = {}
+    for chunk in text.split("\n\n"):
+        lines = chunk.strip("\n").splitlines()
+        if len(lines) > 3 and set(lines[2]) <= {"-", " "}:
+            blocks[lines[0].split(" (")[0]] = lines[1:]
+    return blocks
+
+
+def test_run_and_compare_print_the_same_tables(mini_spec: Path, tracking_uri: str,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(mini_spec), "--serial", "--no-progress", "--tracking-uri", tracking_uri]) == 0
+    ran = _blocks(capsys.readouterr().out)
+    assert main(["compare", "mini", "--tracking-uri", tracking_uri]) == 0
+    compared = _blocks(capsys.readouterr().out)
+    assert set(ran) == {"mean", "loss", "seeds"} and ran == compared
+    mean = ran["mean"]
+    assert mean[0].split()[:3] == ["config", "epsilon", "abs_error"]  # varying parameter as its own column
+    assert mean[2].startswith("mean-000  0.5 ") and "[" in mean[2]  # the configuration id, as in compare
+    # the quickstart's checks against theory: the expected value and a verdict beside the metric
+    assert "= 1 ok" in mean[2] or "= 1 OFF" in mean[2]
+    loss = ran["loss"]
+    kl = 0.5 + math.exp(-0.5) - 1
+    assert f"= {kl:.4g} " in loss[2]
+
+
+def test_compare_metric_plot_has_one_panel_per_study_with_the_metric(
+        finished_run: dict, tracking_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from privlab.platform import plots
+
+    drawn: list[list] = []
+    original = plots._draw
+    monkeypatch.setattr(plots, "_draw", lambda ax, points, metric: (drawn.append(list(points)),
+                                                                    original(ax, points, metric)))
+    assert main(["compare", "mini", "--metric", "abs_error", "--plot", str(tmp_path / "a.png"),
+                 "--tracking-uri", tracking_uri]) == 0
+    out, err = capsys.readouterr()
+    assert "recorded by mean; not by loss, seeds" in err
+    assert list(_blocks(out)) == ["mean"]  # no empty tables for the studies without the metric
+    assert len(drawn) == 1  # one panel: the one study that records abs_error
+    points = drawn[0]
+    assert [sorted(grid) for grid, _ in points] == [["epsilon"], ["epsilon"]]  # only its varying parameter
+    assert all(not math.isnan(v) for _, centre in points for v in centre)
+    assert (tmp_path / "a.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compare_csv_is_one_table_per_study_and_keeps_integers(
+        finished_run: dict, tracking_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", "mini", "--format", "csv", "--tracking-uri", tracking_uri]) == 0
+    text = capsys.readouterr().out
+    tables = read_csv_tables(text)
+    assert not any(c.startswith(("in_event", "plausible")) for c in tables["mean"].columns)  # no other study's columns
+    assert tables["mean"]["params.n"].tolist() == [50, 50] and ",50," in text and ",50.0," not in text
+    assert tables["loss"]["in_event_d_count"].tolist() == [3000, 3000]
+    assert main(["compare", "mini", "--format", "csv", "--study", "loss", "--tracking-uri", tracking_uri]) == 0
+    only = pd.read_csv(io.StringIO(capsys.readouterr().out))  # one study: a plain CSV table
+    assert list(only["config_id"]) == ["loss-000", "loss-001"]
+    assert main(["compare", "mini", "--study", "nope", "--tracking-uri", tracking_uri]) == 2
+    assert "its studies: " in capsys.readouterr().err
