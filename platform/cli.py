@@ -494,7 +494,8 @@ def build_parser() -> argparse.ArgumentParser:
     tracking(ledger)
     ledger.set_defaults(handler=_ledger)
 
-    runs = sub.add_parser("runs", help="list the runs in the tracking store: the ids ledger, report and compare --run take",
+    runs = sub.add_parser("runs",
+                          help="list the runs in the tracking store: the ids ledger, report and compare --run take",
                           description="One line per `privlab run` (newest first): run id, experiment, spec, start "
                                       "time, status and number of configurations.")
     runs.add_argument("experiment", nargs="?", help="only this MLflow experiment (default: every experiment)")
@@ -548,7 +549,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.set_defaults(handler=_report)
 
     workloads = sub.add_parser("workloads", help="list registered workloads: descriptions, metrics, parameters")
-    workloads.add_argument("--all", action="store_true", help="also list the test-only workloads (cpu_burn, crash_once)")
+    workloads.add_argument("--all", action="store_true",
+                           help="also list the test-only workloads (cpu_burn, crash_once)")
     workloads.set_defaults(handler=_workloads)
 
     audit = sub.add_parser(

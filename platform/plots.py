@@ -59,7 +59,12 @@ def plot_metric(entries: Sequence[Mapping[str, Any]], metric: str, *, title: str
     return _png(figure)
 
 
-def plot_panels(panels: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], metric: str, *, title: str) -> bytes | None:
+Point = tuple[Mapping[str, Any], tuple[float, float, float]]  # (grid point, (centre, low, high))
+
+
+def plot_panels(
+    panels: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], metric: str, *, title: str
+) -> bytes | None:
     """A PNG with one panel per ``(name, entries)`` that has ``metric`` (a study each, with
     its own x axis, series and legend), or None when none has it."""
     drawable = [(name, points) for name, entries in panels if (points := _points(entries, metric))]
@@ -73,7 +78,7 @@ def plot_panels(panels: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], metri
     return _png(figure)
 
 
-def _points(entries: Sequence[Mapping[str, Any]], metric: str) -> list[tuple[Mapping[str, Any], tuple[float, float, float]]]:
+def _points(entries: Sequence[Mapping[str, Any]], metric: str) -> list[Point]:
     points = [(e["grid_point"], _centre(e["metrics"], metric)) for e in entries]
     return [(g, c) for g, c in points if c is not None and not any(map(math.isnan, c))]
 
@@ -86,7 +91,7 @@ def _png(figure: Any) -> bytes:
     return buffer.getvalue()
 
 
-def _draw(ax: Any, points: Sequence[tuple[Mapping[str, Any], tuple[float, float, float]]], metric: str) -> None:
+def _draw(ax: Any, points: Sequence[Point], metric: str) -> None:
     """One metric on ``ax``: x is the first numeric grid axis, one series per combination of
     the other axes (legend entries name only those), error bars the intervals."""
     axes = list(points[0][0])

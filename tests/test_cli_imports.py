@@ -35,7 +35,8 @@ def loaded_modules(*args: str, cwd: Path = REPO) -> set[str]:
 
 
 def heavy(modules: set[str], allowed: tuple[str, ...] = ()) -> list[str]:
-    return sorted(h for h in HEAVY if h not in allowed and (h in modules or any(m.startswith(h + ".") for m in modules)))
+    return sorted(h for h in HEAVY
+                  if h not in allowed and (h in modules or any(m.startswith(h + ".") for m in modules)))
 
 
 @pytest.mark.parametrize("args", [["validate", "experiments/quickstart.toml"], ["workloads"], ["audit", "--list"]])
