@@ -107,17 +107,19 @@ def _is_param(column: str) -> bool:
 
 
 def _column_order(columns: Sequence[str]) -> list[str]:
-    """Ids, then parameters, then metrics (each group by name), then ε, δ and timings."""
-    def rank(column: str) -> tuple[int, str]:
+    """Ids, then parameters, then metrics (each metric's statistics together), then ε, δ and timings."""
+    from privlab.platform.tables import metric_order
+
+    def rank(column: str) -> tuple[int, str, str]:
         if column in ID_COLUMNS:
-            return 0, f"{ID_COLUMNS.index(column):03d}"
+            return 0, f"{ID_COLUMNS.index(column):03d}", ""
         if _is_param(column):
-            return 1, column
+            return 1, column, ""
         if column.startswith(("eps_", "delta_")):
-            return 3, column
+            return 3, column, ""
         if column.startswith("timing_"):
-            return 4, column
-        return 2, column
+            return 4, column, ""
+        return 2, *metric_order(column)
 
     return sorted(columns, key=rank)
 

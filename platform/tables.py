@@ -26,6 +26,15 @@ VERDICT_NOTE = ("checks against theory: {checks} ({ok} ok, {off} OFF; about {cha
                 "a test at level 5%, so a correct mechanism is OFF about once in 20 checks")
 
 
+def metric_order(key: str) -> tuple[str, str]:
+    """Sort key keeping a metric's statistics together: ``in_event_d_rate`` before
+    ``in_event_d_prime_rate``."""
+    for statistic in sorted(STATISTICS | {"mean", "rate", "ci_low", "ci_high"}, key=len, reverse=True):
+        if key.endswith(f"_{statistic}"):
+            return key.removesuffix(f"_{statistic}"), key
+    return key, key
+
+
 def fmt(x: Any) -> str:
     """A cell: floats to 4 significant digits, NaN and None empty, integers as integers."""
     if x is None:
@@ -112,7 +121,8 @@ def render_study(rows: Sequence[Mapping[str, Any]], *, verdicts: list[str] | Non
     for key in varying:
         columns.append((names[key], [fmt(_plain(r["params"].get(key))) for r in rows]))
     expected = [expectations(r) for r in rows]
-    metric_keys = sorted({k for row in rows for k in row["metrics"]})  # by name: the same wherever rows come from
+    # by metric name: the same order wherever the rows come from (a summary, MLflow)
+    metric_keys = sorted({k for row in rows for k in row["metrics"]}, key=metric_order)
     shown: set[str] = set()
     for key in metric_keys:
         if not key.endswith(("_mean", "_rate")) or key.startswith("eps_step_"):
