@@ -176,12 +176,15 @@ def to_csv(frame: pd.DataFrame) -> str:
 def table_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """The frame's rows in the shape :mod:`privlab.platform.tables` renders."""
     params = set(param_columns(frame))
+    several_runs = frame["parent_run_id"].nunique() > 1
     rows = []
     for record in frame.to_dict("records"):
         values = {k: _python(v) for k, v in record.items() if not _missing(v)}
+        # with --all-runs, the run (its id's first 8 characters) tells the same configuration's rows apart
+        run = {"run": str(values.get("parent_run_id", ""))[:8]} if several_runs else {}
         rows.append({
             "id": values.get("config_id", ""), "study": values.get("study", ""), "workload": values.get("workload", ""),
-            "params": {k: v for k, v in values.items() if k in params},
+            "params": run | {k: v for k, v in values.items() if k in params},
             "metrics": {k: v for k, v in values.items() if k not in params and k not in ID_COLUMNS},
         })
     return rows
