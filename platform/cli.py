@@ -226,25 +226,14 @@ def _set_args(overrides: Sequence[str] | None) -> str:
 
 
 def _print_summary(summary: dict) -> None:
-    from privlab.platform.compare import _fmt
+    from privlab.platform.tables import render_studies
 
     print(f"run {summary['run_id']} in experiment {summary['experiment']!r} "
           f"(seed {summary['root_seed']}, {summary['timing']['wall_seconds']:.1f} s, "
           f"{summary['timing']['workers']} worker(s) on {summary['timing']['ray_nodes']} node(s))")
     print(f"privacy: ε per configuration ≤ {summary['epsilon_total']:.6g}, δ ≤ {summary['delta_total']:.3g}")
-    by_study: dict[str, list[dict]] = {}
-    for entry in summary["configurations"]:
-        by_study.setdefault(entry["study"], []).append(entry)
-    for study, entries in by_study.items():
-        print(f"\n{study}")
-        headline = [k for k in entries[0]["metrics"] if k.endswith(("_mean", "_rate")) or "_" not in k
-                    or k.startswith(("empirical_", "theoretical_", "expected_"))]
-        headline = [k for k in headline if not k.startswith(("eps_", "delta_"))][:5]
-        width = max(len(e["label"]) for e in entries)
-        print("  " + "config".ljust(width) + "  " + "  ".join(h.ljust(12) for h in headline) + "  ε")
-        for entry in entries:
-            cells = "  ".join(_fmt(entry["metrics"].get(h, float("nan"))).ljust(12) for h in headline)
-            print(f"  {entry['label'].ljust(width)}  {cells}  {entry['metrics']['eps_total']:.4g}")
+    # the same tables as `privlab compare`: configuration ids, varying parameters, mean [95% CI]
+    print("\n" + render_studies(summary["configurations"]))
     print(f"\ncompare: privlab compare {summary['experiment']!r}    ledger: privlab ledger {summary['run_id']}")
 
 
@@ -259,17 +248,22 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from privlab.platform.compare import comparison_frame, comparison_plot, render_table
-    from privlab.platform.tracking import Tracker
+    from privlab.platform.compare import comparison_frame, comparison_plot, render_table, to_csv
+    from privlab.platform.tracking import Tracker, existing_store_uri
 
-    tracker = Tracker(args.tracking_uri)
+    tracker = Tracker(existing_store_uri(args.tracking_uri))
     frame = comparison_frame(tracker, args.experiment, run_id=args.run, all_runs=args.all_runs,
-                             metrics=args.metric or ())
+                             metrics=args.metric or (), studies=args.study or ())
+    without = frame.attrs.get("studies_without_metric") or []
+    if without:
+        having = ", ".join(dict.fromkeys(frame["study"]))
+        print(f"privlab: {', '.join(args.metric)}: recorded by {having}; not by {', '.join(without)}",
+              file=sys.stderr)
     if args.format == "csv":
         if args.output:
-            frame.to_csv(args.output, index=False)
+            Path(args.output).write_text(to_csv(frame))
         else:
-            sys.stdout.write(frame.to_csv(index=False))
+            sys.stdout.write(to_csv(frame))
     elif args.format == "parquet":
         if not args.output:
             raise _InputError("--format parquet needs --output PATH (parquet is binary)")
@@ -288,9 +282,9 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _ledger(args: argparse.Namespace) -> int:
     from privlab.platform.ledger import Ledger
-    from privlab.platform.tracking import KIND_TAG, Tracker
+    from privlab.platform.tracking import KIND_TAG, Tracker, existing_store_uri
 
-    tracker = Tracker(args.tracking_uri)
+    tracker = Tracker(existing_store_uri(args.tracking_uri))
     run = tracker.get_run(args.run_id)
     kind = run.data.tags.get(KIND_TAG)
     if kind == "parent":
@@ -300,7 +294,7 @@ def _ledger(args: argparse.Namespace) -> int:
     elif kind == "configuration":
         children = [run]
     else:
-        raise TrackingError(f"run {args.run_id} was not made by privlab; give a run id printed by `privlab run`")
+        raise TrackingError(f"run {args.run_id} was not made by privlab; give a run id that `privlab runs` lists")
     ledgers: dict[str, Ledger] = {}
     for child in children:
         text = tracker.read_text(child.info.run_id, "ledger.json")
@@ -319,24 +313,59 @@ def _ledger(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _runs(args: argparse.Namespace) -> int:
+    from privlab.platform.runs import list_runs, render_runs
+    from privlab.platform.tracking import Tracker, existing_store_uri
+
+    print(render_runs(list_runs(Tracker(existing_store_uri(args.tracking_uri)), args.experiment)))
+    return EXIT_OK
+
+
 def _workloads(args: argparse.Namespace) -> int:
     from privlab.platform import registry
 
-    for name in registry.workload_names():
-        workload = registry.get_workload(name)
-        metrics = ", ".join(list(workload.metrics) + list(workload.derived_metrics))
-        doc = (type(workload).__doc__ or "").strip().splitlines()[0] if type(workload).__doc__ else ""
-        print(f"{name:24s} {workload.pattern.value:10s} {doc}\n{'':35s}metrics: {metrics}")
+    shown = [registry.get_workload(name) for name in registry.workload_names()]
+    hidden = [w.name for w in shown if w.hidden]
+    if not args.all:
+        shown = [w for w in shown if not w.hidden]
+    print("\n\n".join(_describe_workload(w) for w in shown))
+    if hidden and not args.all:
+        print(f"\n({len(hidden)} test-only workload(s) not shown: {', '.join(hidden)}; `privlab workloads --all`)")
     return EXIT_OK
+
+
+def _describe_workload(workload: Any) -> str:
+    """A workload for people: name, pattern, its whole description, metrics and parameters."""
+    import dataclasses
+    import inspect
+    import textwrap
+
+    lines = [f"{workload.name}  ({workload.pattern.value} pattern{', test-only' if workload.hidden else ''})"]
+    doc = inspect.cleandoc(type(workload).__doc__ or "")
+    lines += [textwrap.indent(doc, "    ")] if doc else []
+    metrics = [f"{name} ({kind.value})" for name, kind in workload.metrics.items()]
+    metrics += [f"{name} (derived)" for name in workload.derived_metrics]
+    lines.append("    metrics: " + (", ".join(metrics) or "decided by the parameters (every one is logged)"))
+    params = []
+    for field in dataclasses.fields(workload.Params):
+        if field.default is not dataclasses.MISSING:
+            params.append(f"{field.name}={field.default!r}")
+        elif field.default_factory is not dataclasses.MISSING:
+            params.append(f"{field.name}={field.default_factory()!r}")
+        else:
+            params.append(f"{field.name} (required)")
+    lines.append("    parameters: " + (", ".join(params) or "none"))
+    return "\n".join(lines)
 
 
 def _audit(args: argparse.Namespace) -> int:
     from privlab.platform import audit
-    from privlab.platform.runner import RunInterrupted
 
     if args.list:
         print(audit.describe_auditables())
         return EXIT_OK
+    from privlab.platform.runner import RunInterrupted  # Ray, matplotlib: not for --list
+
     if not args.name:
         raise _InputError(f"give an auditable NAME or --list; auditables: {', '.join(audit.auditable_names())}")
     if args.workers is not None and args.workers < 1:
@@ -437,26 +466,41 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=_run)
 
     validate = sub.add_parser("validate", help="check a spec and list its configurations without running")
-    validate.add_argument("spec")
-    validate.add_argument("--set", action="append", metavar="KEY=VALUE")
+    validate.add_argument("spec", help="path to an experiment TOML file")
+    validate.add_argument("--set", action="append", metavar="KEY=VALUE",
+                          help="override a spec value (TOML syntax; repeatable), as for `privlab run`")
     validate.set_defaults(handler=_validate)
 
     compare = sub.add_parser("compare", help="compare an experiment's configurations from MLflow")
     compare.add_argument("experiment", help="MLflow experiment name (the spec's [tracking] experiment)")
-    compare.add_argument("--metric", action="append", metavar="M", help="show only this metric (repeatable)")
-    compare.add_argument("--format", choices=("table", "csv", "parquet"), default="table")
+    compare.add_argument("--metric", action="append", metavar="M",
+                         help="show only this metric, and only the studies that record it (repeatable)")
+    compare.add_argument("--study", action="append", metavar="NAME",
+                         help="show only this study (repeatable); with --format csv: one plain CSV table")
+    compare.add_argument("--format", choices=("table", "csv", "parquet"), default="table",
+                         help="table: aligned text for people (default); csv: one table per study (each after a "
+                              "'# study: NAME' line); parquet: every study in one file")
     compare.add_argument("--output", metavar="PATH", help="write to a file instead of stdout")
-    compare.add_argument("--plot", metavar="PATH", help="also write a PNG plot of the first --metric")
+    compare.add_argument("--plot", metavar="PATH",
+                         help="also write a PNG of the first --metric: one panel per study that records it")
     compare.add_argument("--run", metavar="RUN_ID", help="a specific parent run (default: the latest)")
     compare.add_argument("--all-runs", action="store_true", help="include every parent run of the experiment")
     tracking(compare)
     compare.set_defaults(handler=_compare)
 
     ledger = sub.add_parser("ledger", help="show the ε ledger of a run (parent or configuration)")
-    ledger.add_argument("run_id")
+    ledger.add_argument("run_id", help="a run id: the parent run `privlab run` printed, or one configuration's run")
     ledger.add_argument("--json", action="store_true", help="print the ledgers as JSON")
     tracking(ledger)
     ledger.set_defaults(handler=_ledger)
+
+    runs = sub.add_parser("runs",
+                          help="list the runs in the tracking store: the ids ledger, report and compare --run take",
+                          description="One line per `privlab run` (newest first): run id, experiment, spec, start "
+                                      "time, status and number of configurations.")
+    runs.add_argument("experiment", nargs="?", help="only this MLflow experiment (default: every experiment)")
+    tracking(runs)
+    runs.set_defaults(handler=_runs)
 
     evaluate = sub.add_parser(
         "evaluate", help="exact (non-DP) acceptance-criterion values of a candidate (research mode only)",
@@ -504,7 +548,9 @@ def build_parser() -> argparse.ArgumentParser:
     tracking(report)
     report.set_defaults(handler=_report)
 
-    workloads = sub.add_parser("workloads", help="list registered workloads, their patterns and metrics")
+    workloads = sub.add_parser("workloads", help="list registered workloads: descriptions, metrics, parameters")
+    workloads.add_argument("--all", action="store_true",
+                           help="also list the test-only workloads (cpu_burn, crash_once)")
     workloads.set_defaults(handler=_workloads)
 
     audit = sub.add_parser(
@@ -542,8 +588,8 @@ def build_parser() -> argparse.ArgumentParser:
     cluster = sub.add_parser("cluster", help="start/stop a multi-node Ray cluster on this machine (loopback)")
     cluster_sub = cluster.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
     up = cluster_sub.add_parser("up", help="start a head and worker nodes bound to 127.0.0.1")
-    up.add_argument("--nodes", type=int, default=3)
-    up.add_argument("--cpus-per-node", type=int, default=1)
+    up.add_argument("--nodes", type=int, default=3, help="Ray nodes to start, the head included (default 3)")
+    up.add_argument("--cpus-per-node", type=int, default=1, help="CPUs each node offers to Ray (default 1)")
     for p in (up, cluster_sub.add_parser("down", help="stop the cluster started by `up`"),
               cluster_sub.add_parser("status", help="show the recorded cluster")):
         p.add_argument("--state-dir", default=DEFAULT_CLUSTER_STATE, help="where the cluster's state is kept")

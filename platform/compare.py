@@ -1,8 +1,10 @@
 """Configuration-level comparison read back from MLflow (``privlab compare``).
 
 One row per configuration (child run) of a parent run — by default the experiment's latest
-parent run — with its parameters and aggregated metrics. Rendered as an aligned table for
-people (``mean [95% CI]``), or exported as CSV/parquet for scripts, plus an optional plot.
+parent run — with its parameters and aggregated metrics. Rendered as one aligned table per
+study for people (the same tables ``privlab run`` prints: :mod:`privlab.platform.tables`), or
+exported for scripts as one CSV table per study (only that study's columns; integers stay
+integers) or one parquet file, plus an optional plot with one panel per study.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from privlab.platform.errors import TrackingError
+from privlab.platform.errors import NotFoundError, TrackingError
 from privlab.platform.tracking import CONFIG_TAG, KIND_TAG, Tracker
 
 ID_COLUMNS = ["config_id", "study", "workload", "parent_run_id", "run_id"]
@@ -22,15 +24,26 @@ ID_COLUMNS = ["config_id", "study", "workload", "parent_run_id", "run_id"]
 
 def comparison_frame(
     tracker: Tracker, experiment: str, *, run_id: str | None = None, all_runs: bool = False,
-    metrics: Sequence[str] = (),
+    metrics: Sequence[str] = (), studies: Sequence[str] = (),
 ) -> pd.DataFrame:
-    """The comparison as a DataFrame (params as ``params.*``/``dataset.*`` columns)."""
-    experiment_id = tracker.experiment_id(experiment, create=False)
+    """The comparison as a DataFrame (parameters as ``params.*``/``dataset.*`` columns, a
+    facet's own parameters under their names; integer columns stay integers).
+
+    With ``metrics``, only those metrics' columns are kept and the studies that lack all of
+    them are left out; their names are in ``frame.attrs["studies_without_metric"]``.
+
+    Raises:
+        NotFoundError: ``experiment`` or one of ``studies`` does not exist (the message lists
+            what does).
+        TrackingError: the store holds no finished configurations, or a metric is unknown.
+    """
+    experiment_id = tracker.require_experiment(experiment)
     parents = tracker.parent_runs(experiment_id)
     if run_id is not None:
         parents = [p for p in parents if p.info.run_id == run_id]
         if not parents:
-            raise TrackingError(f"run {run_id!r} is not a parent run of experiment {experiment!r}")
+            raise TrackingError(f"run {run_id!r} is not a parent run of experiment {experiment!r}; "
+                                f"`privlab runs {experiment}` lists them")
     elif not all_runs:
         parents = parents[:1]
     if not parents:
@@ -49,106 +62,173 @@ def comparison_frame(
                 "run_id": child.info.run_id,
             }
             for key, value in child.data.params.items():
-                if key.startswith(("params.", "dataset.")):
+                if key.startswith(PARAM_PREFIXES):
                     row[key] = _parse(value)
+                elif key not in RUN_PARAMS:  # a facet's own parameters (depth, cp): facet.*
+                    row[f"facet.{key}"] = _parse(value)
             row.update(child.data.metrics)
             rows.append(row)
     if not rows:
         raise TrackingError(f"the selected run of {experiment!r} has no finished configurations yet")
-    frame = pd.DataFrame(rows).sort_values(["parent_run_id", "config_id"], kind="stable").reset_index(drop=True)
+    if studies:
+        known = list(dict.fromkeys(r["study"] for r in rows))
+        unknown = [s for s in studies if s not in known]
+        if unknown:
+            raise NotFoundError(f"no study {', '.join(map(repr, unknown))} in {experiment!r}; "
+                                f"its studies: {', '.join(known)}")
+        rows = [r for r in rows if r["study"] in studies]
+    frame = _frame(rows).sort_values(["parent_run_id", "config_id"], kind="stable").reset_index(drop=True)
+    frame = frame[_column_order(frame.columns)]
+    without: list[str] = []
     if metrics:
-        known = [c for c in frame.columns if c not in ID_COLUMNS and not c.startswith(("params.", "dataset."))]
+        known = [c for c in frame.columns if not _is_param(c) and c not in ID_COLUMNS]
         keep = [c for c in known if any(c == m or c.startswith(f"{m}_") for m in metrics)]
         missing = [m for m in metrics if not any(c == m or c.startswith(f"{m}_") for c in known)]
         if missing:
             bases = sorted({c.rsplit("_", 1)[0] if c.endswith(("_mean", "_rate")) else c for c in known
                             if not c.startswith("timing_")})
             raise TrackingError(f"unknown metric(s) {', '.join(map(repr, missing))}; available: {', '.join(bases)}")
-        frame = frame[[c for c in frame.columns if c in ID_COLUMNS or c.startswith(("params.", "dataset.")) or c in keep]]
+        has_metric = frame[keep].notna().any(axis=1)
+        order = list(dict.fromkeys(frame["study"]))
+        with_metric = set(frame.loc[has_metric, "study"])
+        without = [s for s in order if s not in with_metric]
+        frame = frame.loc[has_metric, [c for c in frame.columns if c in ID_COLUMNS or _is_param(c) or c in keep]]
+        frame = frame.dropna(axis=1, how="all").reset_index(drop=True)
+    frame.attrs["studies_without_metric"] = without
     return frame
+
+
+RUN_PARAMS = {"workload", "study", "units"}  # logged on every child run; not the configuration's parameters
+PARAM_PREFIXES = ("params.", "dataset.", "facet.")
+
+
+def _is_param(column: str) -> bool:
+    return column.startswith(PARAM_PREFIXES)
+
+
+def _column_order(columns: Sequence[str]) -> list[str]:
+    """Ids, then parameters, then metrics (each metric's statistics together), then ε, δ and timings."""
+    from privlab.platform.tables import metric_order
+
+    def rank(column: str) -> tuple[int, str, str]:
+        if column in ID_COLUMNS:
+            return 0, f"{ID_COLUMNS.index(column):03d}", ""
+        if _is_param(column):
+            return 1, column, ""
+        if column.startswith(("eps_", "delta_")):
+            return 3, column, ""
+        if column.startswith("timing_"):
+            return 4, column, ""
+        return 2, *metric_order(column)
+
+    return sorted(columns, key=rank)
+
+
+def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """``rows`` as a frame whose integer-valued columns stay integers (nullable ``Int64``):
+    parameters given as integers, and counts."""
+    frame = pd.DataFrame(rows)
+    for column in frame.columns:
+        values = [r[column] for r in rows if column in r and r[column] is not None]
+        is_int = bool(values) and all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+        is_count = column.endswith(COUNT_SUFFIXES) and all(isinstance(v, float) and v.is_integer() for v in values)
+        if (is_int or is_count) and column not in ID_COLUMNS:
+            frame[column] = frame[column].astype("Int64")
+    return frame
+
+
+COUNT_SUFFIXES = ("_count", "_successes")
 
 
 def _parse(value: str) -> Any:
     try:
-        return json.loads(value)
+        parsed = json.loads(value)
     except (json.JSONDecodeError, TypeError):
         return value
+    return parsed if isinstance(parsed, (int, float, str, bool)) or parsed is None else value
+
+
+def param_columns(frame: pd.DataFrame) -> list[str]:
+    """The frame's parameter columns: ``params.*``, ``dataset.*`` and ``facet.*``."""
+    return [c for c in frame.columns if _is_param(c)]
 
 
 def varying_params(frame: pd.DataFrame) -> list[str]:
-    columns = [c for c in frame.columns if c.startswith(("params.", "dataset."))]
+    columns = param_columns(frame)
     return [c for c in columns if frame[c].astype(str).nunique() > 1]
 
 
-def _fmt(x: Any) -> str:
-    if isinstance(x, float):
-        if math.isnan(x):
-            return ""
-        return f"{x:.4g}"
-    return str(x)
+def study_frames(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """One frame per study (in order of appearance) with only the columns it fills."""
+    return {study: rows.dropna(axis=1, how="all").reset_index(drop=True)
+            for study, rows in frame.groupby("study", sort=False)}
+
+
+def to_csv(frame: pd.DataFrame) -> str:
+    """CSV: one table when the frame holds one study, else one table per study, each after a
+    ``# study: NAME`` line and separated by blank lines (``--study NAME`` picks one)."""
+    frames = study_frames(frame)
+    if len(frames) == 1:
+        return next(iter(frames.values())).to_csv(index=False)
+    return "\n".join(f"# study: {study}\n{rows.to_csv(index=False)}" for study, rows in frames.items())
+
+
+def table_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """The frame's rows in the shape :mod:`privlab.platform.tables` renders."""
+    params = set(param_columns(frame))
+    several_runs = frame["parent_run_id"].nunique() > 1
+    rows = []
+    for record in frame.to_dict("records"):
+        values = {k: _python(v) for k, v in record.items() if not _missing(v)}
+        # with --all-runs, the run (its id's first 8 characters) tells the same configuration's rows apart
+        run = {"run": str(values.get("parent_run_id", ""))[:8]} if several_runs else {}
+        rows.append({
+            "id": values.get("config_id", ""), "study": values.get("study", ""), "workload": values.get("workload", ""),
+            "params": run | {k: v for k, v in values.items() if k in params},
+            "metrics": {k: v for k, v in values.items() if k not in params and k not in ID_COLUMNS},
+        })
+    return rows
+
+
+def _missing(value: Any) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def _python(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value
 
 
 def render_table(frame: pd.DataFrame) -> str:
     """One aligned text table per study: its varying parameters, then ``mean [95% CI]`` or
-    ``rate [95% CI]`` per metric, then derived metrics and ε."""
-    blocks = []
-    for study, rows in frame.groupby("study", sort=False):
-        rows = rows.dropna(axis=1, how="all").reset_index(drop=True)
-        runs = rows["parent_run_id"].nunique()
-        title = f"{study} ({len(rows)} configuration{'s' if len(rows) != 1 else ''}"
-        title += f", {runs} runs)" if runs > 1 else ")"
-        blocks.append(title + "\n" + _render_study(rows))
-    return "\n\n".join(blocks)
+    ``rate [95% CI]`` per metric (with theory's value and a verdict where the workload states
+    one), then derived metrics and ε."""
+    from privlab.platform.tables import render_studies
 
-
-def _render_study(frame: pd.DataFrame) -> str:
-    columns: dict[str, list[str]] = {"config": frame["config_id"].tolist()}
-    for param in varying_params(frame):
-        columns[param.split(".", 1)[1]] = [_fmt(v) for v in frame[param]]
-    metric_columns = [c for c in frame.columns if c not in ID_COLUMNS and not c.startswith(("params.", "dataset.", "timing_"))]
-    shown: set[str] = set()
-    for column in metric_columns:
-        if column.endswith(("_mean", "_rate")) and not column.startswith("eps_step_"):
-            base = column.rsplit("_", 1)[0]
-            low, high = f"{base}_ci_low", f"{base}_ci_high"
-            cells = []
-            for _, row in frame.iterrows():
-                cell = _fmt(row[column])
-                if low in frame.columns and high in frame.columns and not math.isnan(row[low]):
-                    cell += f" [{_fmt(row[low])}, {_fmt(row[high])}]"
-                cells.append(cell)
-            columns[base] = cells
-            shown.update({column, low, high})
-    for column in metric_columns:
-        statistic = column.rsplit("_", 1)[-1] if "_" in column else ""
-        if column in shown or statistic in {"sd", "min", "max", "p05", "p50", "p95", "count", "successes", "low", "high"}:
-            continue
-        if column.startswith(("eps_step_", "delta_total")):
-            continue
-        columns["ε" if column == "eps_total" else column] = [_fmt(v) for v in frame[column]]
-    widths = {k: max(len(k), *(len(v) for v in values)) for k, values in columns.items()}
-    lines = ["  ".join(k.ljust(widths[k]) for k in columns), "  ".join("-" * widths[k] for k in columns)]
-    for i in range(len(frame)):
-        lines.append("  ".join(columns[k][i].ljust(widths[k]) for k in columns))
-    return "\n".join(lines)
+    runs = frame.groupby("study", sort=False)["parent_run_id"].nunique()
+    suffix = {study: f", {count} runs" for study, count in runs.items() if count > 1}
+    return render_studies(table_rows(frame), title_suffix=suffix)
 
 
 def comparison_plot(frame: pd.DataFrame, metric: str | None) -> bytes:
-    """A PNG of one metric across configurations (error bars are 95% intervals)."""
-    from privlab.platform.plots import metric_names, plot_metric
+    """A PNG of one metric: one panel per study that has it, x a varying parameter of that
+    study, one series per combination of its other varying parameters, 95% error bars."""
+    from privlab.platform.plots import metric_names, plot_panels
+    from privlab.platform.tables import display_names, varying_params as row_varying
 
-    varying = varying_params(frame)
-    entries = []
-    for _, row in frame.iterrows():
-        metrics = {k: float(v) for k, v in row.items()
-                   if k not in ID_COLUMNS and not str(k).startswith(("params.", "dataset.")) and isinstance(v, float)}
-        entries.append({"grid_point": {p.split(".", 1)[1]: row[p] for p in varying}, "metrics": metrics,
-                        "study": row["study"]})
-    names = metric_names(entries)
+    panels = []
+    names: list[str] = []
+    for study, rows in study_frames(frame).items():
+        entries = table_rows(rows)
+        varying = row_varying(entries)
+        shown = display_names(varying)
+        points = [{"grid_point": {shown[k]: e["params"].get(k) for k in varying}, "metrics": e["metrics"]}
+                  for e in entries]
+        names += [n for n in metric_names(points) if n not in names]
+        panels.append((study, points))
     chosen = metric or (names[0] if names else None)
     if chosen is None:
         raise TrackingError("no plottable metric in this comparison")
-    png = plot_metric(entries, chosen, title=f"{chosen} by configuration (95% CI)")
+    png = plot_panels(panels, chosen, title=f"{chosen} (95% CI)")
     if png is None:
         raise TrackingError(f"metric {chosen!r} has no values to plot; plottable: {', '.join(names)}")
     return png

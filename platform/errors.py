@@ -53,3 +53,11 @@ class ExecutionError(PrivlabError, RuntimeError):
 
 class NotFittedError(PrivlabError, RuntimeError):
     """A model (synthesizer) was used before ``fit`` succeeded."""
+
+
+class NotFoundError(PrivlabError, LookupError):
+    """A name given on the command line (an experiment, a tracking store) does not exist;
+    the message lists what does."""
+
+    def __str__(self) -> str:  # LookupError subclasses may quote the message; show it as written.
+        return str(self.args[0]) if self.args else ""

@@ -81,8 +81,10 @@ def _fmt(x: float | None) -> str:
 
 
 def _effective_cell(event: PrivacyEvent) -> str:
+    """What composition charges for the step: ε after amplification by subsampling (and the
+    sampling rate), or the step's own ε when it ran on the full data."""
     if event.sampling_rate is None:
-        return ""
+        return f"{event.effective_epsilon:.6g}"
     return f"{event.effective_epsilon:.6g} (p={event.sampling_rate:.6g})"
 
 

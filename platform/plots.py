@@ -8,6 +8,7 @@ each remaining combination of grid values is one line; error bars are the 95% in
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -49,13 +50,52 @@ def metric_names(entries: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def plot_metric(entries: Sequence[Mapping[str, Any]], metric: str, *, title: str) -> bytes | None:
     """A PNG of ``metric`` across configurations, or None when nothing can be drawn."""
-    points = [(e["grid_point"], _centre(e["metrics"], metric)) for e in entries]
-    points = [(g, c) for g, c in points if c is not None]
+    points = _points(entries, metric)
     if not points:
         return None
+    figure, ax = plt.subplots(figsize=(6.4, 4.0), dpi=110)
+    _draw(ax, points, metric)
+    ax.set_title(title)
+    return _png(figure)
+
+
+Point = tuple[Mapping[str, Any], tuple[float, float, float]]  # (grid point, (centre, low, high))
+
+
+def plot_panels(
+    panels: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], metric: str, *, title: str
+) -> bytes | None:
+    """A PNG with one panel per ``(name, entries)`` that has ``metric`` (a study each, with
+    its own x axis, series and legend), or None when none has it."""
+    drawable = [(name, points) for name, entries in panels if (points := _points(entries, metric))]
+    if not drawable:
+        return None
+    figure, axes = plt.subplots(len(drawable), 1, figsize=(6.4, 3.6 * len(drawable)), dpi=110, squeeze=False)
+    for ax, (name, points) in zip(axes[:, 0], drawable):
+        _draw(ax, points, metric)
+        ax.set_title(name)
+    figure.suptitle(title)
+    return _png(figure)
+
+
+def _points(entries: Sequence[Mapping[str, Any]], metric: str) -> list[Point]:
+    points = [(e["grid_point"], _centre(e["metrics"], metric)) for e in entries]
+    return [(g, c) for g, c in points if c is not None and not any(map(math.isnan, c))]
+
+
+def _png(figure: Any) -> bytes:
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def _draw(ax: Any, points: Sequence[Point], metric: str) -> None:
+    """One metric on ``ax``: x is the first numeric grid axis, one series per combination of
+    the other axes (legend entries name only those), error bars the intervals."""
     axes = list(points[0][0])
     numeric = [a for a in axes if all(isinstance(g.get(a), (int, float)) and not isinstance(g.get(a), bool) for g, _ in points)]
-    figure, ax = plt.subplots(figsize=(6.4, 4.0), dpi=110)
     if numeric:
         x_axis = numeric[0]
         others = [a for a in axes if a != x_axis]
@@ -83,13 +123,7 @@ def plot_metric(entries: Sequence[Mapping[str, Any]], metric: str, *, title: str
                     fmt="o", capsize=3)
         ax.set_xticks(range(len(ys)), labels, rotation=30, ha="right", fontsize="small")
     ax.set_ylabel(metric)
-    ax.set_title(title)
     ax.grid(True, alpha=0.3)
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    plt.close(figure)
-    return buffer.getvalue()
 
 
 def study_plots(spec: ExperimentSpec, entries: Sequence[Mapping[str, Any]]) -> dict[str, bytes]:

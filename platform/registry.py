@@ -52,6 +52,37 @@ class MetricKind(enum.StrEnum):
     RATE = "rate"  # a 0/1 outcome: rate with a 95% Wilson interval
 
 
+@dataclasses.dataclass(frozen=True)
+class Expectation:
+    """What theory says the mean (or rate) of a metric is: ``relation`` ``value``.
+
+    ``relation`` is ``"="`` (equals), ``">="`` (at least) or ``"<="`` (at most). A result is
+    consistent with it when the metric's 95% confidence interval [low, high] contains
+    ``value`` (``"="``), reaches it (``">="``: high ≥ value) or reaches down to it (``"<="``:
+    low ≤ value): a two-sided test at level 5%, which a correct mechanism fails by chance in
+    about one check in twenty.
+    """
+
+    value: float
+    relation: str = "="
+
+    def __post_init__(self) -> None:
+        if self.relation not in ("=", ">=", "<="):
+            raise ValueError(f"relation ({self.relation!r}) must be one of '=', '>=', '<='")
+
+    def holds(self, low: float, high: float) -> bool:
+        """Whether the interval [low, high] is consistent with the expectation."""
+        if self.relation == ">=":
+            return high >= self.value
+        if self.relation == "<=":
+            return low <= self.value
+        return low <= self.value <= high
+
+    def __str__(self) -> str:
+        symbol = {"=": "=", ">=": "≥", "<=": "≤"}[self.relation]
+        return f"{symbol} {self.value:.4g}"
+
+
 class Workload(abc.ABC):
     """What a study computes for one configuration.
 
@@ -71,6 +102,9 @@ class Workload(abc.ABC):
     #: True to log every unit (a repetition, e.g. one attempt of a release flow) as its own
     #: MLflow run, nested under the parent run, besides the configuration's aggregate.
     unit_runs: ClassVar[bool] = False
+    #: True for diagnostic workloads that only tests and benchmarks use: they run like any
+    #: other, but ``privlab workloads`` lists them only with ``--all``.
+    hidden: ClassVar[bool] = False
 
     def plan(self, params: Any) -> list[PrivacyEvent]:
         """The DP steps one trial will charge, in order (checked against the budget up front
@@ -112,6 +146,12 @@ class Workload(abc.ABC):
 
     def derive(self, params: Any, summary: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
         """Metrics computed from the aggregated summary (e.g. an empirical ε from two rates)."""
+        return {}
+
+    def expectations(self, params: Any) -> Mapping[str, Expectation]:
+        """What theory says some metrics' means or rates are, ``metric → Expectation``; the
+        run's and ``privlab compare``'s tables show each beside the metric with a verdict.
+        Default: none (results with no theoretical value to check)."""
         return {}
 
     def report(self, results: Any) -> Mapping[str, str | bytes]:

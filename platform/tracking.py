@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from privlab.platform.errors import TrackingError
+from privlab.platform.errors import NotFoundError, TrackingError
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,27 @@ def resolve_tracking_uri(uri: str | None) -> str:
     import mlflow
 
     return mlflow.get_tracking_uri()
+
+
+def existing_store_uri(uri: str | None) -> str:
+    """The resolved tracking URI for a command that only reads (compare, ledger, runs).
+
+    MLflow creates an empty sqlite database on first contact; a command that only reads must
+    not leave one behind in whatever folder it was started from, so a local sqlite file that
+    does not exist is reported instead (servers and other stores are left to MLflow).
+
+    Raises:
+        NotFoundError: the URI names a sqlite file that does not exist.
+    """
+    resolved = resolve_tracking_uri(uri)
+    if resolved.startswith("sqlite:///"):
+        path = Path(resolved.removeprefix("sqlite:///").split("?", 1)[0])
+        if not path.is_file():
+            raise NotFoundError(
+                f"no MLflow tracking store at {path} ({resolved}); run `privlab run SPEC` in this folder first, "
+                "or point --tracking-uri / MLFLOW_TRACKING_URI at the store that holds your runs"
+            )
+    return resolved
 
 
 def _timed(method: Any) -> Any:
@@ -91,6 +112,26 @@ class Tracker:
         if not create:
             raise TrackingError(f"no experiment named {name!r} in {self.uri}; `privlab run` a spec first")
         return self.client.create_experiment(name)
+
+    def experiment_names(self) -> list[str]:
+        """The names of the store's active experiments, MLflow's empty ``Default`` left out."""
+        try:
+            experiments = self.client.search_experiments()
+        except Exception as error:
+            raise TrackingError(f"cannot reach the MLflow tracking store {self.uri!r}: {error}") from None
+        return sorted(e.name for e in experiments if e.name != "Default")
+
+    def require_experiment(self, name: str) -> str:
+        """The id of experiment ``name``.
+
+        Raises:
+            NotFoundError: no such experiment; the message lists the ones that exist.
+        """
+        names = self.experiment_names()
+        if name not in names:
+            known = ", ".join(map(repr, names)) or "none yet (`privlab run SPEC` makes one)"
+            raise NotFoundError(f"no experiment named {name!r} in {self.uri}; experiments there: {known}")
+        return self.experiment_id(name, create=False)
 
     @_timed
     def start_run(
@@ -180,7 +221,7 @@ class Tracker:
         except Exception:
             raise TrackingError(
                 f"no run {run_id!r} in the tracking store {self.uri}; check the id "
-                "(`privlab compare EXPERIMENT` lists runs) and --tracking-uri"
+                "(`privlab runs` lists run ids) and --tracking-uri"
             ) from None
 
     def child_runs(self, experiment_id: str, parent_id: str) -> list[Any]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -68,9 +70,11 @@ def test_mlflow_holds_parent_children_params_metrics_artifacts_and_tags(finished
 def test_compare_csv_table_parquet_and_plot(finished_run: dict, tracking_uri: str, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["compare", "mini", "--format", "csv", "--tracking-uri", tracking_uri]) == 0
-    frame = pd.read_csv(io.StringIO(capsys.readouterr().out))
-    assert list(frame["config_id"]) == ["loss-000", "loss-001", "mean-000", "mean-001", "seeds-000"]
-    row = frame.set_index("config_id").loc["mean-001"]
+    # issue 14 item 9: one CSV table per study (it was one table with every study's columns)
+    tables = read_csv_tables(capsys.readouterr().out)
+    assert [list(t["config_id"]) for t in tables.values()] == [["loss-000", "loss-001"], ["mean-000", "mean-001"],
+                                                                ["seeds-000"]]
+    row = tables["mean"].set_index("config_id").loc["mean-001"]
     expected = next(e for e in finished_run["configurations"] if e["id"] == "mean-001")["metrics"]
     assert row["abs_error_mean"] == pytest.approx(expected["abs_error_mean"], rel=1e-12)
 
@@ -87,6 +91,12 @@ def test_compare_csv_table_parquet_and_plot(finished_run: dict, tracking_uri: st
     assert "--output" in capsys.readouterr().err
     assert main(["compare", "mini", "--metric", "nope", "--tracking-uri", tracking_uri]) == 4
     assert "available" in capsys.readouterr().err
+
+
+def read_csv_tables(text: str) -> dict[str, pd.DataFrame]:
+    """`compare --format csv` output: one table per study, each after a `# study: NAME` line."""
+    blocks = [b for b in text.split("# study: ") if b.strip()]
+    return {b.split("\n", 1)[0]: pd.read_csv(io.StringIO(b.split("\n", 1)[1])) for b in blocks}
 
 
 def test_ledger_command(finished_run: dict, tracking_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -150,3 +160,132 @@ def test_console_script_help_and_subcommands() -> None:
                                 capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stderr
         assert "usage: privlab" in result.stdout
+
+
+def _subparsers(parser: argparse.ArgumentParser, path: str = "privlab"):
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helped = {choice.dest for choice in action._choices_actions if choice.help}
+            for name, sub in action.choices.items():
+                assert name in helped, f"`{path} {name}` has no help line"
+                yield from _subparsers(sub, f"{path} {name}")
+
+
+def test_every_subcommand_and_argument_has_a_help_line() -> None:
+    from privlab.platform.cli import build_parser
+
+    missing = [f"{path}: {action.dest}" for path, parser in _subparsers(build_parser()) for action in parser._actions
+               if not isinstance(action, argparse._SubParsersAction) and not action.help]
+    assert missing == []
+
+
+def test_workloads_hides_test_only_workloads_and_describes_the_rest(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["workloads"]) == 0
+    out = capsys.readouterr().out
+    assert "crash_once" not in out.split("(2 test-only")[0] and "cpu_burn" not in out.split("(2 test-only")[0]
+    assert "--all" in out
+    # the whole description (not only its first line), the metrics with their kinds, the parameters
+    assert "KL(M(D)‖M(D')) = ε + e^{−ε} − 1" in out
+    assert "within_scale (rate)" in out and "theoretical_abs_error (derived)" in out
+    assert "parameters: epsilon (required), n (required), lower=0.0" in out
+    assert main(["workloads", "--all"]) == 0
+    assert "crash_once  (trials pattern, test-only)" in capsys.readouterr().out
+    from privlab.platform.registry import get_workload
+
+    assert get_workload("crash_once").hidden  # still registered: tests and benchmarks run it
+
+
+def test_compare_unknown_experiment_exits_2_and_lists_the_existing_ones(
+        finished_run: dict, tracking_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", "no-such", "--tracking-uri", tracking_uri]) == 2
+    err = capsys.readouterr().err
+    assert "no experiment named 'no-such'" in err and "'mini'" in err
+
+
+def test_read_only_commands_do_not_create_a_store_in_the_working_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    for args in (["compare", "quickstart"], ["ledger", "0" * 32], ["runs"]):
+        assert main(args) == 2, args
+        assert "no MLflow tracking store" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_runs_lists_the_ids_the_ledger_hint_points_to(finished_run: dict, tracking_uri: str,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ledger", "0" * 32, "--tracking-uri", tracking_uri]) == 4
+    assert "`privlab runs` lists run ids" in capsys.readouterr().err
+    for args in (["runs"], ["runs", "mini"]):
+        assert main([*args, "--tracking-uri", tracking_uri]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0].split()[:3] == ["run", "id", "experiment"]
+        assert lines[2].split()[:2] == [finished_run["run_id"], "mini"] and "complete" in lines[2]
+    assert main(["ledger", finished_run["run_id"], "--tracking-uri", tracking_uri]) == 0
+    capsys.readouterr()
+    assert main(["runs", "nope", "--tracking-uri", tracking_uri]) == 2
+    assert "'mini'" in capsys.readouterr().err
+
+
+def _blocks(text: str) -> dict[str, list[str]]:
+    """Study tables in printed output: title line `NAME (N configurations…)` → its lines."""
+    blocks: dict[str, list[str]] = {}
+    for chunk in text.split("\n\n"):
+        lines = chunk.strip("\n").splitlines()
+        if len(lines) > 3 and set(lines[2]) <= {"-", " "}:
+            blocks[lines[0].split(" (")[0]] = lines[1:]
+    return blocks
+
+
+def test_run_and_compare_print_the_same_tables(mini_spec: Path, tracking_uri: str,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(mini_spec), "--serial", "--no-progress", "--tracking-uri", tracking_uri]) == 0
+    ran = _blocks(capsys.readouterr().out)
+    assert main(["compare", "mini", "--tracking-uri", tracking_uri]) == 0
+    compared = _blocks(capsys.readouterr().out)
+    assert set(ran) == {"mean", "loss", "seeds"} and ran == compared
+    mean = ran["mean"]
+    assert mean[0].split()[:3] == ["config", "epsilon", "abs_error"]  # varying parameter as its own column
+    assert mean[2].startswith("mean-000  0.5 ") and "[" in mean[2]  # the configuration id, as in compare
+    # the quickstart's checks against theory: the expected value and a verdict beside the metric
+    assert "= 1 ok" in mean[2] or "= 1 OFF" in mean[2]
+    loss = ran["loss"]
+    kl = 0.5 + math.exp(-0.5) - 1
+    assert f"= {kl:.4g} " in loss[2]
+
+
+def test_compare_metric_plot_has_one_panel_per_study_with_the_metric(
+        finished_run: dict, tracking_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from privlab.platform import plots
+
+    drawn: list[list] = []
+    original = plots._draw
+    monkeypatch.setattr(plots, "_draw", lambda ax, points, metric: (drawn.append(list(points)),
+                                                                    original(ax, points, metric)))
+    assert main(["compare", "mini", "--metric", "abs_error", "--plot", str(tmp_path / "a.png"),
+                 "--tracking-uri", tracking_uri]) == 0
+    out, err = capsys.readouterr()
+    assert "recorded by mean; not by loss, seeds" in err
+    assert list(_blocks(out)) == ["mean"]  # no empty tables for the studies without the metric
+    assert len(drawn) == 1  # one panel: the one study that records abs_error
+    points = drawn[0]
+    assert [sorted(grid) for grid, _ in points] == [["epsilon"], ["epsilon"]]  # only its varying parameter
+    assert all(not math.isnan(v) for _, centre in points for v in centre)
+    assert (tmp_path / "a.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compare_csv_is_one_table_per_study_and_keeps_integers(
+        finished_run: dict, tracking_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", "mini", "--format", "csv", "--tracking-uri", tracking_uri]) == 0
+    text = capsys.readouterr().out
+    tables = read_csv_tables(text)
+    assert not any(c.startswith(("in_event", "plausible")) for c in tables["mean"].columns)  # no other study's columns
+    assert tables["mean"]["params.n"].tolist() == [50, 50] and ",50," in text and ",50.0," not in text
+    assert tables["loss"]["in_event_d_count"].tolist() == [3000, 3000]
+    assert main(["compare", "mini", "--format", "csv", "--study", "loss", "--tracking-uri", tracking_uri]) == 0
+    only = pd.read_csv(io.StringIO(capsys.readouterr().out))  # one study: a plain CSV table
+    assert list(only["config_id"]) == ["loss-000", "loss-001"]
+    assert main(["compare", "mini", "--study", "nope", "--tracking-uri", tracking_uri]) == 2
+    assert "its studies: " in capsys.readouterr().err

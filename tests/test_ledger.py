@@ -567,3 +567,13 @@ def test_basic_total_equals_fsum_of_effective_epsilon() -> None:
         total = ledger.total()
         assert total.epsilon == math.fsum(e.effective_epsilon for e in events)
         assert total.delta == math.fsum(e.effective_delta for e in events)
+
+
+def test_render_table_fills_effective_epsilon_for_every_event() -> None:
+    ledger = Ledger(epsilon_cap=None)
+    ledger.charge(name="x", mechanism="laplace", epsilon=0.75, step="s1")
+    ledger.charge(name="z", mechanism="laplace", epsilon=0.5, step="s2", sampling_rate=0.5)
+    header, _, plain, subsampled = ledger.render_table().splitlines()[:4]
+    assert header.rstrip().endswith("effective ε")
+    assert plain.rstrip().endswith("0.75")  # not subsampled: the step's own ε is what it costs
+    assert subsampled.rstrip().endswith("0.28093 (p=0.5)")

@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from privlab.mechanisms.pmse.propensity import pmse_neighbour_pair
 from privlab.mechanisms.pmse.studies import SensitivityParams
 from privlab.platform.audit import SensitivityAuditable, register_auditable
 
@@ -103,5 +102,7 @@ class PMSEAudit(SensitivityAuditable):
 
     def evaluate(self, params: PMSEAuditParams, d: Any, d_prime: Any, rng: np.random.Generator) -> tuple[float, float]:
         synthetic = section5_synthetic(params, rng)
+        from privlab.mechanisms.pmse.propensity import pmse_neighbour_pair  # numba: only where trees are fitted
+
         pair = pmse_neighbour_pair(d, d_prime, synthetic, [(params.depth, float(params.cp))])
         return float(pair[0, 0]), float(pair[0, 1])

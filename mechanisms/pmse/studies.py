@@ -26,7 +26,6 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from privlab.mechanisms.pmse.propensity import pmse_neighbour_pair
 from privlab.platform.ledger import Ledger
 from privlab.platform.registry import MetricKind, Pattern, Workload, register_workload
 from privlab.platform.reports import StudyResults
@@ -65,6 +64,8 @@ def table1_trial(params: SensitivityParams, rng: np.random.Generator) -> np.ndar
     theta = rng.normal(0.0, np.sqrt(params.theta_variance), 5)
     s1 = rng.normal(theta[0], np.sqrt(abs(theta[1])), n)
     synthetic = np.column_stack([s1, rng.normal(theta[2] + theta[3] * s1, np.sqrt(abs(theta[4])))])
+    from privlab.mechanisms.pmse.propensity import pmse_neighbour_pair  # numba: only where trees are fitted
+
     pair = pmse_neighbour_pair(x, x_prime, synthetic, TABLE1_CONFIGS)
     return np.abs(pair[:, 0] - pair[:, 1])
 

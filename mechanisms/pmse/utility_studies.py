@@ -78,7 +78,6 @@ from privlab.mechanisms.pmse.baselines import clip_and_scale
 from privlab.mechanisms.pmse.bppd import BPPDParams, BPPDSynthesizer, NoisyBPPDParams, NoisyBPPDSynthesizer
 from privlab.mechanisms.pmse.functional_mechanism import functional_mechanism_event, functional_mechanism_regression
 from privlab.mechanisms.pmse.mechanism import PMSEMechanism, PMSEMechanismParams
-from privlab.mechanisms.pmse.propensity import pmse_configurations
 from privlab.mechanisms.pmse.smooth_histogram import SmoothHistogramParams, SmoothHistogramSynthesizer
 from privlab.mechanisms.pmse.synthesis import SequentialLinearGaussian
 from privlab.platform.ledger import Ledger, PrivacyEvent
@@ -444,6 +443,8 @@ class PMSEComparison(_UtilityWorkload):
                   ledger: Ledger) -> Mapping[str, float]:
         private = params.draw_private(rng)
         released = release(params, private, ledger=ledger, rng=rng)
+        from privlab.mechanisms.pmse.propensity import pmse_configurations  # numba: only where trees are fitted
+
         scores = np.array([pmse_configurations(private, synthetic, METRIC_TREES) for synthetic in released.datasets])
         return {
             "pmse": float(scores[:, 0].mean()),

@@ -25,7 +25,14 @@ from privlab.mechanisms.basic.exponential import exponential_mechanism
 from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import SeededSource
-from privlab.platform.registry import ActorPoolWorkload, MetricKind, Pattern, Workload, register_workload
+from privlab.platform.registry import (
+    ActorPoolWorkload,
+    Expectation,
+    MetricKind,
+    Pattern,
+    Workload,
+    register_workload,
+)
 
 
 def _check(name: str, value: Any, ok: bool, constraint: str) -> None:
@@ -102,6 +109,10 @@ class LaplaceMean(Workload):
     def derive(self, params: BoundedDataParams, summary: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
         return {"theoretical_abs_error": self.sensitivity(params) / params.epsilon}
 
+    def expectations(self, params: BoundedDataParams) -> dict[str, Expectation]:
+        """|Lap(b)|/b is Exp(1): mean 1, and P(|noise| ≤ b) = 1 − e⁻¹."""
+        return {"error_over_scale": Expectation(1.0), "within_scale": Expectation(1.0 - math.exp(-1.0))}
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MedianParams(BoundedDataParams):
@@ -151,6 +162,10 @@ class ExponentialMedian(Workload):
 
     def derive(self, params: MedianParams, summary: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
         return {"rank_error_bound_95": self.bound(params) / params.n}
+
+    def expectations(self, params: MedianParams) -> dict[str, Expectation]:
+        """The utility guarantee with t = ln 20 holds with probability at least 95%."""
+        return {"within_bound": Expectation(0.95, ">=")}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -214,6 +229,11 @@ class LaplacePrivacyLoss(Workload):
         upper = math.log(d_prime["ci_high"] / d["ci_low"]) if d["ci_low"] > 0 else math.inf
         return {"empirical_epsilon": estimate, "empirical_epsilon_upper": upper,
                 "expected_privacy_loss": params.epsilon + math.exp(-params.epsilon) - 1}
+
+    def expectations(self, params: PrivacyLossParams) -> dict[str, Expectation]:
+        """P_D(S) = e^{−ε}/2, P_D'(S) = 1/2, and E[L] = KL = ε + e^{−ε} − 1."""
+        return {"in_event_d": Expectation(math.exp(-params.epsilon) / 2), "in_event_d_prime": Expectation(0.5),
+                "privacy_loss": Expectation(params.epsilon + math.exp(-params.epsilon) - 1)}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -44,7 +44,10 @@ class BurnParams:
 
 @register_workload
 class CpuBurn(Workload):
+    """A deterministic CPU-bound trial (a numpy sort on one core): scheduling overhead and scaling."""
+
     name = "cpu_burn"
+    hidden = True  # benchmarks and tests only
     pattern = Pattern.TRIALS
     Params = BurnParams
     metrics = {"median": MetricKind.VALUE}
@@ -163,7 +166,10 @@ def _inside_ray_worker() -> bool:
 
 @register_workload
 class CrashOnce(Workload):
+    """Kills its Ray worker during the first trial it runs, to show a retried task gives the same result."""
+
     name = "crash_once"
+    hidden = True  # tests only: it kills its worker process
     pattern = Pattern.TRIALS
     Params = CrashParams
     metrics = {"value": MetricKind.VALUE}

@@ -1,0 +1,67 @@
+"""The privlab runs a tracking store holds (``privlab runs``): the ids other commands take.
+
+One line per ``privlab run`` (a parent run): its id, experiment, when it started, whether it
+finished, and how many configurations it has. ``privlab ledger``, ``compare --run``, ``report``
+and ``shortlist`` take these ids.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from typing import Any
+
+from privlab.platform.tracking import Tracker
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunRow:
+    run_id: str
+    experiment: str
+    name: str
+    started: str  # UTC, minutes
+    status: str  # privlab's own status (complete / interrupted / running), else MLflow's
+    configurations: str
+
+
+def list_runs(tracker: Tracker, experiment: str | None = None) -> list[RunRow]:
+    """The parent runs of ``experiment`` (every experiment when None), newest first.
+
+    Raises:
+        NotFoundError: ``experiment`` does not exist (the message lists those that do).
+    """
+    names = [experiment] if experiment is not None else tracker.experiment_names()
+    rows: list[RunRow] = []
+    for name in names:
+        experiment_id = tracker.require_experiment(name)
+        for run in tracker.parent_runs(experiment_id):
+            rows.append(_row(run, name))
+    rows.sort(key=lambda r: r.started, reverse=True)
+    return rows
+
+
+def _row(run: Any, experiment: str) -> RunRow:
+    tags, params = run.data.tags, run.data.params
+    started = datetime.datetime.fromtimestamp(run.info.start_time / 1000, tz=datetime.UTC)
+    return RunRow(
+        run_id=run.info.run_id,
+        experiment=experiment,
+        name=tags.get("privlab.spec_name") or run.info.run_name or "",
+        started=started.strftime("%Y-%m-%d %H:%M UTC"),
+        status=tags.get("privlab.status") or run.info.status.lower(),
+        configurations=params.get("configurations", ""),
+    )
+
+
+def render_runs(rows: list[RunRow]) -> str:
+    """An aligned table of ``rows`` (with a line saying there are none)."""
+    if not rows:
+        return "no privlab runs yet; `privlab run SPEC` starts one"
+    headers = {"run id": "run_id", "experiment": "experiment", "spec": "name", "started": "started",
+               "status": "status", "configurations": "configurations"}
+    cells = [[str(getattr(r, field)) for field in headers.values()] for r in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip(),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    return "\n".join(lines)

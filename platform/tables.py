@@ -1,0 +1,174 @@
+"""Result tables for people: one aligned table per study, the same in ``privlab run`` and
+``privlab compare``.
+
+A row is one configuration (or facet), named by its id (``laplace_mean-000``,
+``pmse_sensitivity-000.d1_cp01``), followed by the study's varying parameters as their own
+columns, then each metric as ``mean [95% CI]`` (``rate [95% CI]`` for rates), derived
+metrics, and ε. Where the workload states what theory expects of a metric
+(:meth:`~privlab.platform.registry.Workload.expectations`), an ``expected`` column beside it
+shows the value and a verdict: ``ok`` when the 95% interval is consistent with it, ``OFF``
+when not.
+
+Rows are plain mappings with the keys of a run summary's entries: ``id``, ``study``,
+``workload``, ``params`` (flat: ``params.*``, ``dataset.*`` and facet parameters),
+``metrics`` and, for a facet, ``facet``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+STATISTICS = {"sd", "min", "max", "p05", "p50", "p95", "count", "successes", "low", "high"}
+VERDICT_NOTE = ("checks against theory: {checks} ({ok} ok, {off} OFF; about {chance:.1f} OFF expected by chance). "
+                "expected = theory's value; ok when the 95% CI contains it (≥/≤: reaches it), OFF when not: "
+                "a test at level 5%, so a correct mechanism is OFF about once in 20 checks")
+
+
+def metric_order(key: str) -> tuple[str, str]:
+    """Sort key keeping a metric's statistics together: ``in_event_d_rate`` before
+    ``in_event_d_prime_rate``."""
+    for statistic in sorted(STATISTICS | {"mean", "rate", "ci_low", "ci_high"}, key=len, reverse=True):
+        if key.endswith(f"_{statistic}"):
+            return key.removesuffix(f"_{statistic}"), key
+    return key, key
+
+
+def fmt(x: Any) -> str:
+    """A cell: floats to 4 significant digits, NaN and None empty, integers as integers."""
+    if x is None:
+        return ""
+    if isinstance(x, float):
+        if math.isnan(x):
+            return ""
+        return f"{x:.4g}"
+    return str(x)
+
+
+def display_names(keys: Sequence[str]) -> dict[str, str]:
+    """``params.epsilon`` → ``epsilon``, ``facet.depth`` → ``depth`` (the prefix kept when two
+    keys would clash)."""
+    short = {k: k.split(".", 1)[1] if k.startswith(("params.", "dataset.", "facet.")) else k for k in keys}
+    counts: dict[str, int] = {}
+    for name in short.values():
+        counts[name] = counts.get(name, 0) + 1
+    return {k: (name if counts[name] == 1 else k) for k, name in short.items()}
+
+
+def varying_params(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The flat parameter keys whose values differ between ``rows``, by display name."""
+    keys: list[str] = []
+    for row in rows:
+        keys += [k for k in row["params"] if k not in keys]
+    varying = [k for k in keys if len({repr(_plain(row["params"].get(k))) for row in rows}) > 1]
+    names = display_names(varying)
+    return sorted(varying, key=lambda k: names[k])
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def expectations(row: Mapping[str, Any]) -> dict[str, Any]:
+    """What the row's workload says theory expects of its metrics (``{}`` when nothing, or
+    when the workload or its parameters are unknown here)."""
+    from privlab.platform import registry
+    from privlab.platform.errors import PrivlabError
+
+    try:
+        workload = registry.get_workload(row["workload"])
+        if type(workload).expectations is registry.Workload.expectations:
+            return {}  # states none: do not build (and validate) its parameters for nothing
+        values = {k.removeprefix("params."): v for k, v in row["params"].items() if k.startswith("params.")}
+        params = registry.build_params(workload.Params, values, where=str(row["id"]))
+        found = dict(workload.expectations(params))
+    except (PrivlabError, KeyError, TypeError, ValueError, OSError):
+        return {}
+    facet = row.get("facet") or ""
+    if facet:
+        found = {k.split("/", 1)[1] if k.startswith(f"{facet}/") else k: v for k, v in found.items()
+                 if "/" not in k or k.startswith(f"{facet}/")}
+    return found
+
+
+def render_studies(rows: Sequence[Mapping[str, Any]], *, title_suffix: Mapping[str, str] | None = None) -> str:
+    """One titled table per study, in the order studies first appear."""
+    studies: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        studies.setdefault(row["study"], []).append(row)
+    blocks = []
+    verdicts: list[str] = []
+    for study, members in studies.items():
+        count = f"{len(members)} configuration{'s' if len(members) != 1 else ''}"
+        extra = (title_suffix or {}).get(study, "")
+        blocks.append(f"{study} ({count}{extra})\n" + render_study(members, verdicts=verdicts))
+    if verdicts:
+        off = verdicts.count("OFF")
+        blocks.append(VERDICT_NOTE.format(checks=len(verdicts), ok=len(verdicts) - off, off=off,
+                                          chance=0.05 * len(verdicts)))
+    return "\n\n".join(blocks)
+
+
+def render_study(rows: Sequence[Mapping[str, Any]], *, verdicts: list[str] | None = None) -> str:
+    """One study's rows as an aligned table (see the module docstring); each verdict shown
+    (``ok``/``OFF``) is appended to ``verdicts`` when given."""
+    columns: list[tuple[str, list[str]]] = [("config", [str(r["id"]) for r in rows])]
+    varying = varying_params(rows)
+    names = display_names(varying)
+    for key in varying:
+        columns.append((names[key], [fmt(_plain(r["params"].get(key))) for r in rows]))
+    expected = [expectations(r) for r in rows]
+    # by metric name: the same order wherever the rows come from (a summary, MLflow)
+    metric_keys = sorted({k for row in rows for k in row["metrics"]}, key=metric_order)
+    shown: set[str] = set()
+    for key in metric_keys:
+        if not key.endswith(("_mean", "_rate")) or key.startswith("eps_step_"):
+            continue
+        base = key.rsplit("_", 1)[0]
+        low, high = f"{base}_ci_low", f"{base}_ci_high"
+        cells = []
+        for row in rows:
+            m = row["metrics"]
+            cell = fmt(m.get(key))
+            if _number(m.get(low)) and _number(m.get(high)):
+                cell += f" [{fmt(m[low])}, {fmt(m[high])}]"
+            cells.append(cell)
+        columns.append((base, cells))
+        shown.update({key, low, high})
+        if any(base in e for e in expected):
+            columns.append(("expected", [_verdict(e.get(base), r["metrics"], base) for e, r in zip(expected, rows)]))
+    for key in metric_keys:
+        statistic = key.rsplit("_", 1)[-1] if "_" in key else ""
+        if key in shown or statistic in STATISTICS or key.startswith(("eps_step_", "delta_total", "timing_")):
+            continue
+        if key == "eps_total":
+            continue
+        columns.append((key, [fmt(r["metrics"].get(key)) for r in rows]))
+    if any("eps_total" in r["metrics"] for r in rows):
+        columns.append(("ε", [fmt(r["metrics"].get("eps_total")) for r in rows]))
+    columns = [c for c in columns if c[0] == "config" or any(cell for cell in c[1])]
+    widths = [max(len(header), *(len(cell) for cell in cells)) for header, cells in columns]
+    lines = ["  ".join(h.ljust(w) for (h, _), w in zip(columns, widths)).rstrip(),
+             "  ".join("-" * w for w in widths)]
+    for i in range(len(rows)):
+        lines.append("  ".join(cells[i].ljust(w) for (_, cells), w in zip(columns, widths)).rstrip())
+    if verdicts is not None:
+        verdicts += [cell.rsplit(" ", 1)[1] for header, cells in columns if header == "expected"
+                     for cell in cells if cell.endswith((" ok", " OFF"))]
+    return "\n".join(lines)
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and not math.isnan(x)
+
+
+def _verdict(expectation: Any, metrics: Mapping[str, Any], base: str) -> str:
+    if expectation is None:
+        return ""
+    low, high = metrics.get(f"{base}_ci_low"), metrics.get(f"{base}_ci_high")
+    if not (_number(low) and _number(high)):
+        return str(expectation)
+    return f"{expectation} {'ok' if expectation.holds(float(low), float(high)) else 'OFF'}"
