@@ -22,10 +22,12 @@ from privlab.platform.errors import (
     ExecutionError,
     PrivlabError,
     TrackingError,
+    VerificationError,
 )
 
 DEFAULT_CLUSTER_STATE = ".privlab/cluster"
 EXIT_OK, EXIT_BUG, EXIT_INPUT, EXIT_BUDGET, EXIT_EXECUTION, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+EXIT_NOT_VERIFIED = 5
 
 
 def _run_options(args: argparse.Namespace, *, report_dir: Path | None = None) -> Any:
@@ -171,6 +173,15 @@ def _release(args: argparse.Namespace) -> int:
     for name in result.public_files:
         print(f"  {result.out / name}")
     print(f"  {result.out / 'private'}/  (the transcript: as sensitive as the data; never publish it)")
+    return EXIT_OK
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from privlab.mechanisms.release.verify import verify_release
+
+    result = verify_release(args.bundle, spec=args.spec, data=args.data, transcript=args.transcript)
+    print(f"verified: {result.bundle} is what this spec, data and sealed transcript produce "
+          f"(seal {result.seal[:16]}…; {len(result.files)} files reproduced byte for byte)")
     return EXIT_OK
 
 
@@ -540,6 +551,19 @@ def build_parser() -> argparse.ArgumentParser:
     release.add_argument("--replay", metavar="TRANSCRIPT", help="replay a release's private/transcript.bin")
     release.set_defaults(handler=_release)
 
+    verify = sub.add_parser(
+        "verify", help="audit a release bundle: check its transcript's seal, replay it, compare every public file",
+        description="Checks the bundle's SHA256SUMS, that the transcript's hash chain is intact and equals the seal "
+                    "the bundle publishes (transcript-seal.txt), then replays the release and compares every public "
+                    "file byte for byte. Exit 0: verified; 5: not verified (the message says what differs); "
+                    "2: bad input.")
+    verify.add_argument("bundle", help="the published release bundle folder")
+    verify.add_argument("--spec", required=True, help="the release spec the bundle was produced with")
+    verify.add_argument("--data", required=True, metavar="PRIVATE", help="the private raw data the release read")
+    verify.add_argument("--transcript", required=True, metavar="T",
+                        help="the release's private/transcript.bin (kept with the private data)")
+    verify.set_defaults(handler=_verify)
+
     report = sub.add_parser("report", help="redraw a finished run's results pages (tables and figures)",
                             description="Rebuild the studies' results pages of a finished run from what it "
                                         "logged in MLflow (nothing is recomputed) and write them to --out.")
@@ -616,6 +640,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BudgetExceededError as error:
         print(f"privlab: privacy budget exceeded: {error}", file=sys.stderr)
         return EXIT_BUDGET
+    except VerificationError as error:
+        print(f"privlab: NOT VERIFIED: {error}", file=sys.stderr)
+        return EXIT_NOT_VERIFIED
     except (ExecutionError, TrackingError) as error:
         print(f"privlab: {error}", file=sys.stderr)
         return EXIT_EXECUTION

@@ -61,3 +61,7 @@ class NotFoundError(PrivlabError, LookupError):
 
     def __str__(self) -> str:  # LookupError subclasses may quote the message; show it as written.
         return str(self.args[0]) if self.args else ""
+
+
+class VerificationError(PrivlabError, ValueError):
+    """A release bundle is not what its sealed transcript, spec and data reproduce (``privlab verify``)."""

@@ -2,23 +2,40 @@
 
 File format (all integers big-endian)::
 
-    magic    b"PRIVLAB-TRANSCRIPT\\x00v1\\n"
+    magic    b"PRIVLAB-TRANSCRIPT\\x00v2\\n"
     record*  u32 header length | UTF-8 JSON header | u64 payload length | payload
 
-The first record is the context header ``{"kind": "context", "context": {...}}`` (e.g. the
-spec and data hashes) with an empty payload. Each draw record has the JSON header
-``{"seq", "op", "params", "shape", "dtype"}`` and the array's bytes as payload (C order,
-explicit little-endian dtype such as ``"<f8"``, ``"<i8"``, ``"|b1"``, ``"|u1"``). A clean
-:meth:`TranscriptWriter.close` appends the end record ``{"kind": "end", "records": N}``.
+The first record is the context header ``{"kind": "context", "context": {...}, "salt": S}``
+(e.g. the spec and data hashes; ``S`` is 32 bytes from the OS CSPRNG, in hex) with an empty
+payload. Each draw record has the JSON header ``{"seq", "op", "params", "shape", "dtype"}``
+and the array's bytes as payload (C order, explicit little-endian dtype such as ``"<f8"``,
+``"<i8"``, ``"|b1"``, ``"|u1"``). A clean :meth:`TranscriptWriter.close` appends the end
+record ``{"kind": "end", "records": N, "seal": H}``.
 
 The writer flushes after every record, so a killed process leaves a readable prefix; a file
-without an end record (or cut inside a record) is reported as interrupted, with the number
-of complete records, and cannot be replayed.
+without an end record (or cut inside a record) is reported as interrupted and cannot be
+replayed.
+
+Seal (format v2):
+    A hash chain over the records as written: ``h₀ = SHA-256(TAG ‖ magic ‖ context record)``
+    and ``hᵢ = SHA-256(hᵢ₋₁ ‖ draw record i)``; the end record carries ``H = h_N`` in hex, and
+    the release bundle publishes ``H`` (``transcript-seal.txt``, covered by ``SHA256SUMS``).
+    Reading recomputes the chain, so a record altered, reordered, dropped, inserted or
+    appended without recomputing the chain is refused; one altered *with* a recomputed chain
+    gives another ``H``, which ``privlab verify`` compares with the published one. Version-1
+    files (no seal) are refused.
 
 Privacy:
     A transcript holds the raw noise. Together with the released output it reveals the
     un-noised statistics, so it is exactly as sensitive as the private data: keep it where
     the data is, never release or export it. Files are created with mode 0o600.
+
+    Publishing ``H`` is a hash commitment to the transcript. Its context record includes a
+    fresh 256-bit CSPRNG salt that never leaves the transcript, so ``H`` is indistinguishable
+    from random to anyone without the transcript (SHA-256 modelled as a random oracle) and
+    reveals nothing about the data or the noise even when few draws were made. This is a
+    computational argument: the release is DP against adversaries that cannot invert SHA-256
+    or guess a 256-bit salt, the standard assumption of every hashed or signed release.
 
 References:
     Hod & Canetti (2024), "Differentially Private Release of Israel's National Registry of
@@ -28,6 +45,7 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import operator
 import os
@@ -40,7 +58,10 @@ import numpy as np
 
 from privlab.platform.errors import TranscriptError
 
-MAGIC = b"PRIVLAB-TRANSCRIPT\x00v1\n"
+MAGIC = b"PRIVLAB-TRANSCRIPT\x00v2\n"
+MAGIC_V1 = b"PRIVLAB-TRANSCRIPT\x00v1\n"
+SEAL_TAG = b"privlab transcript seal v2\x00"
+SALT_BYTES = 32
 _HEADER_LENGTH = struct.Struct(">I")
 _PAYLOAD_LENGTH = struct.Struct(">Q")
 _KINDS = frozenset("biuf")  # bool, signed and unsigned integers, floats
@@ -67,6 +88,14 @@ def _encode(header: Mapping[str, Any], payload: bytes) -> bytes:
     return b"".join(
         (_HEADER_LENGTH.pack(len(head)), head, _PAYLOAD_LENGTH.pack(len(payload)), payload)
     )
+
+
+def _chain_start(context_frame: bytes) -> bytes:
+    return hashlib.sha256(SEAL_TAG + MAGIC + context_frame).digest()
+
+
+def _chain_next(head: bytes, frame: bytes) -> bytes:
+    return hashlib.sha256(head + frame).digest()
 
 
 def _check_context(context: Mapping[str, str]) -> dict[str, str]:
@@ -114,8 +143,12 @@ class TranscriptWriter:
             ) from None
         self._file: BinaryIO | None = os.fdopen(fd, "wb")
         self._count = 0
+        self._seal: str | None = None
         self._file.write(MAGIC)
-        self._write({"kind": "context", "context": self._context}, b"")
+        salt = os.urandom(SALT_BYTES).hex()
+        context_frame = _encode({"kind": "context", "context": self._context, "salt": salt}, b"")
+        self._head = _chain_start(context_frame)
+        self._write_frame(context_frame)
 
     @property
     def path(self) -> Path:
@@ -126,10 +159,17 @@ class TranscriptWriter:
         """Number of draw records written so far."""
         return self._count
 
-    def _write(self, header: Mapping[str, Any], payload: bytes) -> None:
+    @property
+    def seal(self) -> str:
+        """The chain head ``H`` in hex (available once :meth:`close` has written the end record)."""
+        if self._seal is None:
+            raise TranscriptError(f"transcript {str(self._path)!r} is not closed yet; its seal is written at close")
+        return self._seal
+
+    def _write_frame(self, frame: bytes) -> None:
         if self._file is None:
             raise TranscriptError(f"transcript {str(self._path)!r} is closed")
-        self._file.write(_encode(header, payload))
+        self._file.write(frame)
         self._file.flush()
 
     def append(self, op: str, params: Mapping[str, Any], array: np.ndarray) -> int:
@@ -164,7 +204,9 @@ class TranscriptWriter:
             _canonical_json(header)
         except (TypeError, ValueError) as error:
             raise TypeError(f"params ({params!r}) must be JSON-serializable: {error}") from None
-        self._write(header, data.tobytes(order="C"))
+        frame = _encode(header, data.tobytes(order="C"))
+        self._write_frame(frame)
+        self._head = _chain_next(self._head, frame)
         self._count += 1
         return self._count - 1
 
@@ -173,8 +215,10 @@ class TranscriptWriter:
         if self._file is None:
             return
         try:
-            self._write({"kind": "end", "records": self._count}, b"")
+            seal = self._head.hex()
+            self._write_frame(_encode({"kind": "end", "records": self._count, "seal": seal}, b""))
             os.fsync(self._file.fileno())
+            self._seal = seal
         finally:
             self._file.close()
             self._file = None
@@ -200,8 +244,8 @@ def _read_exact(stream: BinaryIO, size: int) -> bytes:
     return data
 
 
-def _read_frame(stream: BinaryIO) -> tuple[dict[str, Any], bytes] | None:
-    """The next (header, payload), None at a clean end of file; _Truncated inside a record."""
+def _read_frame(stream: BinaryIO) -> tuple[dict[str, Any], bytes, bytes] | None:
+    """The next (header, payload, raw frame), None at a clean end of file; _Truncated inside a record."""
     first = stream.read(_HEADER_LENGTH.size)
     if not first:
         return None
@@ -213,45 +257,47 @@ def _read_frame(stream: BinaryIO) -> tuple[dict[str, Any], bytes] | None:
     payload = _read_exact(stream, payload_length)
     try:
         header = json.loads(head.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise TranscriptError(f"corrupt record header: {error}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        header = None
     if not isinstance(header, dict):
-        raise TranscriptError(f"corrupt record header: {header!r}")
-    return header, payload
+        raise TranscriptError("a transcript record has a corrupt header; the file was altered or damaged")
+    raw = b"".join((first, head, _PAYLOAD_LENGTH.pack(payload_length), payload))
+    return header, payload, raw
 
 
-def _interrupted(path: Path, complete: int) -> TranscriptError:
+def _interrupted(path: Path) -> TranscriptError:
     return TranscriptError(
-        f"transcript {str(path)!r} ends after record {complete}: it holds {complete} complete "
-        "draw records and no end marker, so the run that wrote it was interrupted; it cannot "
-        "be replayed"
+        f"transcript {str(path)!r} ends without its end record, so the run that wrote it was "
+        "interrupted (or the file was cut); it cannot be replayed"
     )
 
 
 def _draw_record(
     path: Path, header: Mapping[str, Any], payload: bytes, seq: int
 ) -> TranscriptRecord:
+    # Messages name the kind of damage, never positions, counts or values: a record's position
+    # tells how many draws (flows) preceded it, which depends on the private data.
+    if header.get("seq") != seq:
+        raise TranscriptError(
+            f"transcript {str(path)!r}: its draw records are out of order, or one is missing "
+            "or inserted; the file was altered"
+        )
     try:
-        if header["seq"] != seq:
-            raise TranscriptError(
-                f"transcript {str(path)!r}: record seq {header['seq']!r} found where "
-                f"seq {seq} was expected; the file is corrupt"
-            )
         dtype = np.dtype(header["dtype"])
         shape = tuple(operator.index(n) for n in header["shape"])
         op, params = header["op"], header["params"]
         if not (isinstance(op, str) and isinstance(params, dict) and min(shape, default=0) >= 0):
-            raise ValueError(f"op {op!r}, params {params!r}, shape {list(shape)}")
-    except (KeyError, TypeError, ValueError) as error:
+            raise ValueError("bad op, params or shape")
+    except (KeyError, TypeError, ValueError):
         raise TranscriptError(
-            f"transcript {str(path)!r}: record {seq} has a corrupt header ({error})"
+            f"transcript {str(path)!r}: a draw record has a corrupt header; the file was altered or damaged"
         ) from None
     if dtype.kind not in _KINDS or dtype.str[0] not in "<|":
-        raise TranscriptError(f"transcript {str(path)!r}: record {seq} has dtype {dtype.str!r}")
+        raise TranscriptError(f"transcript {str(path)!r}: a draw record has a non-numeric or big-endian dtype")
     if len(payload) != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
         raise TranscriptError(
-            f"transcript {str(path)!r}: record {seq} payload has {len(payload)} bytes, "
-            f"which does not fit shape {list(shape)} of {dtype.str!r}"
+            f"transcript {str(path)!r}: a draw record's payload does not fit its shape and dtype; "
+            "the file was altered or damaged"
         )
     array = np.frombuffer(payload, dtype=dtype).reshape(shape).copy()
     return TranscriptRecord(
@@ -259,39 +305,55 @@ def _draw_record(
     )
 
 
-def _scan(path: Path) -> Iterator[dict[str, str] | TranscriptRecord]:
-    """Yields the context, then each draw record; raises when the file is not complete."""
+@dataclasses.dataclass(frozen=True)
+class _Seal:
+    head: str
+
+
+def _scan(path: Path) -> Iterator[dict[str, str] | TranscriptRecord | _Seal]:
+    """Yields the context, each draw record, then the verified seal; raises when the file is not
+    complete or its chain does not match its seal."""
     with open(path, "rb") as stream:
         magic = stream.read(len(MAGIC))
-        if magic != MAGIC:
+        if magic == MAGIC_V1:
             raise TranscriptError(
-                f"{str(path)!r} is not a privlab transcript (bad magic bytes {magic[:24]!r})"
+                f"{str(path)!r} is an unsealed version-1 transcript written by an older privlab; it cannot "
+                "be replayed or verified (its records could be altered unnoticed). Release again with this version"
             )
+        if magic != MAGIC:
+            raise TranscriptError(f"{str(path)!r} is not a privlab transcript (bad magic bytes)")
         seq = 0
         try:
             frame = _read_frame(stream)
-            if frame is None or frame[0].get("kind") != "context":
+            if frame is None or frame[0].get("kind") != "context" or not isinstance(frame[0].get("salt"), str):
                 raise TranscriptError(f"transcript {str(path)!r} has no context header")
             try:
                 context = _check_context(frame[0].get("context"))  # type: ignore[arg-type]
-            except TypeError as error:
-                raise TranscriptError(f"transcript {str(path)!r}: bad context ({error})") from None
+            except TypeError:
+                raise TranscriptError(f"transcript {str(path)!r}: its context header is corrupt") from None
+            head = _chain_start(frame[2])
             yield context
             while (frame := _read_frame(stream)) is not None:
-                header, payload = frame
+                header, payload, raw = frame
                 if header.get("kind") == "end":
                     if header.get("records") != seq or stream.read(1):
                         raise TranscriptError(
-                            f"transcript {str(path)!r}: end record says "
-                            f"{header.get('records')!r} records but {seq} precede it, or "
-                            "data follows it; the file is corrupt"
+                            f"transcript {str(path)!r}: its end record does not match the records before "
+                            "it, or data follows it; the file was altered"
                         )
+                    if header.get("seal") != head.hex():
+                        raise TranscriptError(
+                            f"transcript {str(path)!r}: its records do not match its seal (a record was "
+                            "altered, reordered, dropped or inserted); it cannot be replayed"
+                        )
+                    yield _Seal(head.hex())
                     return
                 yield _draw_record(path, header, payload, seq)
+                head = _chain_next(head, raw)
                 seq += 1
         except _Truncated:
             pass
-        raise _interrupted(path, seq)
+        raise _interrupted(path)
 
 
 def read_records(path: str | os.PathLike[str]) -> Iterator[TranscriptRecord]:
@@ -317,10 +379,11 @@ def read_records(path: str | os.PathLike[str]) -> Iterator[TranscriptRecord]:
             yield item
 
 
-def _mismatch(seq: int, field: str, recorded: Any, requested: Any) -> TranscriptError:
+def _mismatch(field: str) -> TranscriptError:
+    # Neither the values nor the record's position are shown: both may depend on the private data.
     return TranscriptError(
-        f"transcript record seq {seq}: {field} differs: recorded {recorded!r}, requested "
-        f"{requested!r}; the replayed run does not make the same draws as the recorded one"
+        f"transcript replay: the next recorded draw differs from this run's request in {field} (values "
+        "withheld); the replayed run does not make the same draws as the recorded one"
     )
 
 
@@ -355,6 +418,7 @@ class TranscriptReader:
         items = list(_scan(self._path))
         self._context = cast(dict[str, str], items[0])
         self._records = [item for item in items[1:] if isinstance(item, TranscriptRecord)]
+        self._seal = cast(_Seal, items[-1]).head
         self._position = 0
         if expected_context is not None:
             self._check_context(_check_context(expected_context))
@@ -363,14 +427,13 @@ class TranscriptReader:
         for key, value in expected.items():
             if key not in self._context:
                 raise TranscriptError(
-                    f"the transcript has no context entry {key!r} but this run has "
-                    f"{key}={value!r}; replay needs a transcript recorded for the same "
-                    "data and spec"
+                    f"the transcript has no context entry {key!r}; replay needs a transcript "
+                    "recorded for the same data and spec"
                 )
-            if self._context[key] != value:
+            if self._context[key] != value:  # values withheld: data_sha256 identifies the private file
                 raise TranscriptError(
-                    f"the transcript was recorded for {key}={self._context[key]!r} but this "
-                    f"run has {value!r}; replay needs the same data and spec"
+                    f"the transcript was recorded for a different {key} than this run's; replay needs "
+                    "the same data and spec"
                 )
 
     @property
@@ -380,6 +443,11 @@ class TranscriptReader:
     @property
     def context(self) -> dict[str, str]:
         return dict(self._context)
+
+    @property
+    def seal(self) -> str:
+        """The verified chain head ``H`` in hex (what a bundle publishes)."""
+        return self._seal
 
     def remaining(self) -> int:
         """Number of draw records not yet consumed."""
@@ -398,29 +466,26 @@ class TranscriptReader:
             A fresh writable array with the recorded values.
 
         Raises:
-            TranscriptError: If no record is left or the next one differs (the message names
-                the sequence number and the first differing field). The record is then not
+            TranscriptError: If no record is left or the next one differs (the message names the
+                first differing field, never values or positions). The record is then not
                 consumed.
         """
         if self._position >= len(self._records):
             raise TranscriptError(
-                f"the transcript has no record left ({len(self._records)} were recorded) but "
-                f"this run requests {op!r} {dict(params)!r}; the replayed run makes more draws "
-                "than the recorded one"
+                f"the transcript has no record left but this run requests another {op!r} draw; the "
+                "replayed run makes more draws than the recorded one"
             )
         record = self._records[self._position]
         if record.op != op:
-            raise _mismatch(record.seq, "op", record.op, op)
+            raise _mismatch("op")
         requested = json.loads(_canonical_json(dict(params)))
         for key in [*requested, *(key for key in record.params if key not in requested)]:
             if key not in record.params or key not in requested or _canonical_json(
                 record.params[key]
             ) != _canonical_json(requested[key]):
-                raise _mismatch(
-                    record.seq, f"params[{key!r}]", record.params.get(key), requested.get(key)
-                )
+                raise _mismatch(f"params[{key!r}]")
         if record.shape != tuple(shape):
-            raise _mismatch(record.seq, "shape", list(record.shape), list(shape))
+            raise _mismatch("shape")
         self._position += 1
         return record.array.copy()
 
@@ -431,9 +496,6 @@ class TranscriptReader:
             TranscriptError: If records remain (the replayed run made fewer draws).
         """
         if self.remaining():
-            record = self._records[self._position]
             raise TranscriptError(
-                f"{self.remaining()} recorded draws were not consumed (the next is seq "
-                f"{record.seq}, op {record.op!r}); the replayed run made fewer draws than the "
-                "recorded one"
+                "recorded draws remain unconsumed; the replayed run made fewer draws than the recorded one"
             )

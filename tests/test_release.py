@@ -21,7 +21,7 @@ import pytest
 from privlab.mechanisms.release import bundle, release
 from privlab.mechanisms.release.flow import load_settings, resolve_transformation
 from privlab.mechanisms.tabular.space import load_release_space
-from privlab.platform.cli import EXIT_BUDGET, EXIT_EXECUTION, EXIT_INPUT, EXIT_OK, main
+from privlab.platform.cli import EXIT_BUDGET, EXIT_EXECUTION, EXIT_INPUT, EXIT_NOT_VERIFIED, EXIT_OK, main
 from privlab.platform.errors import BudgetExceededError, SchemaError, SpecError, TranscriptError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -186,9 +186,13 @@ def test_replay_with_other_data_or_spec_fails_clearly(released: tuple[Path, Path
     frame.to_csv(other, index=False)
     with pytest.raises(TranscriptError, match="data_sha256"):
         release.run_release(ws / "release.toml", data=other, out=tmp_path / "a", replay=transcript)
-    (ws / "release.toml").write_text((ws / "release.toml").read_text().replace('"representative"', '"uniform"'))
-    with pytest.raises(TranscriptError, match="spec_sha256"):
-        release.run_release(ws / "release.toml", data=DATA, out=tmp_path / "b", replay=transcript)
+    original = (ws / "release.toml").read_text()
+    (ws / "release.toml").write_text(original.replace('"representative"', '"uniform"'))
+    try:
+        with pytest.raises(TranscriptError, match="spec_sha256"):
+            release.run_release(ws / "release.toml", data=DATA, out=tmp_path / "b", replay=transcript)
+    finally:  # the workspace is shared by the module's other tests
+        (ws / "release.toml").write_text(original)
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
@@ -406,3 +410,154 @@ def test_heartbeat_says_only_the_elapsed_time() -> None:
         assert 0 <= 60 * int(match[1]) + int(match[2]) <= ceiling and match[3] == tail
     assert not any(t.name == "privlab-release-heartbeat" for t in threading.enumerate())
     assert len(said) == count  # and stop when it ends (the thread was joined on exit)
+
+
+# --- the sealed transcript and `privlab verify` (issue 15, items 1 and 3) -------------------------
+
+def _frames(path: Path) -> tuple[bytes, list[tuple[dict, bytes]]]:
+    """(magic, [(header, raw frame bytes), ...]) of a transcript, parsed independently of privlab."""
+    import struct
+
+    from privlab.platform.transcript import MAGIC
+
+    data = path.read_bytes()
+    assert data.startswith(MAGIC)
+    position, frames = len(MAGIC), []
+    while position < len(data):
+        (head_length,) = struct.unpack(">I", data[position:position + 4])
+        head = data[position + 4:position + 4 + head_length]
+        (payload_length,) = struct.unpack(">Q", data[position + 4 + head_length:position + 12 + head_length])
+        end = position + 12 + head_length + payload_length
+        frames.append((json.loads(head), data[position:end]))
+        position = end
+    return MAGIC, frames
+
+
+def _frame(header: dict, payload: bytes) -> bytes:
+    import struct
+
+    head = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+    return struct.pack(">I", len(head)) + head + struct.pack(">Q", len(payload)) + payload
+
+
+def _rechain(magic: bytes, frames: list[tuple[dict, bytes]]) -> bytes:
+    """A forged transcript: the given context and draw frames with a recomputed chain and end record."""
+    from privlab.platform.transcript import SEAL_TAG
+
+    head = hashlib.sha256(SEAL_TAG + magic + frames[0][1]).digest()
+    draws = [raw for header, raw in frames[1:] if header.get("kind") != "end"]
+    for raw in draws:
+        head = hashlib.sha256(head + raw).digest()
+    return magic + frames[0][1] + b"".join(draws) + _frame({"kind": "end", "records": len(draws), "seal": head.hex()}, b"")
+
+
+def _flip_payload_bit(raw: bytes) -> bytes:
+    return raw[:-1] + bytes([raw[-1] ^ 0x01])  # the last payload byte (a draw's mantissa or count)
+
+
+def _tampered(magic: bytes, frames: list[tuple[dict, bytes]], kind: str) -> bytes:
+    context, draws, end = frames[0], frames[1:-1], frames[-1]
+    raws = [raw for _, raw in draws]
+    if kind == "altered":
+        raws[0] = _flip_payload_bit(raws[0])
+    elif kind == "reordered":
+        raws[0], raws[1] = raws[1], raws[0]
+    elif kind == "dropped":
+        raws = raws[1:]
+    elif kind == "dropped-last":
+        raws = raws[:-1]
+    elif kind == "inserted":
+        raws = [raws[0], raws[0], *raws[1:]]
+    elif kind == "appended":
+        return magic + context[1] + b"".join(raws) + end[1] + raws[-1]
+    elif kind == "truncated":
+        return (magic + context[1] + b"".join(raws) + end[1])[:-7]
+    elif kind == "rechained":
+        header, raw = draws[0]
+        return _rechain(magic, [context, (header, _flip_payload_bit(raw)), *draws[1:]])
+    return magic + context[1] + b"".join(raws) + end[1]
+
+
+def _verify(ws: Path, out: Path, transcript: Path) -> int:
+    return main(["verify", str(out), "--spec", str(ws / "release.toml"), "--data", str(DATA),
+                 "--transcript", str(transcript)])
+
+
+def test_the_bundle_publishes_the_transcript_seal(released: tuple[Path, Path]) -> None:
+    from privlab.platform.transcript import TranscriptReader
+
+    _, out = released
+    seal = bundle.published_seal(out)
+    assert seal == TranscriptReader(out / bundle.TRANSCRIPT).seal
+    assert bundle.SEAL_FILE in (out / bundle.CHECKSUMS).read_text()
+    assert "transcript-seal.txt" in (out / "README.md").read_text()
+
+
+def test_verify_accepts_the_untouched_release(released: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    ws, out = released
+    assert _verify(ws, out, out / bundle.TRANSCRIPT) == EXIT_OK
+    assert "verified:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("kind", "message"), [
+    ("altered", "do not match its seal"),
+    ("reordered", "out of order"),
+    ("dropped", "out of order"),
+    ("dropped-last", "end record does not match"),
+    ("inserted", "out of order"),
+    ("appended", "data follows it"),
+    ("truncated", "ends without its end record"),
+    ("rechained", "differs from the one the bundle publishes"),
+])
+def test_verify_refuses_every_kind_of_transcript_tampering(
+    released: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, message: str,
+) -> None:
+    ws, out = released
+    magic, frames = _frames(out / bundle.TRANSCRIPT)
+    assert len(frames) >= 4, "the release should have made at least two draws"
+    forged = tmp_path / "transcript.bin"
+    forged.write_bytes(_tampered(magic, frames, kind))
+    assert forged.read_bytes() != (out / bundle.TRANSCRIPT).read_bytes()
+    assert _verify(ws, out, forged) == EXIT_NOT_VERIFIED
+    err = capsys.readouterr().err
+    assert "NOT VERIFIED" in err and message in err
+    # A replay of the tampered transcript is refused too: the seal is checked whenever it is read,
+    # and the re-chained forgery does not reproduce the published bundle.
+    replayed = tmp_path / "replayed"
+    code = _release(ws, replayed, "--replay", str(forged))
+    if kind == "rechained":
+        assert code in (EXIT_OK, EXIT_INPUT, EXIT_EXECUTION)
+        if code == EXIT_OK:
+            assert _public_bytes(replayed) != _public_bytes(out)
+    else:
+        assert code == EXIT_INPUT and not replayed.exists()
+
+
+def test_verify_refuses_a_republished_bundle(released: tuple[Path, Path], tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    ws, out = released
+    forged = tmp_path / "bundle"
+    shutil.copytree(out, forged)
+    document = json.loads((forged / "acceptance.json").read_text())
+    document["criteria"][0]["dp_value"] = document["criteria"][0]["dp_value"] / 2  # a forged, better-looking result
+    (forged / "acceptance.json").write_text(json.dumps(document, indent=1) + "\n")
+    assert _verify(ws, forged, out / bundle.TRANSCRIPT) == EXIT_NOT_VERIFIED
+    assert "acceptance.json do(es) not match its SHA256SUMS" in capsys.readouterr().err
+    bundle.write_checksums(forged)  # the forger also rewrites the checksums
+    assert _verify(ws, forged, out / bundle.TRANSCRIPT) == EXIT_NOT_VERIFIED
+    assert "does not reproduce acceptance.json" in capsys.readouterr().err
+
+
+def test_replay_errors_withhold_values_counts_and_hashes(released: tuple[Path, Path], tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    ws, out = released
+    other = tmp_path / "other.csv"
+    other.write_bytes(DATA.read_bytes().replace(b"\n", b"\r\n", 1))  # same records, different file hash
+    code = main(["release", str(ws / "release.toml"), "--data", str(other), "--out", str(tmp_path / "r"),
+                 "--replay", str(out / bundle.TRANSCRIPT)])
+    err = capsys.readouterr().err
+    assert code == EXIT_INPUT and "different data_sha256" in err
+    assert hashlib.sha256(DATA.read_bytes()).hexdigest() not in err
+    assert hashlib.sha256(other.read_bytes()).hexdigest() not in err

@@ -58,6 +58,7 @@ PUBLIC_FILES = (
     "ledger.json",
     "privacy-statement.md",
     "README.md",
+    "transcript-seal.txt",
 )
 CHECKSUMS = "SHA256SUMS"
 PRIVATE_DIR = "private"
@@ -152,6 +153,32 @@ def write_released(folder: Path, released: pd.DataFrame) -> None:
             csv_frame[column] = csv_frame[column].dt.strftime("%Y-%m-%d")
     _write_text(folder / "released.csv", csv_frame.to_csv(index=False, lineterminator="\n"))
     released.reset_index(drop=True).to_parquet(folder / "released.parquet", index=False)
+
+
+SEAL_FILE = "transcript-seal.txt"
+
+
+def seal_text(seal: str) -> str:
+    """``transcript-seal.txt``: the transcript's hash-chain head (see :mod:`privlab.platform.transcript`)."""
+    return ("# SHA-256 hash-chain head (privlab transcript format v2) of this release's private transcript.\n"
+            "# `privlab verify BUNDLE --data PRIVATE --transcript T --spec SPEC` checks a transcript against it,\n"
+            "# replays it and compares every public file. It reveals nothing about the data (salted commitment).\n"
+            f"{seal}\n")
+
+
+def published_seal(folder: Path) -> str:
+    """The seal a bundle publishes.
+
+    Raises:
+        SpecError: the bundle has no (or a malformed) ``transcript-seal.txt``.
+    """
+    path = Path(folder) / SEAL_FILE
+    if not path.is_file():
+        raise SpecError(f"{str(folder)!r} has no {SEAL_FILE}; it is not a sealed release bundle")
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line and not line.startswith("#")]
+    if len(lines) != 1 or len(lines[0]) != 64 or any(c not in "0123456789abcdef" for c in lines[0]):
+        raise SpecError(f"{path}: malformed seal; expected one line of 64 hex digits")
+    return lines[0]
 
 
 def write_checksums(folder: Path, names: Sequence[str] = PUBLIC_FILES) -> str:

@@ -546,9 +546,10 @@ def run_release(
         finally:
             if writer is not None:
                 writer.close()
+        seal = reader.seal if reader is not None else writer.seal  # type: ignore[union-attr]
         say("writing the bundle")
         _write_public(staging, spec=spec, shortlist=shortlist, outcome=outcome, selection=selection,
-                      released=released, budget=cap, context=context, n=n)
+                      released=released, budget=cap, context=context, n=n, seal=seal)
     return ReleaseResult(out=out, total_epsilon=spec.total_epsilon, budget=cap, configuration=outcome.configuration,
                          accepted=outcome.accepted, public_files=(*bundle.PUBLIC_FILES, bundle.CHECKSUMS))
 
@@ -582,7 +583,7 @@ def _select(cleaned: pd.DataFrame, *, spec: ReleaseSpec, shortlist: Shortlist, s
 
 
 def _write_public(staging: Path, *, spec: ReleaseSpec, shortlist: Shortlist, outcome: FlowOutcome, selection: Any,
-                  released: pd.DataFrame, budget: float, context: Mapping[str, str], n: int) -> None:
+                  released: pd.DataFrame, budget: float, context: Mapping[str, str], n: int, seal: str) -> None:
     outcome_selection, ledger = selection
     bundle.write_released(staging, released)
     acceptance = bundle.acceptance_document([r.to_dict() for r in outcome.results],
@@ -611,6 +612,7 @@ def _write_public(staging: Path, *, spec: ReleaseSpec, shortlist: Shortlist, out
                                               total_epsilon=spec.total_epsilon, budget=budget),
         "privacy-statement.md": privacy_statement(spec, shortlist, n=n),
         "README.md": datasheet(spec, shortlist, outcome, acceptance, n=n, created=context["created_utc"]),
+        bundle.SEAL_FILE: bundle.seal_text(seal),
     })
     bundle.write_checksums(staging)
 
@@ -662,7 +664,11 @@ number of attempts and the rejected candidates are not.
 
 All noise was drawn from the operating system's cryptographically secure random number generator
 with exact samplers (no floating-point Laplace), and every draw was recorded in a transcript kept
-with the private data, never published, so the release can be audited by replaying it.
+with the private data, never published, so the release can be audited by replaying it. The
+transcript is sealed by a hash chain whose head is published in `transcript-seal.txt`; an auditor
+with the private data and the transcript runs `privlab verify`, which refuses a transcript altered
+in any way and reproduces every public file byte for byte. The seal is a salted commitment: it
+reveals nothing about the data to anyone who cannot break SHA-256.
 Synthetic data, binning and the projection add protection in depth but are not part of the
 guarantee; the guarantee comes from differential privacy alone.
 
@@ -723,6 +729,8 @@ def datasheet(spec: ReleaseSpec, shortlist: Shortlist, outcome: FlowOutcome, acc
 - Files: `released.csv` and `released.parquet` (the same table); `SHA256SUMS` lets you check them
   with `sha256sum -c SHA256SUMS`.
 - Privacy: ε = {spec.total_epsilon:g}-differential privacy; see `privacy-statement.md`.
+- Audit: `transcript-seal.txt` publishes the seal of the private transcript of every random draw;
+  `privlab verify` checks a transcript against it and reproduces these files byte for byte.
 - Produced: {created} with privlab {importlib.metadata.version("privlab")}.
 {f"- Publisher: {sheet['publisher']}" if "publisher" in sheet else ""}
 {f"- Population: {sheet['population']}" if "population" in sheet else ""}
