@@ -36,6 +36,7 @@ from privlab.platform.secure_sampling import (
 )
 from privlab.platform.transcript import (
     MAGIC,
+    MAGIC_V1,
     TranscriptReader,
     TranscriptWriter,
     read_records,
@@ -622,3 +623,41 @@ def test_secure_generators_are_fresh_and_recorded(tmp_path: Path) -> None:
         assert not np.array_equal(a.random(4), b.random(4))
     seeds = [r for r in read_records(tmp_path / "t.bin") if r.op == "seed"]
     assert len(seeds) == 2 and all(r.array.dtype == np.uint8 and r.shape == (32,) for r in seeds)
+
+
+def test_the_seal_is_the_hash_chain_head_and_is_salted(tmp_path: Path) -> None:
+    import hashlib
+    import json
+    import struct
+
+    from privlab.platform.transcript import SEAL_TAG
+
+    seals = []
+    for name in ("a.bin", "b.bin"):
+        path = tmp_path / name
+        with TranscriptWriter(path, context=CONTEXT) as writer:
+            for value in (1.0, 2.0):
+                writer.append("laplace", {"scale": 1.0}, np.array(value))
+        assert TranscriptReader(path).seal == writer.seal
+        # Recompute the chain independently: h0 = H(tag | magic | context frame), hi = H(h(i-1) | frame i).
+        data, position, frames = path.read_bytes(), len(MAGIC), []
+        while position < len(data):
+            (head_length,) = struct.unpack(">I", data[position:position + 4])
+            (payload_length,) = struct.unpack(">Q", data[position + 4 + head_length:position + 12 + head_length])
+            end = position + 12 + head_length + payload_length
+            frames.append((json.loads(data[position + 4:position + 4 + head_length]), data[position:end]))
+            position = end
+        head = hashlib.sha256(SEAL_TAG + MAGIC + frames[0][1]).digest()
+        for _, raw in frames[1:-1]:
+            head = hashlib.sha256(head + raw).digest()
+        assert frames[-1][0] == {"kind": "end", "records": 2, "seal": head.hex()} and writer.seal == head.hex()
+        assert len(frames[0][0]["salt"]) == 64
+        seals.append(writer.seal)
+    assert seals[0] != seals[1]  # same context and draws, different salts: the seal reveals nothing
+
+
+def test_an_unsealed_version_1_transcript_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "old.bin"
+    path.write_bytes(MAGIC_V1 + b"\x00\x00\x00\x02{}")
+    with pytest.raises(TranscriptError, match="unsealed version-1 transcript"):
+        TranscriptReader(path)
