@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +23,7 @@ from privlab.mechanisms.release import bundle, release
 from privlab.mechanisms.release.flow import load_settings, resolve_transformation
 from privlab.mechanisms.tabular.space import load_release_space
 from privlab.platform.cli import EXIT_BUDGET, EXIT_EXECUTION, EXIT_INPUT, EXIT_NOT_VERIFIED, EXIT_OK, main
-from privlab.platform.errors import BudgetExceededError, SchemaError, SpecError, TranscriptError
+from privlab.platform.errors import BudgetExceededError, ExecutionError, SchemaError, SpecError, TranscriptError
 
 ROOT = Path(__file__).resolve().parents[1]
 BIRTHS = ROOT / "experiments" / "births"
@@ -261,18 +262,42 @@ def test_crash_mid_write_leaves_no_bundle(workspace: Path, tmp_path: Path, monke
     def crash(folder: Path, names: object = None) -> str:
         raise OSError("disk full (simulated)")
 
+    # Issue 15 item 4: an I/O failure after private selection no longer loses the spent budget's
+    # result: no bundle (nothing half-written), but the sealed transcript is kept beside --out and
+    # the message says how to regenerate the bundle from it.
     monkeypatch.setattr(bundle, "write_checksums", crash)
     out = tmp_path / "out"
-    with pytest.raises(OSError, match="simulated"):
+    with pytest.raises(ExecutionError, match=r"writing the bundle failed .* sealed transcript was kept") as error:
         release.run_release(workspace / "release.toml", data=DATA, out=out)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec"]
+    kept = tmp_path / "out.transcript.bin"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.transcript.bin", "spec"]
+    assert kept.stat().st_mode & 0o777 == 0o600
+    assert f"--replay {kept}" in str(error.value)
+    monkeypatch.undo()
+    assert _release(workspace, out, "--replay", str(kept)) == EXIT_OK  # the bundle, regenerated
+    assert main(["verify", str(out), "--spec", str(workspace / "release.toml"), "--data", str(DATA),
+                 "--transcript", str(kept)]) == EXIT_OK
+    shutil.rmtree(out)
+    kept.unlink()
 
     def interrupt(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(release, "private_selection", interrupt)
-    assert _release(workspace, out) == 130
+    assert _release(workspace, out) == 130  # interrupted during selection: the transcript is incomplete
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec"]
+
+
+def test_an_unwritable_out_is_refused_before_the_data_is_read(workspace: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    def no_read(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the private data was read")
+
+    monkeypatch.setattr(release, "load_private_data", no_read)
+    out = Path("/proc/privlab-release-test/bundle")  # /proc refuses new folders, even to root
+    assert _release(workspace, out) == EXIT_INPUT
+    err = capsys.readouterr().err
+    assert "cannot be created" in err and "not writable" in err and "Traceback" not in err
 
 
 def test_existing_out_and_stale_partial(workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -535,8 +560,6 @@ def test_verify_refuses_every_kind_of_transcript_tampering(
 
 def test_verify_refuses_a_republished_bundle(released: tuple[Path, Path], tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    import shutil
-
     ws, out = released
     forged = tmp_path / "bundle"
     shutil.copytree(out, forged)

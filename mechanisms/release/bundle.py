@@ -40,7 +40,7 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,16 +72,28 @@ def partial_prefix(out: Path) -> str:
 
 
 def check_destination(out: Path) -> None:
-    """Refuse an existing ``out`` before any work.
+    """Refuse an existing or unwritable ``out`` before any work.
+
+    The nearest existing ancestor of ``out`` is probed by creating (and removing) a hidden folder
+    in it, which is what the release will do: permission bits alone do not tell (root ignores
+    them; read-only mounts do not show in them).
 
     Raises:
-        SpecError: ``out`` exists, or its parent is not a folder.
+        SpecError: ``out`` exists, its parent is not a folder, or no folder can be created there.
     """
     if out.exists() or out.is_symlink():
         raise SpecError(f"--out {str(out)!r} already exists; a release bundle is never overwritten, "
                         "choose a new folder")
     if out.parent.exists() and not out.parent.is_dir():
         raise SpecError(f"--out {str(out)!r}: its parent {str(out.parent)!r} is not a folder")
+    ancestor = out.parent.absolute()
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".privlab-write-probe-", dir=ancestor))
+    except OSError as error:
+        raise SpecError(f"--out {str(out)!r} cannot be created: {str(ancestor)!r} is not writable "
+                        f"({error.strerror or type(error).__name__}); choose a writable folder") from None
 
 
 def _fsync_tree(root: Path) -> None:
@@ -98,11 +110,12 @@ def _fsync_tree(root: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_directory(out: Path) -> Iterator[Path]:
+def atomic_directory(out: Path, *, on_failure: Callable[[Path], None] | None = None) -> Iterator[Path]:
     """Stage a folder next to ``out`` and rename it to ``out`` when the block succeeds.
 
-    On any exception (including ``KeyboardInterrupt``) the staging folder is removed and
-    ``out`` is not created. A process killed with SIGKILL cannot clean up: it leaves a hidden
+    On any exception (including ``KeyboardInterrupt``) ``on_failure(staging)`` is called (to
+    rescue what must outlive the failure; its own errors are suppressed), then the staging folder
+    is removed and ``out`` is not created. A process killed with SIGKILL cannot clean up: it leaves a hidden
     ``.<name>.partial-*`` folder (never ``out`` itself), which :func:`stale_partials` finds.
 
     Raises:
@@ -121,8 +134,30 @@ def atomic_directory(out: Path) -> Iterator[Path]:
         staging.chmod(0o755)  # mkdtemp's 0o700 is for the staging phase; private/ stays 0o700
         os.rename(staging, out)
     except BaseException:
+        if on_failure is not None:
+            with contextlib.suppress(Exception):
+                on_failure(staging)
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def keep_transcript(staging: Path, out: Path) -> Path | None:
+    """Move a staged transcript next to ``out`` (a rename: it needs no free space); its new path.
+
+    Named ``<out>.transcript.bin`` (or with a numeric suffix if that exists), mode 0o600: it is as
+    sensitive as the private data.
+    """
+    source = staging / TRANSCRIPT
+    if not source.is_file():
+        return None
+    target = out.parent / f"{out.name}.transcript.bin"
+    suffix = 1
+    while target.exists():
+        suffix += 1
+        target = out.parent / f"{out.name}.transcript-{suffix}.bin"
+    os.rename(source, target)
+    target.chmod(0o600)
+    return target
 
 
 def stale_partials(out: Path) -> list[Path]:

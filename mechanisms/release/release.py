@@ -525,31 +525,50 @@ def run_release(
     say(f"release {spec.name}: total ε = {spec.total_epsilon:g} within budget {cap:g}; "
         f"{len(shortlist.configurations)} configuration(s) in the shortlist")
 
-    with bundle.atomic_directory(out) as staging:
-        transcript_path = staging / bundle.TRANSCRIPT
-        if reader is not None:
-            source: RandomSource = ReplaySource(reader)
-            shutil.copyfile(reader.path, transcript_path)
-            transcript_path.chmod(0o600)
-            writer = None
-        else:
-            writer = TranscriptWriter(transcript_path, context=context)
-            source = SecureSource(writer)
-        try:
-            say("running private selection (the number of flows is not shown: it depends on the private data)")
-            with _heartbeat(say, every_seconds=30.0):
-                outcome, selection = _select(cleaned, spec=spec, shortlist=shortlist, source=source, budget=cap)
-            released = outcome.decoded(
-                rng=source.generator(purpose="decode-uniform-within-bin") if spec.decode == "uniform" else None)
-            if isinstance(source, ReplaySource):
-                source.finish()
-        finally:
-            if writer is not None:
-                writer.close()
-        seal = reader.seal if reader is not None else writer.seal  # type: ignore[union-attr]
-        say("writing the bundle")
-        _write_public(staging, spec=spec, shortlist=shortlist, outcome=outcome, selection=selection,
-                      released=released, budget=cap, context=context, n=n, seal=seal)
+    kept: list[Path] = []  # where a sealed transcript was rescued to, if writing the bundle failed
+    sealed = False
+
+    def keep_sealed_transcript(staging: Path) -> None:
+        if sealed and reader is None:  # a replay's transcript is a copy: the original is safe
+            rescued = bundle.keep_transcript(staging, out)
+            if rescued is not None:
+                kept.append(rescued)
+
+    try:
+        with bundle.atomic_directory(out, on_failure=keep_sealed_transcript) as staging:
+            transcript_path = staging / bundle.TRANSCRIPT
+            if reader is not None:
+                source: RandomSource = ReplaySource(reader)
+                shutil.copyfile(reader.path, transcript_path)
+                transcript_path.chmod(0o600)
+                writer = None
+            else:
+                writer = TranscriptWriter(transcript_path, context=context)
+                source = SecureSource(writer)
+            try:
+                say("running private selection (the number of flows is not shown: it depends on the private data)")
+                with _heartbeat(say, every_seconds=30.0):
+                    outcome, selection = _select(cleaned, spec=spec, shortlist=shortlist, source=source, budget=cap)
+                released = outcome.decoded(
+                    rng=source.generator(purpose="decode-uniform-within-bin") if spec.decode == "uniform" else None)
+                if isinstance(source, ReplaySource):
+                    source.finish()
+            finally:
+                if writer is not None:
+                    writer.close()
+            seal = reader.seal if reader is not None else writer.seal  # type: ignore[union-attr]
+            sealed = True
+            say("writing the bundle")
+            _write_public(staging, spec=spec, shortlist=shortlist, outcome=outcome, selection=selection,
+                          released=released, budget=cap, context=context, n=n, seal=seal)
+    except OSError as error:
+        if not kept:
+            raise
+        raise ExecutionError(
+            f"writing the bundle failed ({error.strerror or type(error).__name__}) after private selection: the "
+            f"budget is spent, but the sealed transcript was kept at {str(kept[0])!r} (as sensitive as the data; "
+            "keep it with it). Fix the cause (free space, permissions), then regenerate the same bundle: "
+            f"privlab release {spec.path} --data {data} --out {out} --replay {kept[0]}") from None
     return ReleaseResult(out=out, total_epsilon=spec.total_epsilon, budget=cap, configuration=outcome.configuration,
                          accepted=outcome.accepted, public_files=(*bundle.PUBLIC_FILES, bundle.CHECKSUMS))
 
