@@ -59,7 +59,7 @@ STUDY_KEYS = {
 }
 BUDGET_KEYS = {"epsilon", "delta", "accountant", "delta_slack"}
 TRACKING_KEYS = {"experiment", "uri", "artifacts", "plots", "checkpoint_interval_s"}
-EXECUTION_KEYS = {"batch_size", "target_task_seconds", "max_retries", "max_in_flight_per_worker"}
+EXECUTION_KEYS = {"batch_size", "target_task_seconds", "max_retries", "max_in_flight_per_worker", "max_configurations"}
 MODES = ("research",)
 MAX_UNITS = 10**10
 
@@ -95,6 +95,8 @@ class ExecutionSpec:
     target_task_seconds: float = 1.0
     max_retries: int = 3
     max_in_flight_per_worker: int = 2
+    # Configurations a spec may expand to; counted from the grid's shape before any is built.
+    max_configurations: int = 100_000
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -304,7 +306,9 @@ def parse_spec(document: Mapping[str, Any], *, source: Path) -> ExperimentSpec:
         seen.add(study_name)
         if "dataset" not in raw and default_dataset is not None:
             raw["dataset"] = default_dataset
-        study, configs = _parse_study(raw, spec_dir=spec_dir, seed=seed, budget=budget)
+        study, configs = _parse_study(raw, spec_dir=spec_dir, seed=seed, budget=budget,
+                                      room=execution.max_configurations - len(configurations),
+                                      limit=execution.max_configurations)
         studies.append(study)
         configurations.extend(configs)
 
@@ -393,11 +397,21 @@ def _parse_execution(raw: Any) -> ExecutionSpec:
         max_in_flight_per_worker=_positive_int(
             table.get("max_in_flight_per_worker", 2), "[execution] max_in_flight_per_worker"
         ),
+        max_configurations=_positive_int(table.get("max_configurations", 100_000), "[execution] max_configurations"),
     )
 
 
+def _grid_point(index: int, axes: Sequence[tuple[str, list[Any]]]) -> dict[str, Any]:
+    """The ``index``-th point of the Cartesian product of ``axes`` in ``itertools.product`` order."""
+    values: list[Any] = []
+    for _, choices in reversed(axes):
+        index, position = divmod(index, len(choices))
+        values.append(choices[position])
+    return dict(zip([key for key, _ in axes], reversed(values), strict=True))
+
+
 def _parse_study(
-    raw: dict[str, Any], *, spec_dir: Path, seed: int | None, budget: BudgetSpec | None
+    raw: dict[str, Any], *, spec_dir: Path, seed: int | None, budget: BudgetSpec | None, room: int, limit: int
 ) -> tuple[Study, list[Configuration]]:
     name = raw["name"]
     where = f"study {name!r}"
@@ -468,17 +482,28 @@ def _parse_study(
             raise SpecError(f"{where}: {key!r} is both a fixed [params] value and a [grid] axis; keep one")
         axes.append((key, values))
 
-    points = [dict(zip([k for k, _ in axes], combo, strict=True)) for combo in itertools.product(*[v for _, v in axes])]
+    # Count from the grid's shape first: a 10⁷-point grid must be refused, not built.
+    grid_size = math.prod(len(values) for _, values in axes)
     study_key = stable_key("study", name)
     sample = raw.get("grid_points")
     if sample is not None:
         sample = _positive_int(sample, f"{where} grid_points")
-        if sample > len(points):
-            raise SpecError(f"{where} grid_points ({sample}) must be at most the grid size ({len(points)})")
+        if sample > grid_size:
+            raise SpecError(f"{where} grid_points ({sample}) must be at most the grid size ({grid_size})")
         if seed is None:
             raise SpecError(f"{where}: grid_points samples the grid with the root seed; set 'seed'")
-        chosen = grid_sampling_generator(seed, study_key).choice(len(points), size=sample, replace=False)
-        points = [points[i] for i in sorted(chosen)]
+    count = grid_size if sample is None else sample
+    if count > room:
+        shape = " × ".join(str(len(values)) for _, values in axes) or "1"
+        raise SpecError(
+            f"{where} expands to {count:,} configurations (grid {shape}{'' if sample is None else ', sampled'}), "
+            f"which takes the spec over its limit of {limit:,} ([execution] max_configurations); sample the grid "
+            "with grid_points, split the spec, or raise the limit")
+    if sample is None:
+        points = [dict(zip([k for k, _ in axes], combo, strict=True)) for combo in itertools.product(*[v for _, v in axes])]
+    else:
+        chosen = grid_sampling_generator(seed, study_key).choice(grid_size, size=sample, replace=False)
+        points = [_grid_point(int(i), axes) for i in sorted(chosen)]
 
     probe_ledger = budget.ledger() if budget is not None else Ledger(epsilon_cap=None)
     configurations = []

@@ -245,8 +245,8 @@ ERROR_CASES = {
     ),
     "unknown execution key": (
         HEAD + LAPLACE + "[execution]\nworkers = 4\n",
-        "[execution]: unknown key(s) 'workers'; allowed keys: batch_size, max_in_flight_per_worker, "
-        "max_retries, target_task_seconds",
+        "[execution]: unknown key(s) 'workers'; allowed keys: batch_size, max_configurations, "
+        "max_in_flight_per_worker, max_retries, target_task_seconds",
     ),
     "unknown study key": (
         HEAD + '[[study]]\nname = "s"\nworkload = "laplace_mean"\nrepeats = 3\n',
@@ -711,3 +711,66 @@ def test_file_dataset_resolved_against_the_spec_folder(tmp_path: Path) -> None:
     assert dataset.format == "csv"
     assert len(spec.configurations) == 2
     assert math.isclose(float(dataset.load()["x"].sum()), 1.5)
+
+
+# --- grid size limit (issue 15 item 7) ---------------------------------------------------------
+
+def _grid_spec(extra: str = "") -> str:
+    """A laplace_mean study whose grid has 1000 × 100 × 50 × 50 × 2 = 500,000,000 points."""
+    return (f'name = "big"\nseed = 1\n{extra}workload = "laplace_mean"\n[grid]\n'
+            f"epsilon = {[round(0.001 * i, 3) for i in range(1, 1001)]}\n"
+            f"n = {list(range(10, 110))}\n"
+            f"beta_a = {[0.5 * i for i in range(1, 51)]}\n"
+            f"beta_b = {[0.5 * i for i in range(1, 51)]}\n"
+            "upper = [1.0, 2.0]\n")
+
+
+def test_a_huge_grid_is_refused_from_its_shape_before_anything_is_built(tmp_path: Path) -> None:
+    import time
+
+    started = time.perf_counter()
+    with pytest.raises(SpecError, match=r"expands to 10,000,000 configurations \(grid 1000 × 100 × 50 × 50 × 2\), "
+                                        r"which takes the spec over its limit of 100,000 \(\[execution\] "
+                                        r"max_configurations\)"):
+        load_spec(write(tmp_path, _grid_spec()))
+    assert time.perf_counter() - started < 5.0  # a 10⁷ grid used to be built: ~27 minutes, 8 MB/s of memory
+
+
+def test_the_configuration_limit_is_configurable_and_counts_every_study(tmp_path: Path) -> None:
+    two_studies = """name = "two"
+seed = 1
+[execution]
+max_configurations = 3
+[[study]]
+name = "a"
+workload = "laplace_mean"
+[study.params]
+n = 10
+[study.grid]
+epsilon = [0.5, 1.0]
+[[study]]
+name = "b"
+workload = "laplace_mean"
+[study.params]
+n = 10
+[study.grid]
+epsilon = [0.5, 1.0]
+"""
+    with pytest.raises(SpecError, match=r"study 'b' expands to 2 configurations .* limit of 3"):
+        load_spec(write(tmp_path, two_studies))
+    assert len(load_spec(write(tmp_path, two_studies.replace("= 3", "= 4"))).configurations) == 4
+
+
+def test_grid_points_sample_a_huge_grid_without_building_it(tmp_path: Path) -> None:
+    spec = load_spec(write(tmp_path, _grid_spec("grid_points = 5\n")))
+    assert len(spec.configurations) == 5
+    again = load_spec(write(tmp_path, _grid_spec("grid_points = 5\n"), name="again.toml"))
+    assert [c.params for c in spec.configurations] == [c.params for c in again.configurations]
+
+
+def test_grid_point_decoding_follows_itertools_product_order() -> None:
+    from privlab.platform.spec import _grid_point
+
+    axes = [("a", [1, 2, 3]), ("b", ["x", "y"]), ("c", [0.5, 1.0, 2.0, 4.0])]
+    expected = [dict(zip("abc", combo, strict=True)) for combo in itertools.product(*[v for _, v in axes])]
+    assert [_grid_point(i, axes) for i in range(len(expected))] == expected
