@@ -293,8 +293,34 @@ def build_params(params_type: type, values: Mapping[str, Any], *, where: str) ->
         raise SpecError(f"{where}: missing required key(s) {', '.join(map(repr, missing))}")
     try:
         return params_type(**values)
-    except (TypeError, ValueError) as error:
+    except ValueError as error:  # the dataclass's own validation names the key
         raise SpecError(f"{where}: {error}") from None
+    except TypeError as error:  # e.g. a str compared with a float: name the key ourselves
+        raise SpecError(f"{where}: {_wrong_types(params_type, values) or error}") from None
+
+
+_KINDS_OF = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,)}
+
+
+def _wrong_types(params_type: type, values: Mapping[str, Any]) -> str:
+    """``key (value) must be a T`` for values whose type contradicts a plain annotation (``""`` if none).
+
+    Only consulted after construction failed, so it never changes which parameters are accepted;
+    it names the key that a bare ``TypeError`` (e.g. comparing a str with a float) does not.
+    """
+    problems = []
+    for field in dataclasses.fields(params_type):
+        if field.name not in values:
+            continue
+        annotation = field.type if isinstance(field.type, str) else getattr(field.type, "__name__", "")
+        kinds = _KINDS_OF.get(annotation.replace(" | None", ""))
+        value = values[field.name]
+        if kinds is None or (value is None and annotation.endswith("| None")):
+            continue
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            kind = "a number" if float in kinds else f"a {kinds[0].__name__}"
+            problems.append(f"{field.name} ({value!r}) must be {kind}")
+    return "; ".join(problems)
 
 
 def params_dict(params: Any) -> dict[str, Any]:

@@ -243,6 +243,10 @@ ERROR_CASES = {
         "[tracking]: unknown key(s) 'experment'; allowed keys: artifacts, checkpoint_interval_s, "
         "experiment, plots, uri",
     ),
+    "wrong-typed workload parameter": (
+        HEAD + LAPLACE + 'lower = "zero"\n',
+        "study 'bad' params: lower ('zero') must be a number",
+    ),
     "unknown execution key": (
         HEAD + LAPLACE + "[execution]\nworkers = 4\n",
         "[execution]: unknown key(s) 'workers'; allowed keys: batch_size, max_configurations, "
