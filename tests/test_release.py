@@ -584,3 +584,14 @@ def test_replay_errors_withhold_values_counts_and_hashes(released: tuple[Path, P
     assert code == EXIT_INPUT and "different data_sha256" in err
     assert hashlib.sha256(DATA.read_bytes()).hexdigest() not in err
     assert hashlib.sha256(other.read_bytes()).hexdigest() not in err
+
+
+def test_a_fifo_as_data_is_named_for_what_it_is(workspace: Path, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+
+    fifo = tmp_path / "data.csv"
+    os.mkfifo(fifo)
+    assert _release(workspace, tmp_path / "out", data=fifo) == EXIT_INPUT  # returns: the FIFO is never opened
+    err = capsys.readouterr().err
+    assert "is not a regular file (a pipe, device or folder)" in err and "does not exist" not in err

@@ -136,6 +136,15 @@ def _toml(path: Path, what: str) -> dict[str, Any]:
         raise SpecError(f"{path}: not valid TOML: {error}") from None
 
 
+def _require_regular_file(path: Path, what: str) -> None:
+    """Refuse a missing path, and a pipe, device or folder (reading a FIFO would block forever)."""
+    if not path.exists():
+        raise SpecError(f"{what} {str(path)!r} does not exist")
+    if not path.is_file():
+        raise SpecError(f"{what} {str(path)!r} is not a regular file (a pipe, device or folder); give a file "
+                        "(csv, csv.gz or parquet for data)")
+
+
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as stream:
@@ -501,14 +510,12 @@ def run_release(
     bundle.check_destination(out)
     shortlist = load_shortlist(spec.shortlist)
     check_split(spec, shortlist.settings, shortlist.settings_path)
-    if not data.is_file():
-        raise SpecError(f"private data {str(data)!r} does not exist")
+    _require_regular_file(data, "private data")
     context = transcript_context(spec=spec, shortlist=shortlist, data=data, budget=cap)
     reader = None
     if replay is not None:
         replay = Path(replay)
-        if not replay.is_file():
-            raise SpecError(f"--replay {str(replay)!r} does not exist")
+        _require_regular_file(replay, "--replay")
         reader = TranscriptReader(replay, expected_context=context)
         created = reader.context.get("created_utc")
         if created is None:
