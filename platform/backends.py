@@ -18,6 +18,8 @@ from typing import Any
 
 from privlab.platform.aggregation import ConfigAggregate
 from privlab.platform.errors import ExecutionError
+from privlab.platform.ray_leftovers import PREFIX as RAY_FOLDER_PREFIX
+from privlab.platform.ray_leftovers import clean_up_dead_runs, write_owner
 from privlab.platform.units import UnitContext, process_item, run_trial_range
 
 log = logging.getLogger(__name__)
@@ -124,8 +126,12 @@ class RayBackend:
             raise ExecutionError("Ray is already initialised in this process; privlab starts and stops its own connection")
         if address is None:
             cpus = workers or os.cpu_count() or 1
-            # Keep socket paths short (Ray's unix sockets must stay under 108 bytes).
-            self._temp_dir = tempfile.mkdtemp(prefix="privlab-ray-", dir="/tmp")
+            # Keep socket paths short (Ray's unix sockets must stay under 108 bytes). What a dead
+            # run left behind (a killed driver cannot stop its Ray) is cleaned up first.
+            for folder in clean_up_dead_runs("/tmp"):
+                log.info("removed %s, left by a dead privlab run", folder)
+            self._temp_dir = tempfile.mkdtemp(prefix=RAY_FOLDER_PREFIX, dir="/tmp")
+            write_owner(self._temp_dir)
             ray.init(
                 address="local",
                 num_cpus=cpus,
