@@ -595,3 +595,14 @@ def test_a_fifo_as_data_is_named_for_what_it_is(workspace: Path, tmp_path: Path,
     assert _release(workspace, tmp_path / "out", data=fifo) == EXIT_INPUT  # returns: the FIFO is never opened
     err = capsys.readouterr().err
     assert "is not a regular file (a pipe, device or folder)" in err and "does not exist" not in err
+
+
+def test_an_all_missing_column_is_named(workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    frame = pd.read_csv(DATA)
+    frame["birth_weight"] = float("nan")
+    empty = tmp_path / "empty_column.csv"
+    frame.to_csv(empty, index=False)
+    assert _release(workspace, tmp_path / "out", data=empty) == EXIT_INPUT
+    err = capsys.readouterr().err
+    assert "column 'birth_weight' is empty (no value in any record)" in err  # was: "values that break the schema"
+    assert not (tmp_path / "out").exists()

@@ -358,6 +358,7 @@ _PROBLEMS = (
     ("categor", "values outside the declared categories"),
     ("fraction", "fractional values in an integer column"),
     ("nothing is left", "no record left after the raw constraints"),
+    ("dataset is empty", "no record left after the raw constraints (they dropped every record)"),
 )
 
 
@@ -409,6 +410,10 @@ def load_private_data(path: Path, space: ReleaseSpace) -> pd.DataFrame:
     if missing:
         raise SchemaError(f"{what} lacks the schema column(s) {', '.join(map(repr, missing))}; the release space "
                           f"needs {', '.join(space.schema.names)}")
+    for column in space.schema.names:  # the cleaning rules would drop every record: name the column instead
+        if raw[column].isna().all():
+            raise SchemaError(f"{what}: column {column!r} is empty (no value in any record); check that the file "
+                              "is the right one and that the column was exported")
     try:
         return space.clean_raw(raw, source="private data")
     except (SchemaError, SpecError, TypeError, ValueError) as error:
