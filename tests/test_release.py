@@ -606,3 +606,23 @@ def test_an_all_missing_column_is_named(workspace: Path, tmp_path: Path, capsys:
     err = capsys.readouterr().err
     assert "column 'birth_weight' is empty (no value in any record)" in err  # was: "values that break the schema"
     assert not (tmp_path / "out").exists()
+
+
+def test_the_infinite_horizon_needs_an_acknowledgement(workspace: Path, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    spec = workspace / "release.toml"
+    text = spec.read_text()
+    assert "unbounded_ok = true" in text
+    spec.write_text(text.replace("unbounded_ok = true\n", ""))
+    assert _release(workspace, tmp_path / "out") == EXIT_INPUT
+    err = capsys.readouterr().err
+    assert "infinite horizon" in err and "about 1/p flows" in err and "unbounded_ok = true" in err
+    assert not (tmp_path / "out").exists()
+    # A finite horizon needs no acknowledgement (and refuses one): γ = 0.5, T = 8 ≥ ln(2/0.1)/0.5 ≈ 6.
+    finite = text.replace('gamma = 0.0\nsteps = "inf"\nepsilon0 = 0.0\n', 'gamma = 0.5\nsteps = 8\nepsilon0 = 0.1\n')
+    spec.write_text(finite.replace("unbounded_ok = true\n", ""))
+    loaded = release.load_release_spec(spec)
+    assert not loaded.selection.is_infinite_horizon and loaded.total_epsilon == pytest.approx(9.98 + 0.1)
+    spec.write_text(finite)
+    with pytest.raises(SpecError, match="unbounded_ok applies only to the infinite horizon"):
+        release.load_release_spec(spec)

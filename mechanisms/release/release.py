@@ -207,8 +207,10 @@ def load_release_spec(path: str | Path) -> ReleaseSpec:
     if not isinstance(epsilon, dict) or set(epsilon) != {"generation", "acceptance"}:
         raise SpecError(f"{path}: [epsilon] must have exactly the keys generation and acceptance")
     selection = document["selection"]
-    if not isinstance(selection, dict) or set(selection) != {"gamma", "steps", "epsilon0"}:
-        raise SpecError(f"{path}: [selection] must have exactly the keys gamma, steps and epsilon0")
+    if not isinstance(selection, dict) or not {"gamma", "steps", "epsilon0"} <= set(selection) <= {
+            "gamma", "steps", "epsilon0", "unbounded_ok"}:
+        raise SpecError(f"{path}: [selection] must have the keys gamma, steps and epsilon0 (and, for the infinite "
+                        "horizon, unbounded_ok)")
     steps = selection["steps"]
     if steps == "inf":
         steps = math.inf
@@ -219,6 +221,7 @@ def load_release_spec(path: str | Path) -> ReleaseSpec:
                                         epsilon0=_number(selection["epsilon0"], "selection.epsilon0"))
     except (TypeError, ValueError) as error:
         raise SpecError(f"{path}: [selection]: {error}") from None
+    _check_horizon_acknowledged(path, params, selection.get("unbounded_ok"))
     budget = document.get("budget")
     decode = document.get("decode", "representative")
     if decode not in DECODE_MODES:
@@ -237,6 +240,28 @@ def load_release_spec(path: str | Path) -> ReleaseSpec:
         selection=params, budget=None if budget is None else _number(budget, "budget", positive=True),
         decode=decode, datasheet=dict(datasheet),
     )
+
+
+def _check_horizon_acknowledged(path: Path, params: PrivateSelectionParams, unbounded_ok: Any) -> None:
+    """The infinite horizon runs about 1/p flows, forever when p = 0: it must be chosen knowingly.
+
+    ``p`` is the shortlist's acceptance probability on the private data (unknown; estimate it by the
+    grid search's ``accepted_rate`` on public data of the same size). A finite horizon (γ > 0, T
+    steps) bounds the run at the price of ε₀ and a possible ⊥; it needs no acknowledgement.
+    """
+    if not params.is_infinite_horizon:
+        if unbounded_ok is not None:
+            raise SpecError(f"{path}: selection.unbounded_ok applies only to the infinite horizon (gamma = 0, "
+                            "steps = \"inf\"); remove it")
+        return
+    if unbounded_ok is not True:
+        raise SpecError(
+            f"{path}: [selection] is the infinite horizon (gamma = 0, steps = \"inf\"): the release runs until a flow "
+            "is accepted, about 1/p flows when the shortlist's acceptance probability on the private data is p, and "
+            "forever when p = 0 (a shortlist tuned on data of another size can have p ≈ 0). Estimate p first "
+            "(privlab compare GRID_EXPERIMENT --metric accepted, on public data of the same size), then either set "
+            "unbounded_ok = true in [selection], or choose a finite horizon: gamma > 0 and steps >= "
+            "max(ln(2/epsilon0)/gamma, 1 + 1/(e*gamma)), which costs epsilon0 more and may end without a release")
 
 
 def check_budget(spec: ReleaseSpec, budget: float | None) -> float:
