@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import socket
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -142,8 +143,17 @@ class RayBackend:
                 log_to_driver=True,
             )
         else:
+            _check_reachable(address)
             extra = {"_node_ip_address": "127.0.0.1"} if is_loopback_address(address) else {}
-            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=True, **extra)
+            try:
+                ray.init(address=address, logging_level=logging.WARNING, log_to_driver=True, **extra)
+            except Exception as error:  # Ray's own messages run to pages; say what to do instead
+                first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+                raise ExecutionError(
+                    f"could not connect to the Ray cluster at {address} ({type(error).__name__}: {first[:200]}). "
+                    "If it uses token authentication (clusters from `privlab cluster up` do), run privlab from the "
+                    "folder where the cluster was started so it finds the token, or set RAY_AUTH_MODE=token and "
+                    "RAY_AUTH_TOKEN_PATH to the cluster's auth_token file") from None
         cluster_cpus = int(ray.cluster_resources().get("CPU", 1))
         self.workers = min(workers, cluster_cpus) if workers else cluster_cpus
         self.nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
@@ -197,6 +207,24 @@ class RayBackend:
         self._ray.shutdown()
         if self._temp_dir is not None:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
+
+
+def _check_reachable(address: str, timeout: float = 3.0) -> None:
+    """Fail in seconds, not minutes, when nothing listens at a ``host:port`` address.
+
+    Ray retries an unreachable GCS for a minute or more before giving up; a plain TCP connect
+    tells at once. Other address forms (``auto``, ``ray://…``) are left to Ray.
+    """
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "/" in address:
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as error:
+        raise ExecutionError(
+            f"nothing answers at {address} ({error.strerror or type(error).__name__}): no Ray cluster is running "
+            "there. Start one (`privlab cluster up`, or `ray start --head`) and pass the address it prints, or "
+            "leave out --address to run on a private local instance") from None
 
 
 def _import_workloads() -> int:
