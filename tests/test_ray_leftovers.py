@@ -23,9 +23,18 @@ def _dead_pid() -> int:
 
 
 def _agent(folder: Path) -> subprocess.Popen:
-    """A stand-in for a raylet left running: its command line names the run's folder."""
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)",
-                             f"--temp-dir={folder}/session_latest/sockets"])
+    """A stand-in for a raylet left running: its command line names the run's folder.
+
+    Popen may return before the child's exec shows in /proc (its command line is still the
+    parent's for a moment), so wait until it does: a real leftover has been running for long.
+    """
+    agent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)",
+                              f"--temp-dir={folder}/session_latest/sockets"])
+    deadline = time.monotonic() + 30
+    while str(folder).encode() not in Path(f"/proc/{agent.pid}/cmdline").read_bytes():
+        assert time.monotonic() < deadline, "the stand-in process never showed its command line"
+        time.sleep(0.01)
+    return agent
 
 
 def test_a_dead_runs_processes_are_stopped_and_its_folder_removed(tmp_path: Path) -> None:
