@@ -665,14 +665,7 @@ def describe_auditables() -> str:
     blocks = []
     for name in auditable_names():
         auditable = _AUDITABLES[name]
-        params = []
-        for f in dataclasses.fields(auditable.Params):
-            if f.default is not dataclasses.MISSING:
-                params.append(f"{f.name}={'unlimited' if f.default is None else f.default!r}")
-            elif f.default_factory is not dataclasses.MISSING:
-                params.append(f"{f.name}={f.default_factory()!r}")
-            else:
-                params.append(f"{f.name} (required)")
+        params = registry.describe_params(auditable.Params, none="unlimited")
         kind = "sensitivity" if auditable.kind is AuditKind.SENSITIVITY else "ε"
         blocks.append(
             f"{name:14s}{kind} audit: {auditable.description}\n"

@@ -347,9 +347,10 @@ def _workloads(args: argparse.Namespace) -> int:
 
 def _describe_workload(workload: Any) -> str:
     """A workload for people: name, pattern, its whole description, metrics and parameters."""
-    import dataclasses
     import inspect
     import textwrap
+
+    from privlab.platform import registry
 
     lines = [f"{workload.name}  ({workload.pattern.value} pattern{', test-only' if workload.hidden else ''})"]
     doc = inspect.cleandoc(type(workload).__doc__ or "")
@@ -357,15 +358,7 @@ def _describe_workload(workload: Any) -> str:
     metrics = [f"{name} ({kind.value})" for name, kind in workload.metrics.items()]
     metrics += [f"{name} (derived)" for name in workload.derived_metrics]
     lines.append("    metrics: " + (", ".join(metrics) or "decided by the parameters (every one is logged)"))
-    params = []
-    for field in dataclasses.fields(workload.Params):
-        if field.default is not dataclasses.MISSING:
-            params.append(f"{field.name}={field.default!r}")
-        elif field.default_factory is not dataclasses.MISSING:
-            params.append(f"{field.name}={field.default_factory()!r}")
-        else:
-            params.append(f"{field.name} (required)")
-    lines.append("    parameters: " + (", ".join(params) or "none"))
+    lines.append("    parameters: " + (", ".join(registry.describe_params(workload.Params)) or "none"))
     return "\n".join(lines)
 
 

@@ -323,6 +323,22 @@ def _wrong_types(params_type: type, values: Mapping[str, Any]) -> str:
     return "; ".join(problems)
 
 
+def describe_params(params_type: type, *, none: str = "None") -> list[str]:
+    """``name=default`` (``name (required)`` without one) for each field of a parameter dataclass.
+
+    ``none`` is how a ``None`` default reads (e.g. ``"unlimited"`` for a depth).
+    """
+    described = []
+    for field in dataclasses.fields(params_type):
+        if field.default is not dataclasses.MISSING:
+            described.append(f"{field.name}={none if field.default is None else repr(field.default)}")
+        elif field.default_factory is not dataclasses.MISSING:
+            described.append(f"{field.name}={field.default_factory()!r}")
+        else:
+            described.append(f"{field.name} (required)")
+    return described
+
+
 def params_dict(params: Any) -> dict[str, Any]:
     """A parameter dataclass as a plain dict (for logging and keys)."""
     return dataclasses.asdict(params)
