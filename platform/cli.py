@@ -511,7 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Apply a release_flow spec's transformation (its first configuration, or --config) to an "
                     "original and a candidate file, both in the raw schema, and print every acceptance "
                     "criterion's exact value and pass/fail. Not private: for public data only.")
-    evaluate.add_argument("spec", help="a spec with release_flow configurations (e.g. experiments/births/grid.toml)")
+    evaluate.add_argument("spec", help="a grid spec whose studies run release_flow configurations")
     evaluate.add_argument("--original", required=True, metavar="PATH", help="original data (raw schema; csv or parquet)")
     evaluate.add_argument("--candidate", required=True, metavar="PATH", help="candidate data (raw schema)")
     evaluate.add_argument("--config", metavar="ID", help="configuration id (default: the spec's first)")
@@ -537,7 +537,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "Refuses to start when the spec's total ε exceeds the budget.",
         epilog="replay: privlab release SPEC --data PRIVATE.csv --out DIR2 --replay DIR/private/transcript.bin "
                "reproduces DIR's public files byte for byte")
-    release.add_argument("spec", help="release spec TOML (e.g. experiments/births/release.toml)")
+    release.add_argument("spec", help="release spec TOML (format: README, 'The final release')")
     release.add_argument("--data", required=True, metavar="PRIVATE", help="private raw data (csv, csv.gz, parquet)")
     release.add_argument("--out", required=True, metavar="DIR", help="bundle folder to create (must not exist)")
     release.add_argument("--budget", type=float, metavar="EPS", help="ε cap (default: the spec's budget)")

@@ -626,3 +626,13 @@ def test_the_infinite_horizon_needs_an_acknowledgement(workspace: Path, tmp_path
     spec.write_text(finite)
     with pytest.raises(SpecError, match="unbounded_ok applies only to the infinite horizon"):
         release.load_release_spec(spec)
+
+
+def test_the_datasheet_example_comes_from_the_released_columns(released: tuple[Path, Path]) -> None:
+    # Issue 13 item 1 (in part): the decode explanation names a binned column of this release with
+    # its own first bin, not a fixed births example.
+    _, out = released
+    sheet = (out / "README.md").read_text()
+    match = re.search(r'a row with (\w+) (\S+) means "a (\w+) in the bin ([^"]+)"', sheet)
+    assert match is not None and match.group(1) == match.group(3)
+    assert f"| {match.group(1)} |" in sheet and "3249.5" not in sheet

@@ -330,8 +330,8 @@ def load_shortlist(path: Path) -> Shortlist:
     if not path.is_file():
         raise SpecError(
             f"shortlist {str(path)!r} does not exist. Run the public-data grid search first "
-            "(privlab run experiments/births/grid.toml), then write the shortlist with "
-            f"`privlab shortlist RUN_ID --min-prob 0.1 --out {path}`")
+            "(privlab run GRID_SPEC, with the release_flow configurations of this space), then write the shortlist "
+            f"with `privlab shortlist RUN_ID --min-prob 0.1 --out {path}`")
     document = _toml(path, "shortlist")
     unknown = sorted(set(document) - {"space", "settings", "configuration"})
     if unknown:
@@ -769,8 +769,12 @@ def datasheet(spec: ReleaseSpec, shortlist: Shortlist, outcome: FlowOutcome, acc
         else:
             values = ", ".join(f"{label} → {value:g}" for label, value in zip(column.labels, column.values, strict=True))
         columns.append(f"| {source_name} | {column.name} | {values} |")
+    binned = next(((name, column) for name, column in zip(sources, outcome.transformation.domain, strict=True)
+                   if column.values is not None), None)
+    example = (f": a row with {binned[0]} {binned[1].values[0]:g} means \"a {binned[0]} in the bin "
+               f"{binned[1].labels[0]}\"" if binned is not None else "")
     decode_text = ("each value is the **representative value of its bin** (shown after → below), not a measured "
-                   "value: a row with birth_weight 3249.5 means \"a birth weight in that bin\""
+                   f"value{example}"
                    if spec.decode == "representative" else
                    "each value was drawn **uniformly at random inside its bin** (post-processing); digits finer "
                    "than the bins below carry no information")

@@ -55,6 +55,12 @@ def _short(transformation: str) -> str:
     return ",".join(part.split("=")[1] for part in transformation.split(",") if "=" in part)
 
 
+def _transformed_columns(frame: pd.DataFrame) -> str:
+    """The columns a transformation id names (``a=x,b=y`` → ``a, b``), from the first configuration."""
+    first = str(frame["transformation"].iloc[0]) if "transformation" in frame and len(frame) else ""
+    return ", ".join(part.split("=")[0] for part in first.split(",") if "=" in part) or "columns"
+
+
 def grid_markdown(frame: pd.DataFrame, *, title: str, header: Sequence[str], top: int = 20) -> str:
     criteria = _criteria(frame)
     attempts = int(frame["attempts"].sum())
@@ -69,7 +75,7 @@ def grid_markdown(frame: pd.DataFrame, *, title: str, header: Sequence[str], top
         rate = float((frame[criterion] * frame["attempts"]).sum()) / max(attempts, 1)
         lines.append(f"| {criterion} | {rate:.1%} |")
     lines += ["", f"### The {min(top, len(frame))} configurations with the highest estimated acceptance", "",
-              "| configuration | transformation (mother_age, parity, gestation) | hyperparameters | min_count | "
+              f"| configuration | transformation ({_transformed_columns(frame)}) | hyperparameters | min_count | "
               "acceptance [95% Wilson] | attempts |", "| --- | --- | --- | --- | --- | --- |"]
     ranked = frame.sort_values(["accepted", "ci_low"], ascending=False, kind="stable").head(top)
     for _, row in ranked.iterrows():
