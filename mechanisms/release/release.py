@@ -769,10 +769,11 @@ def datasheet(spec: ReleaseSpec, shortlist: Shortlist, outcome: FlowOutcome, acc
         else:
             values = ", ".join(f"{label} → {value:g}" for label, value in zip(column.labels, column.values, strict=True))
         columns.append(f"| {source_name} | {column.name} | {values} |")
-    binned = next(((name, column) for name, column in zip(sources, outcome.transformation.domain, strict=True)
-                   if column.values is not None), None)
-    example = (f": a row with {binned[0]} {binned[1].values[0]:g} means \"a {binned[0]} in the bin "
-               f"{binned[1].labels[0]}\"" if binned is not None else "")
+    binned = next(((name, label, value) for name, column in zip(sources, outcome.transformation.domain, strict=True)
+                   if column.values is not None
+                   for label, value in zip(column.labels, column.values, strict=True) if label != f"{value:g}"), None)
+    example = (f": a row with {binned[0]} {binned[2]:g} means \"a {binned[0]} in the bin {binned[1]}\""
+               if binned is not None else "")
     decode_text = ("each value is the **representative value of its bin** (shown after → below), not a measured "
                    f"value{example}"
                    if spec.decode == "representative" else
