@@ -614,6 +614,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def quiet_third_party_logs(*, verbose: bool) -> None:
+    """MLflow's table-creation INFO lines and Ray's token-auth notice are noise on a normal run
+    (privlab's own private Ray instance always uses token auth); ``--verbose`` keeps them."""
+    if verbose:
+        return
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # read when mlflow is imported
+    for name in ("mlflow", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -621,6 +632,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = argv
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    quiet_third_party_logs(verbose=args.verbose)
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
     try:
         return args.handler(args)

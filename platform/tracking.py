@@ -11,6 +11,8 @@ working directory for MLflow 3); ``--tracking-uri`` or ``MLFLOW_TRACKING_URI`` s
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -18,7 +20,7 @@ import queue
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -67,6 +69,28 @@ def existing_store_uri(uri: str | None) -> str:
     return resolved
 
 
+@contextlib.contextmanager
+def store_lock(uri: str) -> Iterator[None]:
+    """Hold an exclusive lock while a local sqlite store is created or changed structurally.
+
+    MLflow creates its tables (and Alembic migrates them) on first contact, and two processes
+    doing that at once on a new file fail ("table ... already exists", exit 4); creating the same
+    experiment at once fails the same way. An ``fcntl`` lock on ``<db>.lock`` beside the database
+    serialises both across processes on this machine; other stores (servers) need none.
+    """
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    database = Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
+    database.parent.mkdir(parents=True, exist_ok=True)
+    with open(database.with_name(database.name + ".lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _timed(method: Any) -> Any:
     """Accumulate the wall time of a tracking call in ``self.seconds`` (benchmarked share)."""
 
@@ -91,7 +115,10 @@ class Tracker:
         self.seconds = 0.0
         self.uri = resolve_tracking_uri(uri)
         try:
-            self.client = MlflowClient(tracking_uri=self.uri)
+            with store_lock(self.uri):
+                self.client = MlflowClient(tracking_uri=self.uri)
+                if self.uri.startswith("sqlite:///"):
+                    self.client.search_experiments(max_results=1)  # creates/migrates the tables now, under the lock
         except Exception as error:
             raise TrackingError(f"cannot open the MLflow tracking store {self.uri!r}: {error}") from None
 
@@ -111,7 +138,11 @@ class Tracker:
             return experiment.experiment_id
         if not create:
             raise TrackingError(f"no experiment named {name!r} in {self.uri}; `privlab run` a spec first")
-        return self.client.create_experiment(name)
+        with store_lock(self.uri):  # another command may be creating the same experiment right now
+            experiment = self.client.get_experiment_by_name(name)
+            if experiment is not None:
+                return experiment.experiment_id
+            return self.client.create_experiment(name)
 
     def experiment_names(self) -> list[str]:
         """The names of the store's active experiments, MLflow's empty ``Default`` left out."""

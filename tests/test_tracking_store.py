@@ -1,0 +1,56 @@
+"""The embedded MLflow store: concurrent first use works, and a normal run prints no library noise."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SPEC = """name = "tiny"
+seed = 1
+workload = "laplace_mean"
+repetitions = 2
+[params]
+n = 10
+epsilon = 1.0
+"""
+PRIVLAB = [sys.executable, "-m", "privlab.platform.cli"]
+
+
+def _start(folder: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([*PRIVLAB, "run", "tiny.toml", "--no-progress", *extra], cwd=folder,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_several_commands_on_a_new_store_all_succeed(tmp_path: Path) -> None:
+    # Issue 14 item 3: without the store lock all six failed here with exit 4 ("Online migration
+    # expected to match one row", "table ... already exists").
+    (tmp_path / "tiny.toml").write_text(SPEC)
+    assert not (tmp_path / "mlflow.db").exists()
+    processes = [_start(tmp_path, "--serial") for _ in range(6)]
+    results = [(p.wait(timeout=240), p.stderr.read()) for p in processes]
+    assert [code for code, _ in results] == [0] * 6, "\n".join(err for _, err in results)
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("tiny")
+    parents = client.search_runs([experiment.experiment_id], filter_string="tags.`privlab.kind` = 'parent'")
+    assert len(parents) == 6
+
+
+@pytest.mark.ray
+def test_a_normal_run_prints_no_mlflow_or_ray_noise(tmp_path: Path) -> None:
+    (tmp_path / "tiny.toml").write_text(SPEC)
+    quiet = _start(tmp_path, "--workers", "1")
+    _, err = quiet.communicate(timeout=240)
+    assert quiet.returncode == 0, err
+    for noise in ("Creating initial MLflow database tables", "Updating database tables",
+                  "Token authentication is enabled", "INFO mlflow"):
+        assert noise not in err
+    verbose = subprocess.run([*PRIVLAB, "-v", "run", "tiny.toml", "--serial", "--no-progress",
+                              "--tracking-uri", f"sqlite:///{tmp_path / 'other.db'}"],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=240, check=False)
+    assert verbose.returncode == 0, verbose.stderr
+    assert "Creating initial MLflow database tables" in verbose.stderr  # --verbose keeps them
