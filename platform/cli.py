@@ -245,7 +245,10 @@ def _print_summary(summary: dict) -> None:
     print(f"privacy: ε per configuration ≤ {summary['epsilon_total']:.6g}, δ ≤ {summary['delta_total']:.3g}")
     # the same tables as `privlab compare`: configuration ids, varying parameters, mean [95% CI]
     print("\n" + render_studies(summary["configurations"]))
-    print(f"\ncompare: privlab compare {summary['experiment']!r}    ledger: privlab ledger {summary['run_id']}")
+    tracking = summary.get("tracking", {})
+    print(f"\nresults: tracking store {tracking.get('uri', '?')}\n"
+          f"         artifacts of run {summary['run_id']}: {tracking.get('artifacts', '?')}")
+    print(f"compare: privlab compare {summary['experiment']!r}    ledger: privlab ledger {summary['run_id']}")
 
 
 def _validate(args: argparse.Namespace) -> int:

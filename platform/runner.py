@@ -585,6 +585,9 @@ class _Driver:
         if self.options.report_dir is not None:
             write_report_dir(reports, self.options.report_dir)
         self.parent_seconds = time.perf_counter() - parent_began
+        # Where the results went (not part of the logged summary.json: it describes the store itself).
+        summary["tracking"] = {"uri": self.tracker.uri,
+                               "artifacts": self.tracker.get_run(self.run_id).info.artifact_uri}
         summary["timing"]["tracking_seconds"] = self.tracker.seconds
         summary["timing"]["tracking_blocked_seconds"] = self.writer.blocked_seconds + self.parent_seconds
         return summary

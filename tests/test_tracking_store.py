@@ -54,3 +54,14 @@ def test_a_normal_run_prints_no_mlflow_or_ray_noise(tmp_path: Path) -> None:
                              cwd=tmp_path, capture_output=True, text=True, timeout=240, check=False)
     assert verbose.returncode == 0, verbose.stderr
     assert "Creating initial MLflow database tables" in verbose.stderr  # --verbose keeps them
+
+
+def test_a_run_says_where_its_results_went(tmp_path: Path) -> None:
+    (tmp_path / "tiny.toml").write_text(SPEC)
+    done = subprocess.run([*PRIVLAB, "run", "tiny.toml", "--serial", "--no-progress"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, done.stderr
+    store = next(line for line in done.stdout.splitlines() if line.startswith("results: tracking store "))
+    assert store.endswith(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    artifacts = next(line for line in done.stdout.splitlines() if "artifacts of run" in line).split(": ", 1)[1]
+    assert (Path(artifacts) / "summary.json").is_file()  # the location printed is where the files are
