@@ -67,7 +67,7 @@ class RunOptions:
     tracking_uri: str | None = None
     resume: str | None = None
     progress: bool = True
-    stop_after_units: int | None = None  # stop cleanly (resumable) after this many results
+    stop_after_units: int | None = None  # stop cleanly (resumable) after this many units of work
     command: str | None = None  # the command line, recorded on the run and in study reports
     report_dir: Path | None = None  # also write the study reports (markdown, PNG) here
 
@@ -313,6 +313,12 @@ class _Driver:
                 size = self._batch_size(state, seconds_per_unit, pilots, queue)
                 if size is None:
                     return None
+                limit = self.options.stop_after_units
+                if limit is not None:  # no batch may cross --max-units: stop after exactly that many
+                    allowance = limit - self.units_seen - sum(e - s for _, s, e in in_flight.values())
+                    if allowance <= 0:
+                        return None
+                    size = min(size, allowance)
                 end = min(stop, start + size)
                 if end == stop:
                     state.cursor.pop(0)
@@ -391,12 +397,12 @@ class _Driver:
         return min(size, balance)
 
     def _after_result(self, state: _ConfigState, units: int) -> None:
-        self.units_seen += 1
+        self.units_seen += units
         self.progress.update(units)
         self._maybe_complete(state)
         limit = self.options.stop_after_units
         if limit is not None and self.units_seen >= limit:
-            raise RunInterrupted(self.run_id, f"stopped after {limit} units as asked")
+            raise RunInterrupted(self.run_id, f"stopped after {self.units_seen:,} units of work as asked")
 
     def _maybe_complete(self, state: _ConfigState) -> None:
         if state.finished or state.aggregate.done.covered() < state.config.units:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,8 @@ def test_a_different_seed_changes_results(mini_spec: Path, tracking_uri: str) ->
 def test_resume_finishes_without_recomputing_or_double_counting(mini_spec: Path, tracking_uri: str) -> None:
     reference = _run(mini_spec, tracking_uri, "execution.batch_size=5")
     with pytest.raises(RunInterrupted) as stopped:
-        _run(mini_spec, tracking_uri, "execution.batch_size=5", stop_after_units=9)
+        # --max-units counts units of work (issue 14 item 2): 45 units = the 9 batches of 5 this stopped after.
+        _run(mini_spec, tracking_uri, "execution.batch_size=5", stop_after_units=45)
     run_id = stopped.value.run_id
     tracker = Tracker(tracking_uri)
     run = tracker.get_run(run_id)
@@ -44,7 +46,7 @@ def test_resume_finishes_without_recomputing_or_double_counting(mini_spec: Path,
 
     # A second interruption mid-way, then the final resume.
     with pytest.raises(RunInterrupted):
-        _run(mini_spec, tracking_uri, "execution.batch_size=5", resume=run_id, stop_after_units=50)
+        _run(mini_spec, tracking_uri, "execution.batch_size=5", resume=run_id, stop_after_units=250)
     resumed = _run(mini_spec, tracking_uri, "execution.batch_size=5", resume=run_id)
 
     assert resumed["run_id"] == run_id
@@ -60,3 +62,21 @@ def test_resume_refuses_a_different_spec(mini_spec: Path, tracking_uri: str) -> 
         _run(mini_spec, tracking_uri, stop_after_units=2)
     with pytest.raises(Exception, match="different spec"):
         _run(mini_spec, tracking_uri, "seed=99", resume=stopped.value.run_id)
+
+
+@pytest.mark.parametrize("batch", ["auto", "7"])
+def test_max_units_stops_after_exactly_that_many_units_and_resumes_identically(
+    mini_spec: Path, tracking_uri: str, batch: str,
+) -> None:
+    # Issue 14 item 2: --max-units counted result batches (a limit of 5 ran 1,200 units).
+    reference = _run(mini_spec, tracking_uri, f"execution.batch_size={batch}")
+    with pytest.raises(RunInterrupted, match=r"stopped after 30 units of work") as stopped:
+        _run(mini_spec, tracking_uri, f"execution.batch_size={batch}", stop_after_units=30)
+    run_id = stopped.value.run_id
+    checkpoint = json.loads(Tracker(tracking_uri).read_text(run_id, "checkpoint/checkpoint.json"))
+    units = {c.id: c.units for c in load_spec(mini_spec).configurations}
+    done = sum(units[cid] for cid in checkpoint["completed"])
+    done += sum(b - a for state in checkpoint["partial"].values() for a, b in state["done"])
+    assert done == 30
+    resumed = _run(mini_spec, tracking_uri, f"execution.batch_size={batch}", resume=run_id)
+    assert resumed["configurations"] == reference["configurations"]
