@@ -1,10 +1,18 @@
 """Progress for long runs: a one-line bar with rate and ETA on a terminal, periodic log lines
-otherwise (CI logs, files). Written to stderr so stdout stays machine-readable."""
+otherwise (CI logs, files). Written to stderr so stdout stays machine-readable.
+
+Studies differ in the cost of a unit by orders of magnitude (a Laplace trial takes microseconds,
+a pMSE trial milliseconds), so the bar and the ETA weigh each study's units by its measured
+compute seconds per unit: counting units alone showed 96.8% with "ETA 00:00" while the expensive
+3% of the units still needed most of the time. The bar shows 100% only when every configuration
+is complete.
+"""
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping
 from typing import TextIO
 
 
@@ -35,8 +43,14 @@ class Progress:
         stream: TextIO | None = None,
         enabled: bool = True,
         interval: float | None = None,
+        studies: Mapping[str, int] | None = None,
     ) -> None:
         self.total = max(total, 1)
+        self.study_totals = dict(studies) if studies else {"": total}
+        self.study_done = {name: 0 for name in self.study_totals}
+        self.start_study_done = dict(self.study_done)
+        self.seconds_per_unit: dict[str, float] = {}
+        self._shown_fraction = 0.0
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = enabled
@@ -49,12 +63,23 @@ class Progress:
         self.started = time.perf_counter()
         self._last = 0.0
 
-    def resume_from(self, done: int) -> None:
+    def resume_from(self, done: int, *, studies: Mapping[str, int] | None = None) -> None:
         """Count units finished before a resume without letting them inflate the rate."""
         self.done = self.start_done = done
+        if studies:
+            self.study_done.update(studies)
+            self.start_study_done = dict(self.study_done)
 
-    def update(self, units: int = 0, *, configs_done: int | None = None, force: bool = False) -> None:
+    def update(self, units: int = 0, *, study: str = "", seconds: float | None = None,
+               configs_done: int | None = None, force: bool = False) -> None:
+        """Count ``units`` of ``study`` done; ``seconds`` is their compute time (updates the study's cost)."""
         self.done += units
+        if units:
+            self.study_done[study] = self.study_done.get(study, 0) + units
+            if seconds is not None and seconds > 0:
+                measured = seconds / units
+                known = self.seconds_per_unit.get(study)
+                self.seconds_per_unit[study] = measured if known is None else 0.5 * (known + measured)
         if configs_done is not None:
             self.configs_done = configs_done
         now = time.perf_counter()
@@ -62,12 +87,34 @@ class Progress:
             self._last = now
             self._draw(now)
 
+    def _work(self, counts: Mapping[str, int]) -> float:
+        """Units weighted by each study's seconds per unit (unmeasured studies: the dearest measured)."""
+        if not self.seconds_per_unit:
+            return float(sum(counts.values()))
+        fallback = max(self.seconds_per_unit.values())
+        return sum(n * self.seconds_per_unit.get(name, fallback) for name, n in counts.items())
+
+    def fraction_and_remaining(self, now: float | None = None) -> tuple[float, float]:
+        """(share of the work done, estimated seconds left); below 100% until every configuration is done."""
+        now = time.perf_counter() if now is None else now
+        elapsed = max(now - self.started, 1e-9)
+        total, done = self._work(self.study_totals), self._work(self.study_done)
+        rate = (done - self._work(self.start_study_done)) / elapsed
+        fraction = min(done / total, 1.0) if total > 0 else 1.0
+        remaining = max(total - done, 0.0) / rate if rate > 0 else float("inf")
+        if self.configs_total and self.configs_done < self.configs_total:
+            fraction = min(fraction, 0.999)
+            remaining = max(remaining, 1.0) if rate > 0 else remaining
+        return fraction, remaining
+
     def line(self, now: float | None = None) -> str:
         now = time.perf_counter() if now is None else now
         elapsed = max(now - self.started, 1e-9)
         rate = (self.done - self.start_done) / elapsed
-        remaining = (self.total - self.done) / rate if rate > 0 else float("inf")
-        fraction = min(self.done / self.total, 1.0)
+        fraction, remaining = self.fraction_and_remaining(now)
+        # A study's cost is learnt from its first results, which can move the weighted share
+        # backwards; the bar never does.
+        fraction = self._shown_fraction = max(self._shown_fraction, fraction)
         width = 24
         bar = "#" * int(fraction * width) + "." * (width - int(fraction * width))
         configs = f" · configs {self.configs_done}/{self.configs_total}" if self.configs_total else ""

@@ -137,11 +137,16 @@ class _Driver:
                       "privlab.backend": backend.name},
             )
             self._prepare(checkpoint)
+            study_units: dict[str, int] = {}
+            study_done: dict[str, int] = {}
+            for s in self.states.values():
+                study_units[s.config.study] = study_units.get(s.config.study, 0) + s.config.units
+                study_done[s.config.study] = study_done.get(s.config.study, 0) + s.aggregate.done.covered()
             self.progress = Progress(
-                sum(s.config.units for s in self.states.values()), label="units", enabled=options.progress
+                sum(study_units.values()), label="units", enabled=options.progress, studies=study_units
             )
             self.progress.configs_total = len(spec.configurations)
-            self.progress.resume_from(sum(s.aggregate.done.covered() for s in self.states.values()))
+            self.progress.resume_from(sum(study_done.values()), studies=study_done)
             self.progress.update(configs_done=len(self.results), force=True)
             self.startup_seconds = time.perf_counter() - began
             executing = time.perf_counter()
@@ -357,7 +362,7 @@ class _Driver:
                     seconds_per_unit[study] = measured if study not in seconds_per_unit else 0.5 * (seconds_per_unit[study] + measured)
                     state.aggregate.merge(result)
                     self._log_unit_runs(state, result.unit_records)
-                    self._after_result(state, end - start)
+                    self._after_result(state, end - start, seconds=result.compute_seconds)
                 self._checkpoint()
         finally:
             self.backend.cancel(list(in_flight))
@@ -396,9 +401,9 @@ class _Driver:
         balance = max(1, math.ceil(remaining / (self.backend.workers * 4)))
         return min(size, balance)
 
-    def _after_result(self, state: _ConfigState, units: int) -> None:
+    def _after_result(self, state: _ConfigState, units: int, *, seconds: float | None = None) -> None:
         self.units_seen += units
-        self.progress.update(units)
+        self.progress.update(units, study=state.config.study, seconds=seconds)
         self._maybe_complete(state)
         limit = self.options.stop_after_units
         if limit is not None and self.units_seen >= limit:
@@ -469,7 +474,7 @@ class _Driver:
                     state.aggregate.compute_seconds += seconds
                     offset += length
                     next_emit += 1
-                    self._after_result(state, 1)
+                    self._after_result(state, 1, seconds=seconds)
                 self._checkpoint()
         finally:
             backend.cancel(list(in_flight))

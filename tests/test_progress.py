@@ -1,0 +1,55 @@
+"""The progress bar weighs units by their measured cost and reaches 100% only when the run is done."""
+
+from __future__ import annotations
+
+import io
+
+from privlab.platform.progress import Progress
+
+
+def _progress() -> Progress:
+    progress = Progress(1030, stream=io.StringIO(), studies={"cheap": 1000, "dear": 30})
+    progress.configs_total = 2
+    return progress
+
+
+def test_cheap_units_do_not_make_the_bar_look_almost_done() -> None:
+    # Issue 14 item 8: counting units, 1,000 cheap trials of 1,030 showed 97% with "ETA 00:00"
+    # while the 30 expensive ones still needed most of the time.
+    progress = _progress()
+    progress.update(1000, study="cheap", seconds=0.001)  # 1 µs a unit
+    progress.update(1, study="dear", seconds=1.0)  # 1 s a unit
+    fraction, remaining = progress.fraction_and_remaining(progress.started + 2.0)
+    assert fraction < 0.05  # (1000 µs + 1 s) of (1000 µs + 30 s) of work
+    assert 40 < remaining < 80  # 29 s of work at the 0.5 s/s observed: about 58 s
+    assert "ETA 00:00" not in progress.line(progress.started + 2.0)
+
+
+def test_the_bar_stays_below_100_percent_until_every_configuration_is_done() -> None:
+    progress = _progress()
+    progress.update(1000, study="cheap", seconds=0.001)
+    progress.update(30, study="dear", seconds=30.0, configs_done=1)
+    assert progress.fraction_and_remaining(progress.started + 31.0)[0] == 0.999
+    assert "100.0%" not in progress.line(progress.started + 31.0)
+    progress.update(configs_done=2)
+    assert progress.fraction_and_remaining(progress.started + 31.0)[0] == 1.0
+    assert "100.0%" in progress.line(progress.started + 31.0)
+
+
+def test_the_bar_never_moves_backwards_when_a_cost_is_learnt() -> None:
+    progress = _progress()
+    progress.update(1000, study="cheap", seconds=0.001)
+    before = progress.line(progress.started + 1.0)  # "dear" unmeasured: weighted like "cheap"
+    progress.update(1, study="dear", seconds=5.0)  # now known to dominate the work
+    after = progress.line(progress.started + 6.0)
+    share = [float(text.split("%")[0].split("]")[1]) for text in (before, after)]
+    assert share[1] >= share[0]
+
+
+def test_a_resume_counts_earlier_work_without_inflating_the_rate() -> None:
+    progress = _progress()
+    progress.resume_from(500, studies={"cheap": 500, "dear": 0})
+    progress.update(500, study="cheap", seconds=0.0005)
+    progress.update(1, study="dear", seconds=1.0)
+    fraction, remaining = progress.fraction_and_remaining(progress.started + 2.0)
+    assert fraction < 0.05 and remaining > 40  # the 500 units done before do not count as speed
