@@ -251,9 +251,55 @@ def _print_summary(summary: dict) -> None:
     print(f"compare: privlab compare {summary['experiment']!r}    ledger: privlab ledger {summary['run_id']}")
 
 
+_KINDS_OF_TOML = (  # (kind, keys that identify it, the command that takes it)
+    ("release spec", {"shortlist", "selection"}, "privlab release SPEC --data PRIVATE --out DIR"),
+    ("shortlist", {"configuration", "space", "settings"}, "privlab release (named by a release spec's shortlist)"),
+    ("release space", {"schema", "transformations"}, "the grid and release specs that name it"),
+    ("flow settings file", {"criterion", "epsilon_generation"}, "the grid and release specs that name it"),
+)
+
+
+def _toml_kind(path: Path) -> tuple[str, str] | None:
+    """What a TOML file that is not an experiment spec is, and which command takes it (None: unknown)."""
+    import tomllib
+
+    try:
+        with path.open("rb") as handle:
+            keys = set(tomllib.load(handle))
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    if keys & {"workload", "study"}:
+        return None
+    return next(((kind, command) for kind, marks, command in _KINDS_OF_TOML if marks & keys), None)
+
+
+def _validate_release(path: Path) -> int:
+    from privlab.mechanisms.release.release import check_budget, check_split, load_release_spec, load_shortlist
+
+    spec = load_release_spec(path)
+    cap = check_budget(spec, None)
+    shortlist = load_shortlist(spec.shortlist)
+    check_split(spec, shortlist.settings, shortlist.settings_path)
+    selection = spec.selection
+    horizon = "infinite horizon" if selection.is_infinite_horizon else \
+        f"γ = {selection.gamma:g}, at most {selection.steps} flows, ε₀ = {selection.epsilon0:g}"
+    print(f"{spec.name}: valid release spec; total ε = {spec.total_epsilon:g} within budget {cap:g} "
+          f"(generation {spec.epsilon_generation:g} + acceptance {spec.epsilon_acceptance:g} per flow; {horizon})")
+    print(f"  shortlist {spec.shortlist}: {len(shortlist.configurations)} configuration(s)")
+    print("  run it with: privlab release SPEC --data PRIVATE --out DIR  (the data is checked then)")
+    return EXIT_OK
+
+
 def _validate(args: argparse.Namespace) -> int:
     from privlab.platform.spec import load_spec
 
+    kind = _toml_kind(Path(args.spec))
+    if kind is not None:
+        if kind[0] == "release spec":
+            if args.set:
+                raise _InputError("--set applies to experiment specs; edit the release spec instead")
+            return _validate_release(Path(args.spec))
+        raise _InputError(f"{args.spec} is a {kind[0]}, not an experiment or release spec; it is read by {kind[1]}")
     spec = load_spec(args.spec, args.set or [])
     print(f"{spec.name}: valid; {len(spec.configurations)} configuration(s)")
     for config in spec.configurations:

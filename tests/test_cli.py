@@ -289,3 +289,18 @@ def test_compare_csv_is_one_table_per_study_and_keeps_integers(
     assert list(only["config_id"]) == ["loss-000", "loss-001"]
     assert main(["compare", "mini", "--study", "nope", "--tracking-uri", tracking_uri]) == 2
     assert "its studies: " in capsys.readouterr().err
+
+
+def test_validate_knows_release_specs_and_the_other_toml_files(capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 14 item 4: `privlab validate experiments/births/release.toml` failed with unknown keys.
+    births = Path(__file__).resolve().parents[1] / "experiments" / "births"
+    assert main(["validate", str(births / "release.toml")]) == 0
+    out = capsys.readouterr().out
+    assert "valid release spec; total ε = 9.98 within budget 9.98" in out and "102 configuration(s)" in out
+    for name, kind in [("shortlist.toml", "a shortlist"), ("space.toml", "a release space"),
+                       ("flow.toml", "a flow settings file")]:
+        assert main(["validate", str(births / name)]) == 2
+        err = capsys.readouterr().err
+        assert f"is {kind}, not an experiment or release spec; it is read by" in err
+    assert main(["validate", str(births / "grid.toml")]) == 0  # experiment specs as before
+    assert "births-grid: valid; 1440 configuration(s)" in capsys.readouterr().out
