@@ -82,6 +82,7 @@ def cluster(tmp_path: Path) -> Iterator[tuple[Path, LocalClusterInfo]]:
         stop_local_cluster(state_dir=state_dir)
 
 
+@pytest.mark.slow  # starts a real two-node cluster with `ray start` (about 15 s)
 def test_two_node_loopback_cluster(cluster: tuple[Path, LocalClusterInfo], tmp_path: Path) -> None:
     state_dir, info = cluster
     assert info.address.startswith("127.0.0.1:")

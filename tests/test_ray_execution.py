@@ -46,6 +46,7 @@ def _listeners(pids: set[int]) -> list[str]:
     return addresses
 
 
+@pytest.mark.slow  # a three-node ray.cluster_utils.Cluster and a killed worker (about 15 s)
 def test_three_node_cluster_matches_serial_and_survives_a_killed_worker(
     reference: tuple[Path, str, dict], tmp_path: Path
 ) -> None:
