@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,9 +20,14 @@ epsilon = 1.0
 PRIVLAB = [sys.executable, "-m", "privlab.platform.cli"]
 
 
+def _environment() -> dict[str, str]:
+    """This process's environment without what an in-process ``main()`` call may have set."""
+    return {k: v for k, v in os.environ.items() if k != "MLFLOW_LOGGING_LEVEL"}
+
+
 def _start(folder: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen([*PRIVLAB, "run", "tiny.toml", "--no-progress", *extra], cwd=folder,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_environment())
 
 
 def test_several_commands_on_a_new_store_all_succeed(tmp_path: Path) -> None:
@@ -51,7 +57,7 @@ def test_a_normal_run_prints_no_mlflow_or_ray_noise(tmp_path: Path) -> None:
         assert noise not in err
     verbose = subprocess.run([*PRIVLAB, "-v", "run", "tiny.toml", "--serial", "--no-progress",
                               "--tracking-uri", f"sqlite:///{tmp_path / 'other.db'}"],
-                             cwd=tmp_path, capture_output=True, text=True, timeout=240, check=False)
+                             cwd=tmp_path, capture_output=True, text=True, timeout=240, check=False, env=_environment())
     assert verbose.returncode == 0, verbose.stderr
     assert "Creating initial MLflow database tables" in verbose.stderr  # --verbose keeps them
 
