@@ -8,6 +8,7 @@ Exit codes: 0 success; 1 internal error (a bug: please report it with the traceb
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -63,12 +64,20 @@ def _run(args: argparse.Namespace) -> int:
         f"{'serial' if args.serial else ('cluster ' + args.address if args.address else 'local Ray')}",
         file=sys.stderr,
     )
+    def resume_command(run_id: str) -> str:  # the same command line, --tracking-uri and --set included
+        return shlex.join(["privlab", *_without_options(args.argv, {"--resume", "--max-units"}), "--resume", run_id])
+
+    def started(run_id: str) -> None:  # printed first, so even a killed driver leaves the id on screen
+        print(f"privlab: run {run_id}; if it stops, resume with: {resume_command(run_id)}", file=sys.stderr,
+              flush=True)
+
+    options = dataclasses.replace(options, on_start=started)
     try:
         summary = run_experiment(spec, options)
     except RunInterrupted as stop:
         print(
             f"\nprivlab: run {stop.run_id} stopped ({stop}); finished work is saved.\n"
-            f"resume with: privlab run {args.spec} {_set_args(args.set)}--resume {stop.run_id}",
+            f"resume with: {resume_command(stop.run_id)}",
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
@@ -230,10 +239,6 @@ def _apply_local_cluster_env(address: str) -> None:
     info = local_cluster.local_cluster_status(state_dir=Path(DEFAULT_CLUSTER_STATE))
     if info is not None and info.address == address:
         os.environ.update(info.env)
-
-
-def _set_args(overrides: Sequence[str] | None) -> str:
-    return "".join(f"--set {o!r} " for o in overrides or [])
 
 
 def _print_summary(summary: dict) -> None:

@@ -70,6 +70,7 @@ class RunOptions:
     stop_after_units: int | None = None  # stop cleanly (resumable) after this many units of work
     command: str | None = None  # the command line, recorded on the run and in study reports
     report_dir: Path | None = None  # also write the study reports (markdown, PNG) here
+    on_start: Callable[[str], None] | None = None  # told the parent run id as soon as it exists
 
 
 class RunInterrupted(PrivlabError):
@@ -124,6 +125,8 @@ class _Driver:
         self._load_workload_data()
         experiment_id = self.tracker.experiment_id(spec.tracking.experiment, create=True)
         checkpoint = self._open_parent(experiment_id)
+        if options.on_start is not None:
+            options.on_start(self.run_id)
         status = "FAILED"
         backend = None
         try:

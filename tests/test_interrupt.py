@@ -70,3 +70,9 @@ def test_sigint_stops_cleanly_and_leaves_a_resumable_run(tmp_path: Path) -> None
     assert parent.info.status == "KILLED"
     assert parent.data.tags["privlab.resumable"] == "true"
     assert f"--resume {parent.info.run_id}" in err
+    # Issue 15 item 6: the run id and the exact resume command (with --tracking-uri, which the old
+    # printed command dropped) are printed when the run starts, so even a killed driver leaves them.
+    first = next(line for line in lines if "if it stops, resume with:" in line)
+    assert lines.index(first) < next(i for i, line in enumerate(lines) if PROGRESS_LINE.match(line))
+    for text in (first, err.rsplit("resume with:", 1)[1]):
+        assert f"--tracking-uri {uri}" in text and f"--resume {parent.info.run_id}" in text
