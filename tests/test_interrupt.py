@@ -40,6 +40,10 @@ def test_sigint_stops_cleanly_and_leaves_a_resumable_run(tmp_path: Path) -> None
         [sys.executable, "-m", "privlab.platform.cli", "run", str(spec), "--serial", "--tracking-uri", uri],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
         env=os.environ | {"PYTHONUNBUFFERED": "1"},
+        # A test process started in the background (nohup, `cmd &` in a script) has SIGINT
+        # ignored, the child inherits that, and Python then installs no KeyboardInterrupt handler:
+        # the interrupt would be lost. A user's terminal delivers it; so does this.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     lines: list[str] = []
     started = threading.Event()
