@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import shlex
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -45,7 +46,25 @@ def _run_options(args: argparse.Namespace, *, report_dir: Path | None = None) ->
         stop_after_units=args.max_units,
         command=shlex.join(["privlab", *args.argv]),
         report_dir=report_dir,
+        on_start=lambda run_id: _say_started(args, run_id),
+        on_abandon=lambda run_id: _say_abandoned(args, run_id),
     )
+
+
+def _resume_command(args: argparse.Namespace, run_id: str) -> str:
+    """The same command line (--tracking-uri and --set included) with ``--resume run_id``."""
+    return shlex.join(["privlab", *_without_options(args.argv, {"--resume", "--max-units"}), "--resume", run_id])
+
+
+def _say_started(args: argparse.Namespace, run_id: str) -> None:
+    # Printed first, so even a killed driver leaves the id and the command on screen.
+    print(f"privlab: run {run_id}; if it stops, resume with: {_resume_command(args, run_id)}", file=sys.stderr,
+          flush=True)
+
+
+def _say_abandoned(args: argparse.Namespace, run_id: str) -> None:
+    print(f"\nprivlab: run {run_id} abandoned while saving; finished work up to its last checkpoint is kept.\n"
+          f"resume with: {_resume_command(args, run_id)}", file=sys.stderr, flush=True)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -64,20 +83,13 @@ def _run(args: argparse.Namespace) -> int:
         f"{'serial' if args.serial else ('cluster ' + args.address if args.address else 'local Ray')}",
         file=sys.stderr,
     )
-    def resume_command(run_id: str) -> str:  # the same command line, --tracking-uri and --set included
-        return shlex.join(["privlab", *_without_options(args.argv, {"--resume", "--max-units"}), "--resume", run_id])
-
-    def started(run_id: str) -> None:  # printed first, so even a killed driver leaves the id on screen
-        print(f"privlab: run {run_id}; if it stops, resume with: {resume_command(run_id)}", file=sys.stderr,
-              flush=True)
-
-    options = dataclasses.replace(options, on_start=started)
     try:
         summary = run_experiment(spec, options)
     except RunInterrupted as stop:
+        _ignore_further_interrupts()
         print(
             f"\nprivlab: run {stop.run_id} stopped ({stop}); finished work is saved.\n"
-            f"resume with: {resume_command(stop.run_id)}",
+            f"resume with: {_resume_command(args, stop.run_id)}",
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
@@ -441,10 +453,10 @@ def _audit(args: argparse.Namespace) -> int:
     try:
         result, summary = audit.run_audit(request, options)
     except RunInterrupted as stop:
-        again = _without_options(args.argv, {"--resume", "--max-units"})
+        _ignore_further_interrupts()
         print(
             f"\nprivlab: run {stop.run_id} stopped ({stop}); finished work is saved.\n"
-            f"resume with: {shlex.join(['privlab', *again, '--resume', stop.run_id])}",
+            f"resume with: {_resume_command(args, stop.run_id)}",
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
@@ -679,7 +691,37 @@ def quiet_third_party_logs(*, verbose: bool) -> None:
     logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def entry() -> int:
+    """The ``privlab`` command: :func:`main` in a process of its own."""
+    return main(standalone=True)
+
+
+def main(argv: Sequence[str] | None = None, *, standalone: bool = False) -> int:
+    """Run one privlab command; returns its exit code.
+
+    ``standalone`` (the ``privlab`` command itself): once an interrupted command has said what
+    happened, further Ctrl-Cs are ignored until the process exits, so the exit code stays 130
+    (a press landing after the run stopped would otherwise end Python with a second
+    KeyboardInterrupt). In-process callers (tests) keep their own SIGINT handling.
+    """
+    global _STANDALONE
+    _STANDALONE = standalone
+    try:
+        return _main(argv)
+    finally:
+        _ignore_further_interrupts()
+        _STANDALONE = False
+
+
+_STANDALONE = False
+
+
+def _ignore_further_interrupts() -> None:
+    if _STANDALONE:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
@@ -691,6 +733,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.handler(args)
     except KeyboardInterrupt:
+        _ignore_further_interrupts()
         print("\nprivlab: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # output piped into `head` and the like: not an error
@@ -711,4 +754,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

@@ -41,14 +41,16 @@ from privlab.platform.aggregation import ConfigAggregate
 from privlab.platform.backends import make_backend
 from privlab.platform.datasets import FileDataset, GeneratedDataset
 from privlab.platform.errors import ExecutionError, PrivlabError
+from privlab.platform.interrupts import shielded_cleanup
 from privlab.platform.ledger import Ledger
+from privlab.platform.liveness import DRIVER_TAG, driver_tags, heartbeat_tag, refuse_reason, this_driver
 from privlab.platform.plots import study_plots
 from privlab.platform.reports import REPORT_PREFIX, build_reports, parquet_frame, write_report_dir
 from privlab.platform.progress import Progress
 from privlab.platform.registry import MetricKind, Pattern
 from privlab.platform.seeding import fresh_root_seed
 from privlab.platform.spec import Configuration, ExperimentSpec
-from privlab.platform.tracking import CONFIG_TAG, GROUP_TAG, KIND_TAG, BackgroundWriter, Tracker
+from privlab.platform.tracking import CONFIG_TAG, GROUP_TAG, KIND_TAG, BackgroundWriter, Tracker, store_lock
 from privlab.platform.units import UnitContext, build_pool_state, iterate_items
 
 log = logging.getLogger(__name__)
@@ -71,6 +73,7 @@ class RunOptions:
     command: str | None = None  # the command line, recorded on the run and in study reports
     report_dir: Path | None = None  # also write the study reports (markdown, PNG) here
     on_start: Callable[[str], None] | None = None  # told the parent run id as soon as it exists
+    on_abandon: Callable[[str], None] | None = None  # told the run id when Ctrl-C abandons the cleanup
 
 
 class RunInterrupted(PrivlabError):
@@ -113,6 +116,7 @@ class _Driver:
         self.states: dict[str, _ConfigState] = {}
         self.units_seen = 0
         self.last_checkpoint = time.perf_counter()
+        self.driver = this_driver()
 
     # -- lifecycle -----------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -163,9 +167,15 @@ class _Driver:
             return summary
         except (KeyboardInterrupt, RunInterrupted) as interrupt:
             status = "KILLED"
-            self._checkpoint(force=True)
-            self.writer.flush()
-            self.tracker.log_batch(self.run_id, tags={"privlab.status": "interrupted", "privlab.resumable": "true"})
+            # Saving can take a while (a checkpoint, pending tracking writes, stopping Ray); more
+            # Ctrl-Cs must not cut it short with a traceback. A third abandons it (exit 130): the
+            # run id was printed at start and the lease shows the driver as gone.
+            with shielded_cleanup(lambda: self._abandon()):
+                self._checkpoint(force=True)
+                self.writer.flush()
+                self.tracker.log_batch(self.run_id, tags={"privlab.status": "interrupted",
+                                                          "privlab.resumable": "true"})
+                self._close(backend, status)
             if isinstance(interrupt, RunInterrupted):
                 raise
             raise RunInterrupted(self.run_id, "interrupted") from None
@@ -177,10 +187,22 @@ class _Driver:
                 log.exception("tracking failed while saving the checkpoint")
             raise
         finally:
-            self.writer.close()
-            if backend is not None:
-                backend.shutdown()
-            self.tracker.finish(self.run_id, status)
+            self._close(backend, status)
+
+    def _close(self, backend: Any, status: str) -> None:
+        """Stop the writer and the backend, release the lease and end the parent run (once)."""
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
+        self.writer.close()
+        if backend is not None:
+            backend.shutdown()
+        self.tracker.log_batch(self.run_id, tags={DRIVER_TAG: ""})
+        self.tracker.finish(self.run_id, status)
+
+    def _abandon(self) -> None:
+        if self.options.on_abandon is not None:
+            self.options.on_abandon(self.run_id)
 
     def _open_parent(self, experiment_id: str) -> dict[str, Any] | None:
         spec, options = self.spec, self.options
@@ -197,7 +219,7 @@ class _Driver:
                 )
             self.run_id = options.resume
             self.root_seed = int(tags["privlab.root_seed"])
-            self.tracker.client.update_run(self.run_id, status="RUNNING")
+            self._take_over(tags)
             text = self.tracker.read_text(self.run_id, CHECKPOINT_PATH)
             checkpoint = json.loads(text) if text else None
             for child in self.tracker.child_runs(experiment_id, self.run_id):
@@ -224,6 +246,7 @@ class _Driver:
             "privlab.command": (options.command or "")[:4000],
             "privlab.status": "running",
             "mlflow.note.content": spec.description,
+            **driver_tags(self.driver),
         }
         params = {
             "spec": spec.name,
@@ -237,6 +260,26 @@ class _Driver:
             self.tracker.log_texts(self.run_id, {"spec.json": json.dumps(spec.document, indent=2, default=str),
                                                  "spec.toml": spec.source.read_text()})
         return None
+
+    def _take_over(self, tags: dict[str, str]) -> None:
+        """Take the lease on a run being resumed (see :mod:`privlab.platform.liveness`).
+
+        Checked and taken under the store's lock, then read back: with a tracking server (no
+        lock) two resumes may both write, and only the one whose lease stayed recorded goes on.
+
+        Raises:
+            ExecutionError: The run finished, or another driver holds it.
+        """
+        with store_lock(self.tracker.uri):
+            reason = refuse_reason(self.run_id, self.tracker.get_run(self.run_id).data.tags)
+            if reason is not None:
+                raise ExecutionError(reason)
+            self.tracker.log_batch(self.run_id, tags={**driver_tags(self.driver), "privlab.status": "running"})
+            self.tracker.client.update_run(self.run_id, status="RUNNING")
+        recorded = self.tracker.get_run(self.run_id).data.tags.get(DRIVER_TAG, "")
+        if json.loads(recorded or "{}").get("lease") != self.driver["lease"]:
+            raise ExecutionError(refuse_reason(self.run_id, self.tracker.get_run(self.run_id).data.tags)
+                                 or f"run {self.run_id} was taken over by another driver while this one started")
 
     # -- preparation ---------------------------------------------------------------------
     def _load_workload_data(self) -> None:
@@ -631,6 +674,7 @@ class _Driver:
                    "completed": sorted(self.results)}
         text = json.dumps(payload)
         self.writer.submit(lambda: self.tracker.log_texts(self.run_id, {CHECKPOINT_PATH: text}))
+        self.writer.submit(lambda: self.tracker.log_batch(self.run_id, tags=heartbeat_tag()))
 
 
 def np_arange(length: int) -> Any:

@@ -11,6 +11,7 @@ import dataclasses
 import datetime
 from typing import Any
 
+from privlab.platform.liveness import driver_state
 from privlab.platform.tracking import Tracker
 
 
@@ -20,7 +21,7 @@ class RunRow:
     experiment: str
     name: str
     started: str  # UTC, minutes
-    status: str  # privlab's own status (complete / interrupted / running), else MLflow's
+    status: str  # privlab's own (complete / interrupted / running / driver gone (resumable)), else MLflow's
     configurations: str
 
 
@@ -48,9 +49,18 @@ def _row(run: Any, experiment: str) -> RunRow:
         experiment=experiment,
         name=tags.get("privlab.spec_name") or run.info.run_name or "",
         started=started.strftime("%Y-%m-%d %H:%M UTC"),
-        status=tags.get("privlab.status") or run.info.status.lower(),
+        status=_status(run),
         configurations=params.get("configurations", ""),
     )
+
+
+def _status(run: Any) -> str:
+    """privlab's status tag; a run still marked running whose driver is gone (SIGKILL, a dead
+    raylet, an abandoned Ctrl-C) is shown as resumable."""
+    status = run.data.tags.get("privlab.status") or run.info.status.lower()
+    if status == "running" and run.info.status == "RUNNING" and driver_state(run.data.tags) == "gone":
+        return "driver gone (resumable)"
+    return status
 
 
 def render_runs(rows: list[RunRow]) -> str:

@@ -1,0 +1,53 @@
+"""Ctrl-C while a stopped run saves its work: say so, and let a third press abandon it.
+
+The first Ctrl-C stops ``privlab run`` (a ``KeyboardInterrupt`` in the driver). Saving then
+takes a moment — the checkpoint, pending tracking writes, stopping Ray — and a second
+``KeyboardInterrupt`` landing in the middle of it used to end the process with a traceback and
+exit code 1, leaving the parent run RUNNING. Inside :func:`shielded_cleanup` the next press
+only says what is happening; the one after calls ``abandon`` and exits at once with 130 (the
+run stays resumable: it was checkpointed as it went, and its lease shows the driver as gone).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+EXIT_INTERRUPTED = 130
+
+
+@contextlib.contextmanager
+def shielded_cleanup(abandon: Callable[[], None]) -> Iterator[None]:
+    """Run the body with SIGINT counted instead of raised (main thread only; elsewhere a no-op).
+
+    Args:
+        abandon: Called before exiting on the second press inside the body (print the run id
+            and how to resume); the process then ends with :data:`EXIT_INTERRUPTED`.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    presses = 0
+
+    def on_sigint(_signum: int, _frame: Any) -> None:
+        nonlocal presses
+        presses += 1
+        if presses == 1:
+            print("\nprivlab: saving finished work before stopping; press Ctrl-C again to abandon the save "
+                  "(the run stays resumable from its last checkpoint)", file=sys.stderr, flush=True)
+            return
+        with contextlib.suppress(Exception):
+            abandon()
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -1,0 +1,216 @@
+"""Leases, heartbeats and hard stops (issue 15 items 5 and 6).
+
+Two resumes at once used to log every configuration twice; a resume of a finished run was
+accepted; a SIGKILLed driver left its parent RUNNING with nothing to say it was gone; a triple
+Ctrl-C exited 1 with a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from privlab.platform import liveness
+from privlab.platform.errors import ExecutionError
+from privlab.platform.runner import RunInterrupted, RunOptions, run_experiment
+from privlab.platform.runs import list_runs
+from privlab.platform.spec import load_spec
+from privlab.platform.tracking import Tracker
+
+CLI = [sys.executable, "-m", "privlab.platform.cli"]
+PROGRESS_LINE = re.compile(r"^\[[.#=> -]*\]\s+[\d.]+% .*units")
+
+
+def _run(spec_path: Path, uri: str, **options: object) -> dict:
+    return run_experiment(load_spec(spec_path), RunOptions(serial=True, tracking_uri=uri, progress=False,
+                                                           **options))  # type: ignore[arg-type]
+
+
+def _interrupted_run(spec_path: Path, uri: str) -> str:
+    with pytest.raises(RunInterrupted) as stopped:
+        _run(spec_path, uri, stop_after_units=10)
+    return stopped.value.run_id
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_driver_state_on_this_host() -> None:
+    me = liveness.this_driver()
+    assert liveness.driver_state(liveness.driver_tags(me)) == "live"
+    gone = dict(me, pid=_dead_pid())
+    assert liveness.driver_state(liveness.driver_tags(gone)) == "gone"
+    # A reused PID has another start time: the recorded driver is gone even though the PID exists.
+    reused = dict(me, pid_start="1")
+    assert liveness.driver_state(liveness.driver_tags(reused)) == "gone"
+    assert liveness.driver_state({}) == "unknown"
+
+
+def test_driver_state_from_another_host_reads_the_heartbeat() -> None:
+    elsewhere = dict(liveness.this_driver(), host=socket.gethostname() + "-elsewhere")
+    tags = liveness.driver_tags(elsewhere, now=1_000_000.0)
+    assert liveness.driver_state(tags, now=1_000_000.0 + liveness.STALE_SECONDS - 1) == "live"
+    assert liveness.driver_state(tags, now=1_000_000.0 + liveness.STALE_SECONDS + 1) == "gone"
+
+
+def test_a_finished_run_is_not_resumed(mini_spec: Path, tracking_uri: str) -> None:
+    finished = _run(mini_spec, tracking_uri)
+    with pytest.raises(ExecutionError, match="already finished"):
+        _run(mini_spec, tracking_uri, resume=finished["run_id"])
+    tracker = Tracker(tracking_uri)
+    run = tracker.get_run(finished["run_id"])
+    assert run.info.status == "FINISHED"
+    assert len(tracker.child_runs(run.info.experiment_id, run.info.run_id)) == 5
+
+
+def test_a_run_with_a_live_driver_is_not_resumed(mini_spec: Path, tracking_uri: str) -> None:
+    run_id = _interrupted_run(mini_spec, tracking_uri)
+    tracker = Tracker(tracking_uri)
+    # Another process on this host holds the lease (this test process stands in for it).
+    tracker.log_batch(run_id, tags=liveness.driver_tags(liveness.this_driver()))
+    with pytest.raises(ExecutionError, match=f"PID {os.getpid()}"):
+        _run(mini_spec, tracking_uri, resume=run_id)
+    tracker.log_batch(run_id, tags=liveness.driver_tags(dict(liveness.this_driver(), pid=_dead_pid())))
+    summary = _run(mini_spec, tracking_uri, resume=run_id)  # its driver is gone: the resume goes on
+    assert summary["run_id"] == run_id
+    assert tracker.get_run(run_id).data.tags[liveness.DRIVER_TAG] == ""  # the lease is released at the end
+
+
+def test_two_resumes_at_once_log_each_configuration_once(mini_spec: Path, tracking_uri: str) -> None:
+    reference = _run(mini_spec, tracking_uri)
+    run_id = _interrupted_run(mini_spec, tracking_uri)
+    command = [*CLI, "run", str(mini_spec), "--serial", "--no-progress", "--tracking-uri", tracking_uri,
+               "--resume", run_id]
+    resumes = [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+               for _ in range(2)]
+    outcomes = [(p.wait(timeout=300), p.stderr.read()) for p in resumes]  # type: ignore[union-attr]
+    codes = sorted(code for code, _ in outcomes)
+    assert codes == [0, 4], outcomes
+    refused = next(err for code, err in outcomes if code == 4)
+    assert "being driven right now" in refused or "already finished" in refused, refused
+    tracker = Tracker(tracking_uri)
+    run = tracker.get_run(run_id)
+    children = tracker.child_runs(run.info.experiment_id, run_id)
+    assert sorted(c.data.tags["privlab.config_id"] for c in children) == \
+        sorted(c["id"] for c in reference["configurations"])
+    summary = json.loads(tracker.read_text(run_id, "summary.json") or "{}")
+    assert summary["configurations"] == reference["configurations"]
+
+
+SLOW_SPEC = """
+name = "hard-stop"
+seed = 5
+workload = "cpu_burn"
+trials = 20000
+[params]
+size = 40000
+sorts = 4
+[tracking]
+experiment = "hard-stop"
+checkpoint_interval_s = 0
+"""
+
+
+def _start(spec: Path, uri: str) -> tuple[subprocess.Popen[str], list[str], threading.Event]:
+    process = subprocess.Popen(
+        [*CLI, "run", str(spec), "--serial", "--tracking-uri", uri],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env=os.environ | {"PYTHONUNBUFFERED": "1"},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # see test_interrupt.py
+    )
+    lines: list[str] = []
+    started = threading.Event()
+
+    def read() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.append(line)
+            if PROGRESS_LINE.match(line):
+                started.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    return process, lines, started
+
+
+def test_a_killed_driver_shows_as_gone_and_resumes(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SLOW_SPEC)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    process, lines, started = _start(spec, uri)
+    try:
+        assert started.wait(timeout=120), "".join(lines)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    printed = next(line for line in lines if "if it stops, resume with:" in line)
+    run_id = re.search(r"run (\w+);", printed).group(1)  # type: ignore[union-attr]
+    tracker = Tracker(uri)
+    assert tracker.get_run(run_id).info.status == "RUNNING"
+    (row,) = list_runs(tracker, "hard-stop")
+    assert (row.run_id, row.status) == (run_id, "driver gone (resumable)")
+    shown = subprocess.run([*CLI, "runs", "--tracking-uri", uri], capture_output=True, text=True, timeout=120)
+    assert "driver gone (resumable)" in shown.stdout, shown
+
+
+def test_ctrl_c_three_times_exits_130_with_the_resume_command(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SLOW_SPEC)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    process, lines, started = _start(spec, uri)
+    try:
+        assert started.wait(timeout=120), "".join(lines)
+        for _ in range(3):
+            os.killpg(process.pid, signal.SIGINT)
+            time.sleep(0.05)
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    time.sleep(0.2)  # let the reader thread take the last lines
+    err = "".join(lines)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err, err
+    assert "resume with: privlab run" in err and "--tracking-uri" in err.rsplit("resume with:", 1)[1]
+
+
+SHIELD_CHILD = textwrap.dedent("""
+    import sys, time
+    from privlab.platform.interrupts import shielded_cleanup
+    with shielded_cleanup(lambda: print("abandoned run-123", file=sys.stderr, flush=True)):
+        print("saving", file=sys.stderr, flush=True)
+        time.sleep(120)
+    print("saved", file=sys.stderr, flush=True)
+""")
+
+
+def test_the_shield_counts_presses_and_the_second_abandons() -> None:
+    process = subprocess.Popen([sys.executable, "-c", SHIELD_CHILD], stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert process.stderr is not None
+    try:
+        assert process.stderr.readline().strip() == "saving"
+        process.send_signal(signal.SIGINT)
+        assert "press Ctrl-C again" in process.stderr.readline() + process.stderr.readline()
+        assert process.poll() is None  # the first press inside the shield does not stop the save
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 130
+        assert "abandoned run-123" in process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
