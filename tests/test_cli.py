@@ -296,7 +296,7 @@ def test_validate_knows_release_specs_and_the_other_toml_files(capsys: pytest.Ca
     births = Path(__file__).resolve().parents[1] / "experiments" / "births"
     assert main(["validate", str(births / "release.toml")]) == 0
     out = capsys.readouterr().out
-    assert "valid release spec; total ε = 9.98 within budget 9.98" in out and "102 configuration(s)" in out
+    assert "valid release spec; total ε = 10 within budget 10" in out and "102 configuration(s)" in out
     for name, kind in [("shortlist.toml", "a shortlist"), ("space.toml", "a release space"),
                        ("flow.toml", "a flow settings file")]:
         assert main(["validate", str(births / name)]) == 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -96,7 +97,9 @@ def released(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 def test_births_spec_total_epsilon_and_missing_shortlist(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = release.load_release_spec(BIRTHS / "release.toml")
-    assert spec.total_epsilon == pytest.approx(9.98, abs=1e-12)
+    # Private selection's 2·(4 + 0.99) = 9.98 (Hod & Canetti §4.9) plus the DP record count's 0.02 (issue 15 item 2).
+    assert spec.epsilon_selection == pytest.approx(9.98, abs=1e-12) and spec.epsilon_count == 0.02
+    assert spec.total_epsilon == pytest.approx(10.0, abs=1e-12)
     assert spec.selection.is_infinite_horizon and spec.decode == "representative"
     if not (BIRTHS / "shortlist.toml").exists():
         code = main(["release", str(BIRTHS / "release.toml"), "--data", str(DATA), "--out", str(tmp_path / "o")])
@@ -114,8 +117,8 @@ def test_budget_check_refuses_before_reading_data_or_writing(workspace: Path, tm
     monkeypatch.setattr(pd, "read_csv", no_read)
     monkeypatch.setattr(release, "load_shortlist", no_read)
     out = tmp_path / "out"
-    assert _release(workspace, out, "--budget", "9.97") == EXIT_BUDGET
-    assert "9.98" in capsys.readouterr().err
+    assert _release(workspace, out, "--budget", "9.99") == EXIT_BUDGET
+    assert "0.02 + 2·(4 + 0.99) + 0 = 10," in capsys.readouterr().err
     assert not out.exists() and list(tmp_path.iterdir()) == [workspace]
     with pytest.raises(BudgetExceededError, match="nothing was read or written"):
         release.run_release(workspace / "release.toml", data=tmp_path / "absent.csv", out=out, budget=1.0)
@@ -137,8 +140,16 @@ def test_bundle_contents_and_checksums(released: tuple[Path, Path]) -> None:
     parquet = pd.read_parquet(out / "released.parquet")
     space = load_release_space(BIRTHS / "space.toml")
     assert list(csv.columns) == list(space.schema.names) == list(parquet.columns)
+    # Issue 15 item 2: the size is a DP count of the cleaned records less the public margin t
+    # (⌈ln(5e5)/0.02⌉ = 657): m = round(n + Z) − t, Z lattice Laplace of scale ≈ 1/0.02 = 50.
+    # |Z| > 1,000 has probability e^-20 (cannot flake); m = n − t exactly has probability ≈ 1%.
     n = len(space.clean_raw(pd.read_csv(DATA)))
-    assert len(csv) == len(parquet) == n
+    margin = math.ceil(math.log(5e5) / 0.02)
+    assert margin == 657
+    assert len(csv) == len(parquet)
+    assert abs(len(csv) - (n - margin)) <= 1_000
+    assert f"records = {len(csv)}\n" in (out / "config.toml").read_text()
+    assert f"records_margin = {margin}\n" in (out / "config.toml").read_text()
     domain = resolve_transformation(space, TRANSFORMATION).domain
     representatives = {c.name: set(c.values) for c in domain}
     assert set(csv["mother_age"]) <= representatives["mother_age"]  # representative values, not raw ones
@@ -157,15 +168,20 @@ def test_bundle_contents_and_checksums(released: tuple[Path, Path]) -> None:
     assert all(f"| {c.name} |" in table for c in settings.criteria)
 
     ledger = json.loads((out / "ledger.json").read_text())
-    (event,) = ledger["ledger"]["events"]
+    count, event = ledger["ledger"]["events"]
+    assert (count["name"], count["mechanism"], count["epsilon"], count["sensitivity"]) == (
+        "record_count", "laplace_lattice", 0.02, 1.0)
+    assert count["noise_scale"] >= 1.0 / 0.02
     assert event["mechanism"] == "private_selection_known_threshold"
-    assert event["epsilon"] == pytest.approx(9.98) == ledger["total_epsilon"]
+    assert event["epsilon"] == pytest.approx(9.98)
+    assert ledger["total_epsilon"] == pytest.approx(10.0)
     assert sum(e["epsilon"] for e in ledger["accepted_flow_events"]) == pytest.approx(4.99)
     config = (out / "config.toml").read_text()
     assert f'transformation = "{resolve_transformation(space, TRANSFORMATION).id}"' in config
-    assert "epsilon_total = 9.98" in config
+    assert "epsilon_total = 10.0" in config and "epsilon_selection = 9.98" in config
     statement = (out / "privacy-statement.md").read_text()
-    assert "ε = 9.98" in statement and "replace" in statement
+    assert "ε = 10" in statement and "add one person's record, remove one, or replace one" in statement
+    assert f"{len(csv):,} records" in statement and "0.02 + 9.98 = 10" in statement
     readme = (out / "README.md").read_text()
     assert "## Intended use" in readme and "## Not intended for" in readme and "parity_mean" in readme
 
@@ -622,7 +638,7 @@ def test_the_infinite_horizon_needs_an_acknowledgement(workspace: Path, tmp_path
     finite = text.replace('gamma = 0.0\nsteps = "inf"\nepsilon0 = 0.0\n', 'gamma = 0.5\nsteps = 8\nepsilon0 = 0.1\n')
     spec.write_text(finite.replace("unbounded_ok = true\n", ""))
     loaded = release.load_release_spec(spec)
-    assert not loaded.selection.is_infinite_horizon and loaded.total_epsilon == pytest.approx(9.98 + 0.1)
+    assert not loaded.selection.is_infinite_horizon and loaded.total_epsilon == pytest.approx(0.02 + 9.98 + 0.1)
     spec.write_text(finite)
     with pytest.raises(SpecError, match="unbounded_ok applies only to the infinite horizon"):
         release.load_release_spec(spec)
@@ -638,3 +654,56 @@ def test_the_datasheet_example_comes_from_the_released_columns(released: tuple[P
     column, value, label = match.group(1), match.group(2), match.group(4)
     assert label != value and f"{label} → {value}" in sheet  # a real bin of the table below
     assert re.search(rf"^\| {column} \|", sheet, flags=re.M)  # a released column
+
+
+def _without_clock(text: str) -> str:
+    """The text with creation times masked (the wall clock, not the data, sets them)."""
+    return re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "<time>", text)
+
+
+def _deterministic_lines(runs: list[Path], name: str) -> dict[int, str]:
+    """Line number → text for the lines of ``name`` that are identical in every run of ``runs``."""
+    texts = [_without_clock((run / name).read_text()).splitlines() for run in runs]
+    return {i: line for i, line in enumerate(texts[0])
+            if all(i < len(other) and other[i] == line for other in texts[1:])}
+
+
+def test_neighbours_that_differ_in_a_dropped_record_publish_nothing_different_for_sure(tmp_path: Path) -> None:
+    # Issue 15 item 2: two raw inputs that differ in one record, which the raw constraints drop on
+    # one side (mother_age 18 with parity 5 breaks rule 5), clean to n and n − 1 records. Before the
+    # DP record count, the datasheet, the privacy statement, config.toml and the criteria's 1/n
+    # sensitivities published n vs n − 1, and released.csv had n vs n − 1 rows: a certain
+    # difference. Now every line that is the same in three releases of D (a deterministic
+    # function of D) must be the same for D', and the released row count must vary between runs.
+    # Flake bound: a line carrying the DP size is the same in three runs of D with probability
+    # about (1/200)² ≈ 3e-5 (the lattice Laplace of scale ≈ 50 repeats a value with probability
+    # ≈ 1/(4·50)); only then could a D' line differ "deterministically" by chance.
+    frame = pd.read_csv(DATA)
+    space = load_release_space(BIRTHS / "space.toml")
+    neighbour = frame.copy()
+    neighbour.iloc[0] = {"mother_age": 18, "parity": 5, "gestation_week": 39, "is_female": True,
+                         "birth_weight": 3200, "date_of_birth": "2019-05-01"}
+    assert len(space.clean_raw(neighbour)) == len(space.clean_raw(frame)) - 1  # the replaced record is dropped
+    other = tmp_path / "neighbour.csv"
+    neighbour.to_csv(other, index=False)
+    ws = _make_workspace(tmp_path)
+    runs = []
+    for i in range(3):
+        release.run_release(ws / "release.toml", data=DATA, out=tmp_path / f"d{i}")
+        runs.append(tmp_path / f"d{i}")
+    release.run_release(ws / "release.toml", data=other, out=tmp_path / "neighbour")
+    rows = {len((run / "released.csv").read_text().splitlines()) for run in runs}
+    assert len(rows) > 1, "the released row count did not vary between releases of the same data"
+    n = len(space.clean_raw(frame))
+    for name in ("README.md", "privacy-statement.md", "config.toml", "acceptance.json", "acceptance.md",
+                 "ledger.json"):
+        fixed = _deterministic_lines(runs, name)
+        theirs = _without_clock((tmp_path / "neighbour" / name).read_text()).splitlines()
+        differing = {i: (line, theirs[i] if i < len(theirs) else None) for i, line in fixed.items()
+                     if i >= len(theirs) or theirs[i] != line}
+        assert not differing, f"{name}: lines fixed by D differ for its neighbour: {differing}"
+        for run in (*runs, tmp_path / "neighbour"):
+            text = (run / name).read_text()
+            assert f"{n:,}" not in text and f"{n - 1:,}" not in text, f"{name} shows the cleaned count"
+    header = {(run / "released.csv").read_text().splitlines()[0] for run in (*runs, tmp_path / "neighbour")}
+    assert len(header) == 1

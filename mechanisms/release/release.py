@@ -4,16 +4,18 @@ A release spec names the shortlist of configurations (written by ``privlab short
 public-data grid search) and declares the budget split and the private-selection parameters.
 :func:`run_release` then
 
-1. loads the spec and refuses to start when its total ε, ``2·(ε_generation + ε_acceptance) + ε₀``,
-   exceeds the budget (``--budget``, else the spec's ``budget``) — before reading anything else;
+1. loads the spec and refuses to start when its total ε,
+   ``ε_count + 2·(ε_generation + ε_acceptance) + ε₀``, exceeds the budget (``--budget``, else the spec's ``budget``) — before reading anything else;
 2. loads the shortlist, its space and flow settings, and checks that the settings' ε match the
    spec's declared split and that every configuration fits the space, the criteria and ε₁;
 3. reads, validates and cleans the private data (errors name the column and the kind of
    problem, never rows, values or counts);
-4. runs private selection with a known threshold (Hod & Canetti 2024, Algorithm 1) over the
+4. releases a DP record count and resizes the cleaned data to it
+   (:mod:`privlab.mechanisms.release.record_count`), so that the release's size is DP;
+5. runs private selection with a known threshold (Hod & Canetti 2024, Algorithm 1) over the
    shortlist with a :class:`~privlab.platform.randomness.SecureSource` recording a transcript,
    or with a :class:`~privlab.platform.randomness.ReplaySource` reading one back;
-5. writes the bundle atomically (:mod:`privlab.mechanisms.release.bundle`).
+6. writes the bundle atomically (:mod:`privlab.mechanisms.release.bundle`).
 
 Spec format (TOML; paths relative to the spec file)::
 
@@ -26,6 +28,7 @@ Spec format (TOML; paths relative to the spec file)::
     [epsilon]                           # the budget split, checked against the settings file
     generation = 4.0                    # ε_x: the synthesizer's fit
     acceptance = 0.99                   # ε_q: the sum of the criteria's ε
+    record_count = 0.02                 # ε of the DP record count (the release's size)
 
     [selection]                         # Algorithm 1's stopping rule (Theorem 3)
     gamma = 0.0
@@ -51,11 +54,15 @@ of the data file, of the spec, shortlist, settings and space files, the budget a
 version — and reproduces every public file byte for byte; any difference is a clear error.
 
 Privacy:
-    Replace-one neighbours with n public (Section 4.4.2). Each flow is ε₁-DP with
-    ``ε₁ = ε_generation + ε_acceptance`` (sequential composition inside the flow); private
-    selection with a known threshold makes the search ``(2ε₁ + ε₀)``-DP however many flows run
-    (Liu & Talwar 2019; Hod & Canetti 2024, Theorem 3), with the infinite horizon γ = 0, T = ∞,
-    ε₀ = 0 giving 2ε₁ = 9.98 for the births release. Only the accepted configuration and its
+    Adding, removing or replacing one raw record. The paper's analysis (Section 4.4.2) is for
+    replace-one neighbours with n public; the number of records after cleaning is not public
+    here, so it is released with ε_count and the data resized to that DP size m first (see
+    :mod:`~privlab.mechanisms.release.record_count` for why this restores the paper's setting
+    with m public). Each flow is ε₁-DP with ``ε₁ = ε_generation + ε_acceptance`` (sequential
+    composition inside the flow); private selection with a known threshold makes the search
+    ``(2ε₁ + ε₀)``-DP however many flows run (Liu & Talwar 2019; Hod & Canetti 2024,
+    Theorem 3), with the infinite horizon γ = 0, T = ∞, ε₀ = 0 giving 2ε₁ = 9.98 for the births
+    release; the total is ``ε_count + 2ε₁ + ε₀`` (10.0 for births with ε_count = 0.02). Only the accepted configuration and its
     candidate (with the DP criterion results) leave the run; how many flows ran, which failed,
     exact errors, counts and rows never reach files, logs, progress output or exception
     messages (the privacy firewall), and MLflow is not used at all.
@@ -84,7 +91,7 @@ from typing import Any
 
 import pandas as pd
 
-from privlab.mechanisms.release import bundle
+from privlab.mechanisms.release import bundle, record_count
 from privlab.mechanisms.release.flow import (
     FlowConfiguration,
     FlowOutcome,
@@ -161,7 +168,8 @@ class ReleaseSpec:
     """A parsed release spec (format in the module docstring).
 
     Privacy:
-        ``total_epsilon = 2·(epsilon_generation + epsilon_acceptance) + ε₀`` (Theorem 3).
+        ``total_epsilon = ε_count + 2·(epsilon_generation + epsilon_acceptance) + ε₀``: the DP record
+        count, then private selection (Theorem 3), composed sequentially.
     """
 
     path: Path
@@ -170,6 +178,7 @@ class ReleaseSpec:
     shortlist: Path
     epsilon_generation: float
     epsilon_acceptance: float
+    epsilon_count: float
     selection: PrivateSelectionParams
     budget: float | None
     decode: str
@@ -180,8 +189,13 @@ class ReleaseSpec:
         return math.fsum([self.epsilon_generation, self.epsilon_acceptance])
 
     @property
-    def total_epsilon(self) -> float:
+    def epsilon_selection(self) -> float:
+        """Private selection's ``2ε₁ + ε₀``."""
         return 2.0 * self.epsilon_flow + self.selection.epsilon0
+
+    @property
+    def total_epsilon(self) -> float:
+        return math.fsum([self.epsilon_count, self.epsilon_selection])
 
 
 def load_release_spec(path: str | Path) -> ReleaseSpec:
@@ -204,8 +218,12 @@ def load_release_spec(path: str | Path) -> ReleaseSpec:
     if not isinstance(shortlist, str) or not shortlist:
         raise SpecError(f"{path}: shortlist ({shortlist!r}) must be a file path")
     epsilon = document["epsilon"]
-    if not isinstance(epsilon, dict) or set(epsilon) != {"generation", "acceptance"}:
-        raise SpecError(f"{path}: [epsilon] must have exactly the keys generation and acceptance")
+    if not isinstance(epsilon, dict) or set(epsilon) != {"generation", "acceptance", "record_count"}:
+        raise SpecError(
+            f"{path}: [epsilon] must have exactly the keys generation, acceptance and record_count (the ε of the DP "
+            "count of records after cleaning, which sets the release's size: cleaning drops records, so the count "
+            "is not public; 0.02 costs 0.2% of a 10-ε budget and gives about n − 660 records, a public margin that makes "
+            "padding almost never needed, ± 50 of noise)")
     selection = document["selection"]
     if not isinstance(selection, dict) or not {"gamma", "steps", "epsilon0"} <= set(selection) <= {
             "gamma", "steps", "epsilon0", "unbounded_ok"}:
@@ -237,6 +255,7 @@ def load_release_spec(path: str | Path) -> ReleaseSpec:
         path=path, name=name, description=description, shortlist=(path.parent / shortlist),
         epsilon_generation=_number(epsilon["generation"], "epsilon.generation", positive=True),
         epsilon_acceptance=_number(epsilon["acceptance"], "epsilon.acceptance", positive=True),
+        epsilon_count=_number(epsilon["record_count"], "epsilon.record_count", positive=True),
         selection=params, budget=None if budget is None else _number(budget, "budget", positive=True),
         decode=decode, datasheet=dict(datasheet),
     )
@@ -279,7 +298,7 @@ def check_budget(spec: ReleaseSpec, budget: float | None) -> float:
     budget = _number(budget, "--budget", positive=True)
     if spec.total_epsilon > budget:
         raise BudgetExceededError(
-            f"the release spec {spec.path} needs total ε = 2·({spec.epsilon_generation:g} + "
+            f"the release spec {spec.path} needs total ε = {spec.epsilon_count:g} + 2·({spec.epsilon_generation:g} + "
             f"{spec.epsilon_acceptance:g}) + {spec.selection.epsilon0:g} = {spec.total_epsilon:g}, more than the "
             f"budget {budget:g}; nothing was read or written. Lower the spec's ε split or raise --budget")
     return budget
@@ -555,10 +574,9 @@ def run_release(
     else:
         context["created_utc"] = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     cleaned = load_private_data(data, shortlist.space)
-    n = len(cleaned)
     for configuration in shortlist.configurations:  # each flow must fit ε₁ before any flow runs
         Ledger(epsilon_cap=shortlist.settings.epsilon_flow, delta_cap=0.0).check_plan(
-            planned_events(configuration, shortlist.settings, space=shortlist.space, n=n))
+            planned_events(configuration, shortlist.settings, space=shortlist.space, n=len(cleaned)))
     say(f"release {spec.name}: total ε = {spec.total_epsilon:g} within budget {cap:g}; "
         f"{len(shortlist.configurations)} configuration(s) in the shortlist")
 
@@ -583,9 +601,16 @@ def run_release(
                 writer = TranscriptWriter(transcript_path, context=context)
                 source = SecureSource(writer)
             try:
+                ledger = Ledger(epsilon_cap=cap, delta_cap=0.0)
+                n = record_count.dp_record_count(len(cleaned), epsilon=spec.epsilon_count, source=source,
+                                                 ledger=ledger)
+                resized = record_count.resize(cleaned, n, space=shortlist.space,
+                                              rng=source.generator(purpose="resize-to-dp-record-count"))
+                del cleaned
                 say("running private selection (the number of flows is not shown: it depends on the private data)")
                 with _heartbeat(say, every_seconds=30.0):
-                    outcome, selection = _select(cleaned, spec=spec, shortlist=shortlist, source=source, budget=cap)
+                    outcome, selection = _select(resized, spec=spec, shortlist=shortlist, source=source,
+                                                 ledger=ledger)
                 released = outcome.decoded(
                     rng=source.generator(purpose="decode-uniform-within-bin") if spec.decode == "uniform" else None)
                 if isinstance(source, ReplaySource):
@@ -611,9 +636,9 @@ def run_release(
 
 
 def _select(cleaned: pd.DataFrame, *, spec: ReleaseSpec, shortlist: Shortlist, source: RandomSource,
-            budget: float) -> tuple[FlowOutcome, Any]:
-    """Private selection over the shortlist; failures are reported without their messages."""
-    ledger = Ledger(epsilon_cap=budget, delta_cap=0.0)
+            ledger: Ledger) -> tuple[FlowOutcome, Any]:
+    """Private selection over the shortlist (charged to ``ledger``, which already holds the
+    record count); failures are reported without their messages."""
 
     def run_once(configuration: FlowConfiguration, iteration: int, *, source: RandomSource,
                  ledger: Ledger) -> tuple[FlowOutcome, bool]:
@@ -649,11 +674,14 @@ def _write_public(staging: Path, *, spec: ReleaseSpec, shortlist: Shortlist, out
         {
             "configuration": {"transformation": outcome.transformation.id, "synthesizer": configuration.synthesizer,
                               **dict(configuration.synthesizer_params), "min_count": configuration.min_count or 0},
-            "budget": {"epsilon_generation": spec.epsilon_generation, "epsilon_acceptance": spec.epsilon_acceptance,
-                       "epsilon_flow": spec.epsilon_flow, "epsilon_total": spec.total_epsilon, "budget": budget},
+            "budget": {"epsilon_record_count": spec.epsilon_count, "epsilon_generation": spec.epsilon_generation,
+                       "epsilon_acceptance": spec.epsilon_acceptance, "epsilon_flow": spec.epsilon_flow,
+                       "epsilon_selection": spec.epsilon_selection, "epsilon_total": spec.total_epsilon,
+                       "budget": budget},
             "selection": {"gamma": spec.selection.gamma, "steps": float(spec.selection.steps),
                           "epsilon0": spec.selection.epsilon0, "shortlist_size": len(shortlist.configurations)},
-            "output": {"decode": spec.decode, "records": n},
+            "output": {"decode": spec.decode, "records": n,
+                       "records_margin": record_count.count_margin(spec.epsilon_count)},
             "inputs": {"spec_sha256": context["spec_sha256"], "shortlist_sha256": context["shortlist_sha256"],
                        "settings_sha256": context["settings_sha256"], "space_sha256": context["space_sha256"],
                        "privlab_version": context["privlab_version"]},
@@ -689,17 +717,27 @@ def privacy_statement(spec: ReleaseSpec, shortlist: Shortlist, *, n: int) -> str
 ## What this promises
 
 Differential privacy limits how much the released dataset can depend on any one person. Take the
-original data and replace one person's record with any other record: every possible released
-dataset becomes at most e^ε ≈ {math.exp(spec.total_epsilon):.4g} times more or less likely. Whatever an
-attacker knows in advance, seeing this release changes what they can learn about any one person
-by at most that factor. The guarantee is for *replace-one* neighbouring datasets; the number of
-records ({n:,}) is treated as public, as are the schema, its bounds and categories, the
-shortlist of configurations to choose from and the acceptance criteria, all of which were fixed from public
-information before the private data was read.
+original data and add one person's record, remove one, or replace one with any other record: every
+possible released dataset becomes at most e^ε ≈ {math.exp(spec.total_epsilon):.4g} times more or less likely.
+Whatever an attacker knows in advance, seeing this release changes what they can learn about any
+one person by at most that factor. The unit of privacy is one record of the original data, before
+any cleaning. Public, and fixed from public information before the private data was read: the
+schema, its bounds and categories, the cleaning rules, the shortlist of configurations to choose
+from and the acceptance criteria.
+
+The number of records is **not** treated as public. Cleaning drops records, so the count after
+cleaning depends on who is in the data; it was released with Laplace noise
+(ε_record_count = {spec.epsilon_count:g}, sensitivity 1), lowered by a public margin of
+{record_count.count_margin(spec.epsilon_count):,} records (so that the data almost never has to be
+padded), and the cleaned data was reduced to that many records by a uniformly random choice before
+anything else was computed: {n:,} records. Every other step then treats this number as public, as
+the paper's analysis does.
 
 ## How the budget was spent
 
-One *attempt* trains a synthetic-data model on the data with ε_generation = {spec.epsilon_generation:g},
+First, the number of records: ε_record_count = {spec.epsilon_count:g}.
+
+Then one *attempt* trains a synthetic-data model on the data with ε_generation = {spec.epsilon_generation:g},
 samples a candidate dataset from it (sampling, constraint filtering and the face-privacy projection
 only use the private model, so they cost nothing more), and checks the candidate with
 acceptance criteria whose errors are released with Laplace noise, ε_acceptance = {spec.epsilon_acceptance:g}
@@ -712,7 +750,8 @@ in total. One attempt is therefore ε₁ = {spec.epsilon_flow:g}-differentially 
 Attempts were repeated, each with a configuration drawn uniformly from a public shortlist of
 {len(shortlist.configurations)}, until one was accepted ({horizon}). Private selection with a known threshold
 (Liu & Talwar 2019; Hod & Canetti 2024, Theorem 3) shows that the whole search, however many attempts
-it takes, is (2ε₁ + ε₀)-differentially private: 2 · {spec.epsilon_flow:g} + {s.epsilon0:g} = {spec.total_epsilon:g}.
+it takes, is (2ε₁ + ε₀)-differentially private: 2 · {spec.epsilon_flow:g} + {s.epsilon0:g} = {spec.epsilon_selection:g}.
+With the record count (sequential composition): {spec.epsilon_count:g} + {spec.epsilon_selection:g} = {spec.total_epsilon:g}.
 Only the accepted candidate, its configuration and the noisy acceptance results are published; the
 number of attempts and the rejected candidates are not.
 
@@ -786,7 +825,9 @@ def datasheet(spec: ReleaseSpec, shortlist: Shortlist, outcome: FlowOutcome, acc
 
 {shortlist.space.description.strip()}
 
-- Records: {n:,} (the number of records is public and equal to the original's after cleaning)
+- Records: {n:,}: a differentially private count of the original records after cleaning, less a public
+  margin of {record_count.count_margin(spec.epsilon_count):,} (see `privacy-statement.md`); add the margin for an
+  unbiased estimate of the cleaned count
 - Files: `released.csv` and `released.parquet` (the same table); `SHA256SUMS` lets you check them
   with `sha256sum -c SHA256SUMS`.
 - Privacy: ε = {spec.total_epsilon:g}-differential privacy; see `privacy-statement.md`.
