@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep Ray on loopback
+os.environ.setdefault("PRIVLAB_PLUGINS", "privlab.platform.workloads.testing")  # cpu_burn: a diagnostic plug-in
 
 from privlab.platform.registry import build_params, get_workload  # noqa: E402
 from privlab.platform.runner import RunOptions, run_experiment  # noqa: E402

@@ -20,9 +20,9 @@ one-configuration spec for it (:func:`prepare_audit`, :func:`run_audit`); a spec
 the workload directly, e.g. with a grid over the auditable's parameters.
 
 Adding an auditable: subclass :class:`SensitivityAuditable` or :class:`EpsilonAuditable` in a
-module of your mechanism, decorate it with :func:`register_auditable`, and import the module
-from ``privlab.platform.workloads.audits`` (third-party packages: list it under the
-``privlab.workloads`` entry point). Examples: ``privlab.mechanisms.basic.audit`` and
+module beside your mechanism (``audit.py``), decorate it with :func:`register_auditable`, and list
+the module under the ``privlab.auditables`` entry points in ``pyproject.toml`` (third-party
+packages: in theirs). Examples: ``privlab.mechanisms.basic.audit`` and
 ``privlab.mechanisms.pmse.audit``.
 
 Why the ε bound is valid (and what it does not say):
@@ -81,7 +81,8 @@ import numpy as np
 import pandas as pd
 
 from privlab.platform import registry
-from privlab.platform.errors import LedgerError, RegistryError, SpecError
+from privlab.platform.errors import LedgerError, SpecError
+from privlab.platform.plugins import Registry
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import RandomSource, SeededSource
 from privlab.platform.registry import MetricKind, Pattern, Workload
@@ -185,7 +186,7 @@ class EpsilonAuditable(Auditable):
         """
 
 
-_AUDITABLES: dict[str, type[Auditable]] = {}
+AUDITABLES: Registry[type[Auditable]] = Registry("auditable", groups=("privlab.auditables",), listed_as="auditables")
 
 
 def register_auditable(cls: type[Auditable]) -> type[Auditable]:
@@ -218,26 +219,18 @@ def register_auditable(cls: type[Auditable]) -> type[Auditable]:
         raise TypeError(f"{cls.__qualname__}.default_trials ({cls.default_trials!r}) must be an integer ≥ 1")
     if issubclass(cls, EpsilonAuditable) and not (isinstance(cls.threshold_count, int) and cls.threshold_count >= 1):
         raise TypeError(f"{cls.__qualname__}.threshold_count ({cls.threshold_count!r}) must be an integer ≥ 1")
-    existing = _AUDITABLES.get(cls.name)
-    if existing is not None and existing.__qualname__ != cls.__qualname__:
-        raise RegistryError(f"auditable name {cls.name!r} is already registered by {existing}")
-    _AUDITABLES[cls.name] = cls
+    AUDITABLES.register(cls.name, cls)
     registry.register_workload(_audit_workload(cls))
     return cls
 
 
 def get_auditable(name: str) -> Auditable:
     """A fresh instance of the auditable registered as ``name``."""
-    registry.workload_names()  # loads the built-in modules (and entry points) that register auditables
-    try:
-        return _AUDITABLES[name]()
-    except KeyError:
-        raise RegistryError(f"unknown auditable {name!r}; auditables: {', '.join(auditable_names())}") from None
+    return AUDITABLES.get(name)()
 
 
 def auditable_names() -> list[str]:
-    registry.workload_names()
-    return sorted(_AUDITABLES)
+    return AUDITABLES.names()
 
 
 # --- statistics -----------------------------------------------------------------------------
@@ -664,7 +657,7 @@ def describe_auditables() -> str:
     """``privlab audit --list``: name, kind, claim, parameters with their defaults."""
     blocks = []
     for name in auditable_names():
-        auditable = _AUDITABLES[name]
+        auditable = AUDITABLES.get(name)
         params = registry.describe_params(auditable.Params, none="unlimited")
         kind = "sensitivity" if auditable.kind is AuditKind.SENSITIVITY else "ε"
         blocks.append(

@@ -1,9 +1,11 @@
 """Workloads and dataset generators, registered by name.
 
-A mechanism issue adds a workload by defining a :class:`Workload` subclass in its own module
-decorated with :func:`register_workload` and listing the module in ``BUILTIN_MODULES``; the
-runner never changes. Third-party packages register through the ``privlab.workloads`` entry
-point group (each entry point names a module to import).
+A mechanism adds a workload by defining a :class:`Workload` subclass in an adapter module
+beside it (``workloads.py``), decorated with :func:`register_workload`, and listing that module
+under the ``privlab.workloads`` entry-point group in ``pyproject.toml`` (third-party packages do
+the same in theirs); the runner never changes. Dataset generators use the
+``privlab.dataset_generators`` group; auditables (``privlab.auditables``) register workloads
+too. See :mod:`privlab.platform.plugins`.
 
 Three execution patterns exist (see :mod:`privlab.platform.execution`):
 
@@ -18,27 +20,16 @@ from __future__ import annotations
 import abc
 import dataclasses
 import enum
-import importlib
-import importlib.metadata
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
-from privlab.platform.errors import RegistryError, SpecError
+from privlab.platform.errors import SpecError
 from privlab.platform.ledger import Ledger, PrivacyEvent
+from privlab.platform.plugins import Registry, build, describe_params  # noqa: F401 (describe_params: for callers)
 
-BUILTIN_MODULES: tuple[str, ...] = (
-    "privlab.platform.workloads.generators",
-    "privlab.platform.workloads.quickstart",
-    "privlab.platform.workloads.testing",
-    "privlab.platform.workloads.audits",
-    "privlab.mechanisms.pmse.studies",
-    "privlab.mechanisms.pmse.utility_studies",
-    "privlab.mechanisms.release.workloads",
-)
-ENTRY_POINT_GROUP = "privlab.workloads"
 
 
 class Pattern(enum.StrEnum):
@@ -192,23 +183,22 @@ class ActorPoolWorkload(Workload):
         """Process one item; returns per-record arrays, one per metric, of equal length."""
 
 
-_WORKLOADS: dict[str, type[Workload]] = {}
-_GENERATORS: dict[str, DatasetGenerator] = {}
-_loaded = False
-
-
-def register_workload(cls: type[Workload]) -> type[Workload]:
-    """Class decorator: register ``cls`` under ``cls.name`` (names are unique)."""
+def _check_workload(name: str, cls: type[Workload]) -> None:
     for attribute in ("name", "pattern", "Params", "metrics"):
         if not hasattr(cls, attribute):
             raise TypeError(f"workload {cls.__qualname__} must define {attribute!r}")
     if not (dataclasses.is_dataclass(cls.Params) and cls.Params.__dataclass_params__.frozen):
         raise TypeError(f"{cls.__qualname__}.Params must be a frozen dataclass")
-    existing = _WORKLOADS.get(cls.name)
-    if existing is not None and existing.__qualname__ != cls.__qualname__:
-        raise RegistryError(f"workload name {cls.name!r} is already registered by {existing}")
-    _WORKLOADS[cls.name] = cls
-    return cls
+
+
+WORKLOADS: Registry[type[Workload]] = Registry(
+    "workload", groups=("privlab.workloads", "privlab.auditables"), check=_check_workload)
+
+
+def register_workload(cls: type[Workload]) -> type[Workload]:
+    """Class decorator: register ``cls`` under ``cls.name`` (names are unique)."""
+    _check_workload(getattr(cls, "name", ""), cls)
+    return WORKLOADS.register(cls.name, cls)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,123 +210,38 @@ class DatasetGenerator:
     generate: Callable[[Any, np.random.Generator], pd.DataFrame]
 
 
+GENERATORS: Registry[DatasetGenerator] = Registry(
+    "dataset generator", groups=("privlab.dataset_generators",), listed_as="registered generators",
+    identity=lambda g: f"{g.generate.__module__}.{g.generate.__qualname__}")
+
+
 def register_dataset_generator(
     name: str, params_type: type
 ) -> Callable[[Callable[[Any, np.random.Generator], pd.DataFrame]], Callable[..., pd.DataFrame]]:
     """Decorator registering a dataset generator with its frozen parameter dataclass."""
 
     def decorate(fn: Callable[[Any, np.random.Generator], pd.DataFrame]) -> Callable[..., pd.DataFrame]:
-        _GENERATORS[name] = DatasetGenerator(name=name, Params=params_type, generate=fn)
+        GENERATORS.register(name, DatasetGenerator(name=name, Params=params_type, generate=fn))
         return fn
 
     return decorate
 
 
-def _load_builtins() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for module in BUILTIN_MODULES:
-        importlib.import_module(module)
-    for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        importlib.import_module(entry_point.value)
-
-
 def get_workload(name: str) -> Workload:
     """A fresh instance of the workload registered as ``name``."""
-    _load_builtins()
-    try:
-        return _WORKLOADS[name]()
-    except KeyError:
-        raise RegistryError(
-            f"unknown workload {name!r}; registered workloads: {', '.join(workload_names())}"
-        ) from None
+    return WORKLOADS.get(name)()
 
 
 def workload_names() -> list[str]:
-    _load_builtins()
-    return sorted(_WORKLOADS)
+    return WORKLOADS.names()
 
 
 def get_dataset_generator(name: str) -> DatasetGenerator:
-    _load_builtins()
-    try:
-        return _GENERATORS[name]
-    except KeyError:
-        raise RegistryError(
-            f"unknown dataset generator {name!r}; registered generators: "
-            f"{', '.join(sorted(_GENERATORS))}"
-        ) from None
+    return GENERATORS.get(name)
 
 
-def build_params(params_type: type, values: Mapping[str, Any], *, where: str) -> Any:
-    """Construct a frozen parameter dataclass, turning every problem into a SpecError.
-
-    ``where`` names the spec location (e.g. ``study 'laplace' params``) for the message.
-    """
-    fields = {f.name: f for f in dataclasses.fields(params_type)}
-    unknown = sorted(set(values) - set(fields))
-    if unknown:
-        raise SpecError(
-            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
-            f"allowed keys: {', '.join(sorted(fields))}"
-        )
-    missing = sorted(
-        name
-        for name, f in fields.items()
-        if name not in values
-        and f.default is dataclasses.MISSING
-        and f.default_factory is dataclasses.MISSING
-    )
-    if missing:
-        raise SpecError(f"{where}: missing required key(s) {', '.join(map(repr, missing))}")
-    try:
-        return params_type(**values)
-    except ValueError as error:  # the dataclass's own validation names the key
-        raise SpecError(f"{where}: {error}") from None
-    except TypeError as error:  # e.g. a str compared with a float: name the key ourselves
-        raise SpecError(f"{where}: {_wrong_types(params_type, values) or error}") from None
-
-
-_KINDS_OF = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,)}
-
-
-def _wrong_types(params_type: type, values: Mapping[str, Any]) -> str:
-    """``key (value) must be a T`` for values whose type contradicts a plain annotation (``""`` if none).
-
-    Only consulted after construction failed, so it never changes which parameters are accepted;
-    it names the key that a bare ``TypeError`` (e.g. comparing a str with a float) does not.
-    """
-    problems = []
-    for field in dataclasses.fields(params_type):
-        if field.name not in values:
-            continue
-        annotation = field.type if isinstance(field.type, str) else getattr(field.type, "__name__", "")
-        kinds = _KINDS_OF.get(annotation.replace(" | None", ""))
-        value = values[field.name]
-        if kinds is None or (value is None and annotation.endswith("| None")):
-            continue
-        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-            kind = "a number" if float in kinds else f"a {kinds[0].__name__}"
-            problems.append(f"{field.name} ({value!r}) must be {kind}")
-    return "; ".join(problems)
-
-
-def describe_params(params_type: type, *, none: str = "None") -> list[str]:
-    """``name=default`` (``name (required)`` without one) for each field of a parameter dataclass.
-
-    ``none`` is how a ``None`` default reads (e.g. ``"unlimited"`` for a depth).
-    """
-    described = []
-    for field in dataclasses.fields(params_type):
-        if field.default is not dataclasses.MISSING:
-            described.append(f"{field.name}={none if field.default is None else repr(field.default)}")
-        elif field.default_factory is not dataclasses.MISSING:
-            described.append(f"{field.name}={field.default_factory()!r}")
-        else:
-            described.append(f"{field.name} (required)")
-    return described
+#: The one builder from spec tables (:func:`privlab.platform.plugins.build`), under the name workloads use.
+build_params = build
 
 
 def params_dict(params: Any) -> dict[str, Any]:

@@ -11,6 +11,10 @@ import pytest
 # Every Ray instance and cluster the tests start listens on loopback; this makes Ray resolve
 # "this node" to 127.0.0.1 too (it is read when Ray is imported, so set it first).
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+# The diagnostic workloads (cpu_burn, crash_once, column_mean…) are not in the installed
+# registry; the tests, their subprocesses and Ray workers (which inherit the environment)
+# load them as a plug-in (privlab.platform.plugins).
+os.environ["PRIVLAB_PLUGINS"] = "privlab.platform.workloads.testing"
 
 MINI_SPEC = """
 name = "mini"

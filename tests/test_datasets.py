@@ -16,7 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from privlab.platform.datasets import ColumnSchema, FileDataset, GeneratedDataset, Schema, dataset_from_spec
+from privlab.platform.columns import ColumnSchema, Schema
+from privlab.platform.datasets import FileDataset, GeneratedDataset, dataset_from_spec
 from privlab.platform.errors import SchemaError, SpecError
 from privlab.platform.spec import load_spec
 

@@ -658,7 +658,7 @@ def _generate(params: _GenParams, rng: object) -> pd.DataFrame:  # pragma: no co
 def fake_generator(monkeypatch: pytest.MonkeyPatch) -> str:
     registry.workload_names()  # load the built-ins first so the fake one is not overwritten
     generator = registry.DatasetGenerator(name="spec_test_uniform", Params=_GenParams, generate=_generate)
-    monkeypatch.setitem(registry._GENERATORS, generator.name, generator)
+    monkeypatch.setitem(registry.GENERATORS._entries, generator.name, generator)
     return generator.name
 
 

@@ -32,8 +32,9 @@ import pandas as pd
 
 from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.mechanisms.tabular.domain import Domain
-from privlab.platform.errors import RegistryError, SpecError
+from privlab.platform.errors import SpecError
 from privlab.platform.ledger import Ledger, PrivacyEvent
+from privlab.platform.plugins import Registry
 from privlab.platform.randomness import RandomSource
 
 
@@ -260,21 +261,17 @@ def release_laplace_measure(
 
 
 
-_CRITERIA: dict[str, type[AcceptanceCriterion]] = {}
+CRITERIA: Registry[type[AcceptanceCriterion]] = Registry("criterion kind", groups=("privlab.criteria",))
 
 
 def register_criterion(cls: type[AcceptanceCriterion]) -> type[AcceptanceCriterion]:
-    """Class decorator: register a criterion class under its ``kind``."""
-    existing = _CRITERIA.get(cls.kind)
-    if existing is not None and existing.__qualname__ != cls.__qualname__:
-        raise RegistryError(f"criterion kind {cls.kind!r} is already registered by {existing.__qualname__}")
-    _CRITERIA[cls.kind] = cls
-    return cls
+    """Class decorator: register a criterion class under its ``kind`` (list its module under the
+    ``privlab.criteria`` entry points)."""
+    return CRITERIA.register(cls.kind, cls)
 
 
 def criterion_kinds() -> tuple[str, ...]:
-    _load_builtins()
-    return tuple(sorted(_CRITERIA))
+    return tuple(CRITERIA.names())
 
 
 def criterion_from_spec(table: Mapping[str, Any], *, where: str) -> AcceptanceCriterion:
@@ -283,11 +280,10 @@ def criterion_from_spec(table: Mapping[str, Any], *, where: str) -> AcceptanceCr
     Raises:
         SpecError: Unknown kind, unknown or missing keys, or invalid values (naming ``where``).
     """
-    _load_builtins()
     kind = table.get("kind")
-    if kind not in _CRITERIA:
-        raise SpecError(f"{where}: kind ({kind!r}) must be one of {', '.join(sorted(_CRITERIA))}")
-    cls = _CRITERIA[kind]
+    if not isinstance(kind, str) or kind not in CRITERIA:
+        raise SpecError(f"{where}: kind ({kind!r}) must be one of {', '.join(CRITERIA.names())}")
+    cls = CRITERIA.get(kind)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(table) - set(fields) - {"kind"})
     if unknown:
@@ -302,18 +298,3 @@ def criterion_from_spec(table: Mapping[str, Any], *, where: str) -> AcceptanceCr
         return cls(**{k: v for k, v in table.items() if k != "kind"})
     except (TypeError, ValueError) as error:
         raise SpecError(f"{where}: {error}") from error
-
-
-BUILTIN_MODULES: tuple[str, ...] = (
-    "privlab.mechanisms.acceptance.marginals",
-    "privlab.mechanisms.acceptance.conditional_means",
-    "privlab.mechanisms.acceptance.regression",
-    "privlab.mechanisms.acceptance.faithfulness",
-)
-
-
-def _load_builtins() -> None:
-    import importlib
-
-    for module in BUILTIN_MODULES:
-        importlib.import_module(module)

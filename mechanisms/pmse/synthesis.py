@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from privlab.platform.errors import RegistryError
+from privlab.platform.plugins import Registry
 
 
 class SynthesisModel(abc.ABC):
@@ -139,22 +139,23 @@ class SequentialLinearGaussian(SynthesisModel):
         return start
 
 
-_MODELS: dict[str, Callable[..., SynthesisModel]] = {
-    "sequential_linear_gaussian": SequentialLinearGaussian,
-    "bivariate_normal": lambda: SequentialLinearGaussian(2),
-}
+SYNTHESIS_MODELS: Registry[Callable[..., SynthesisModel]] = Registry(
+    "synthesis model", groups=("privlab.synthesis_models",), listed_as="registered models")
 
 
 def register_synthesis_model(name: str, factory: Callable[..., SynthesisModel]) -> None:
-    """Make ``factory(**options)`` available to specs as ``model = "<name>"``."""
-    _MODELS[name] = factory
+    """Make ``factory(**options)`` available to specs as ``model = "<name>"`` (list the module
+    that calls this under the ``privlab.synthesis_models`` entry points)."""
+    SYNTHESIS_MODELS.register(name, factory)
+
+
+def _bivariate_normal() -> SynthesisModel:
+    return SequentialLinearGaussian(2)
+
+
+register_synthesis_model("sequential_linear_gaussian", SequentialLinearGaussian)
+register_synthesis_model("bivariate_normal", _bivariate_normal)
 
 
 def synthesis_model(name: str, **options: object) -> SynthesisModel:
-    try:
-        factory = _MODELS[name]
-    except KeyError:
-        raise RegistryError(
-            f"unknown synthesis model {name!r}; registered models: {', '.join(sorted(_MODELS))}"
-        ) from None
-    return factory(**options)
+    return SYNTHESIS_MODELS.get(name)(**options)

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import importlib
 import math
 import numbers
 from collections.abc import Mapping, Sequence
@@ -46,13 +45,13 @@ from privlab.mechanisms.basic.exponential import exponential_mechanism
 from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.platform.budget import preflight, split_epsilon
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
-from privlab.platform import registry
-from privlab.platform.errors import LedgerError, NotFittedError, RegistryError, SchemaError, SpecError
+from privlab.platform.errors import LedgerError, NotFittedError, SchemaError, SpecError
 from privlab.platform.ledger import Ledger, PrivacyEvent
+from privlab.platform.plugins import Registry, build, require_frozen_kw_only
 from privlab.platform.randomness import RandomSource
 
 __all__ = [
-    "BUILTIN_MODULES",
+    "SYNTHESIZERS",
     "BudgetStep",
     "NotFittedError",
     "Synthesizer",
@@ -452,51 +451,36 @@ class Synthesizer(abc.ABC):
 
 # --- registry --------------------------------------------------------------------------------
 
-_SYNTHESIZERS: dict[str, type[Synthesizer]] = {}
+def _check_synthesizer(name: str, cls: type[Synthesizer]) -> None:
+    if not (isinstance(cls, type) and issubclass(cls, Synthesizer)):
+        raise TypeError(f"{cls!r} must be a Synthesizer subclass")
+    if getattr(cls, "name", None) != name:
+        raise TypeError(f"{cls.__qualname__}.name ({getattr(cls, 'name', None)!r}) must be a non-empty string")
+    require_frozen_kw_only(cls.__qualname__, getattr(cls, "Params", None))
 
-BUILTIN_MODULES: tuple[str, ...] = (
-    "privlab.mechanisms.synthesizers.independent",
-    "privlab.mechanisms.synthesizers.privbayes",
-)
+
+SYNTHESIZERS: Registry[type[Synthesizer]] = Registry(
+    "synthesizer", groups=("privlab.synthesizers",), check=_check_synthesizer)
 
 
 def register_synthesizer(cls: type[Synthesizer]) -> type[Synthesizer]:
-    """Class decorator: register a :class:`Synthesizer` subclass under ``cls.name``.
+    """Class decorator: register a :class:`Synthesizer` subclass under ``cls.name``
+    (list its module under the ``privlab.synthesizers`` entry points).
 
     Raises:
         TypeError: ``cls`` is not a Synthesizer, or its ``Params`` is not a frozen
             keyword-only dataclass.
         RegistryError: another class is already registered under the name.
     """
-    if not (isinstance(cls, type) and issubclass(cls, Synthesizer)):
-        raise TypeError(f"{cls!r} must be a Synthesizer subclass")
     name = getattr(cls, "name", None)
     if not isinstance(name, str) or not name:
-        raise TypeError(f"{cls.__qualname__}.name ({name!r}) must be a non-empty string")
-    params = getattr(cls, "Params", None)
-    if not (
-        isinstance(params, type)
-        and dataclasses.is_dataclass(params)
-        and params.__dataclass_params__.frozen  # type: ignore[attr-defined]
-        and all(f.kw_only for f in dataclasses.fields(params))
-    ):
-        raise TypeError(f"{cls.__qualname__}.Params must be a frozen keyword-only dataclass")
-    existing = _SYNTHESIZERS.get(name)
-    if existing is not None and existing.__qualname__ != cls.__qualname__:
-        raise RegistryError(f"synthesizer name {name!r} is already registered by {existing.__qualname__}")
-    _SYNTHESIZERS[name] = cls
-    return cls
-
-
-def _load_builtins() -> None:
-    for module in BUILTIN_MODULES:
-        importlib.import_module(module)
+        raise TypeError(f"{getattr(cls, '__qualname__', cls)!r}.name ({name!r}) must be a non-empty string")
+    return SYNTHESIZERS.register(name, cls)
 
 
 def synthesizer_names() -> tuple[str, ...]:
     """The registered synthesizer names, sorted."""
-    _load_builtins()
-    return tuple(sorted(_SYNTHESIZERS))
+    return tuple(SYNTHESIZERS.names())
 
 
 def synthesizer_class(name: str) -> type[Synthesizer]:
@@ -505,13 +489,7 @@ def synthesizer_class(name: str) -> type[Synthesizer]:
     Raises:
         RegistryError: no synthesizer has that name (the message lists the registered ones).
     """
-    _load_builtins()
-    try:
-        return _SYNTHESIZERS[name]
-    except (KeyError, TypeError):
-        raise RegistryError(
-            f"unknown synthesizer {name!r}; registered synthesizers: {', '.join(sorted(_SYNTHESIZERS))}"
-        ) from None
+    return SYNTHESIZERS.get(name)
 
 
 def synthesizer_from_spec(name: str, params: Mapping[str, Any], *, where: str) -> Synthesizer:
@@ -529,14 +507,13 @@ def synthesizer_from_spec(name: str, params: Mapping[str, Any], *, where: str) -
         SpecError: unknown name (lists the registered names), ``params`` not a mapping,
             unknown or missing keys (lists the allowed ones) or an invalid value.
     """
-    _load_builtins()
-    if not isinstance(name, str) or name not in _SYNTHESIZERS:
+    if not isinstance(name, str) or name not in SYNTHESIZERS:
         raise SpecError(
-            f"{where}: synthesizer ({name!r}) must be one of {', '.join(sorted(_SYNTHESIZERS))}"
+            f"{where}: synthesizer ({name!r}) must be one of {', '.join(SYNTHESIZERS.names())}"
         )
     if not isinstance(params, Mapping):
         raise SpecError(f"{where}: synthesizer params ({params!r}) must be a table of hyperparameters")
-    cls = _SYNTHESIZERS[name]
+    cls = SYNTHESIZERS.get(name)
     where = f"{where} (synthesizer {name!r})"
     allowed = sorted(f.name for f in dataclasses.fields(cls.Params))
     unknown = sorted(set(params) - set(allowed), key=str)
@@ -545,4 +522,4 @@ def synthesizer_from_spec(name: str, params: Mapping[str, Any], *, where: str) -
             f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed keys: "
             f"{', '.join(allowed) if allowed else f'none ({name} takes no hyperparameters)'}"
         )
-    return cls(registry.build_params(cls.Params, params, where=where))
+    return cls(build(cls.Params, params, where=where))

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from privlab.platform.datasets import ColumnSchema, Schema
+from privlab.platform.columns import ColumnSchema, Schema
 from privlab.platform.errors import SchemaError, SpecError
 
 logger = logging.getLogger(__name__)

@@ -1,0 +1,62 @@
+"""Fingerprints of seeded run summaries, to show that a refactoring changed no result.
+
+Runs the quickstart and a slice of the births grid search (4 seeded grid points per study,
+2 attempts each; needs ../shared/data/nvss) serially into a temporary tracking store, and
+prints the SHA-256 of each summary's results (configurations, root seed, total ε) with the
+checkout's path masked, e.g.::
+
+    python benchmarks/summary_fingerprint.py            # before a change, and again after
+
+    quickstart_fingerprint: cc243c2a…
+    births_slice_fingerprint: 48d8fe2a…
+
+Equal lines before and after mean bit-identical results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIRTHS_SLICE = [f"study.{study}.{key}={value}" for study in ("privbayes_theta", "privbayes_degree")
+                for key, value in (("grid_points", 4), ("repetitions", 2))]
+RUNS = {
+    "quickstart": (ROOT / "experiments" / "quickstart.toml", []),
+    "births_slice": (ROOT / "experiments" / "births" / "grid.toml", BIRTHS_SLICE),
+}
+
+
+def fingerprint(summary: dict) -> str:
+    results = {"configurations": summary["configurations"], "root_seed": summary["root_seed"],
+               "epsilon_total": summary["epsilon_total"]}
+    text = json.dumps(results, sort_keys=True, default=str).replace(str(ROOT), "<checkout>")
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=sorted(RUNS), help="run one of the two")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="privlab-fingerprint-") as folder:
+        store = f"sqlite:///{Path(folder) / 'mlflow.db'}"
+        for name, (spec, overrides) in RUNS.items():
+            if args.only and name != args.only:
+                continue
+            summary_path = Path(folder) / f"{name}.json"
+            command = [sys.executable, "-m", "privlab.platform.cli", "run", str(spec), "--serial", "--no-progress",
+                       "--tracking-uri", store, "--summary-json", str(summary_path)]
+            for override in overrides:
+                command += ["--set", override]
+            subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=folder)
+            print(f"{name}_fingerprint: {fingerprint(json.loads(summary_path.read_text()))}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
