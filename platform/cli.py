@@ -8,7 +8,6 @@ Exit codes: 0 success; 1 internal error (a bug: please report it with the traceb
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import os
@@ -27,9 +26,22 @@ from privlab.platform.errors import (
     VerificationError,
 )
 
+from privlab.platform.commands import (  # noqa: F401 (exit codes: the command's public interface)
+    COMMANDS,
+    EXIT_BUDGET,
+    EXIT_BUG,
+    EXIT_EXECUTION,
+    EXIT_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_VERIFIED,
+    EXIT_OK,
+    InputError,
+    add_tracking_argument,
+    finished_summary,
+    toml_kind,
+)
+
 DEFAULT_CLUSTER_STATE = ".privlab/cluster"
-EXIT_OK, EXIT_BUG, EXIT_INPUT, EXIT_BUDGET, EXIT_EXECUTION, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
-EXIT_NOT_VERIFIED = 5
 
 
 def _run_options(args: argparse.Namespace, *, report_dir: Path | None = None) -> Any:
@@ -101,131 +113,13 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _evaluate(args: argparse.Namespace) -> int:
-    from privlab.mechanisms.release.evaluate import evaluate_candidate, read_raw
-    from privlab.mechanisms.release.workloads import flow_inputs
-    from privlab.platform.spec import load_spec
-
-    spec = load_spec(args.spec, args.set or [])
-    if spec.mode == "release":
-        raise _InputError(f"{args.spec} is a release-mode spec: `privlab evaluate` computes exact, non-private "
-                          "criterion values and runs only in research mode, on public data")
-    configs = [c for c in spec.configurations if c.workload == "release_flow"]
-    if not configs:
-        raise _InputError(f"{args.spec} has no release_flow configuration to evaluate")
-    if args.config:
-        matching = [c for c in configs if c.id == args.config]
-        if not matching:
-            raise _InputError(f"--config {args.config!r} is not a configuration of {args.spec}; "
-                              f"`privlab validate {args.spec}` lists them (e.g. {configs[0].id})")
-        config = matching[0]
-    else:
-        config = configs[0]
-    space, settings, transformation = flow_inputs(config.params)
-    result = evaluate_candidate(read_raw(args.original, what="--original"), read_raw(args.candidate, what="--candidate"),
-                                space=space, settings=settings, transformation=transformation)
-    result = {"config": config.id, **result}
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(f"{config.id}: transformation {result['transformation']}, n = {result['n']:,}")
-        width = max(len(c["name"]) for c in result["criteria"])
-        for c in result["criteria"]:
-            print(f"  {c['name'].ljust(width)}  {c['value']:<12.6g} threshold {c['threshold']:<8g} "
-                  f"{'pass' if c['passed'] else 'FAIL'}")
-        print(f"accepted: {'yes' if result['accepted'] else 'no'} (exact values, not DP: research use only)")
-    return EXIT_OK
-
-
-def _shortlist(args: argparse.Namespace) -> int:
-    from privlab.mechanisms.release.evaluate import (
-        relative_to,
-        shortlist_from_summary,
-        shortlist_toml,
-        workload_params,
-        write_atomically,
-    )
-    from privlab.platform.tracking import Tracker
-
-    tracker = Tracker(args.tracking_uri)
-    _, summary = _finished_summary(tracker, args.run_id, hint="give the grid search's run id")
-    entries = shortlist_from_summary(summary, min_prob=args.min_prob)
-    if not entries:
-        best = max(e["metrics"]["accepted_rate"] for e in summary["configurations"] if e.get("workload") == "release_flow")
-        raise _InputError(f"no configuration of run {args.run_id} reached an estimated acceptance of {args.min_prob:g} "
-                          f"(the best was {best:.3g}); nothing written. Lower --min-prob or run more attempts")
-    first = workload_params(next(e for e in summary["configurations"] if e["id"] == entries[0].config_id))
-    out = Path(args.out)
-    write_atomically(out, shortlist_toml(
-        entries, run_id=args.run_id, min_prob=args.min_prob,
-        space=relative_to(first["space"], out.resolve().parent),
-        settings=relative_to(first["settings"], out.resolve().parent),
-    ))
-    print(f"{len(entries)} configuration(s) with estimated acceptance ≥ {args.min_prob:g} written to {out}")
-    for entry in entries[:10]:
-        print(f"  {entry.acceptance_rate:.3f} [{entry.ci_low:.3f}, {entry.ci_high:.3f}]  {entry.config_id}")
-    return EXIT_OK
-
-
-def _release(args: argparse.Namespace) -> int:
-    from privlab.mechanisms.release.bundle import stale_partials
-    from privlab.mechanisms.release.release import run_release
-
-    out = Path(args.out)
-    for stale in stale_partials(out):
-        print(f"privlab: note: {stale} is left over from a killed release run (no bundle in it); delete it",
-              file=sys.stderr)
-    import signal
-    import threading
-
-    def terminate(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt  # unwinds through the staging folder's cleanup: no partial bundle
-
-    previous = signal.signal(signal.SIGTERM, terminate) if threading.current_thread() is threading.main_thread() \
-        else None
-    try:
-        result = run_release(args.spec, data=args.data, out=out, budget=args.budget, replay=args.replay,
-                             progress=lambda message: print(f"privlab: {message}", file=sys.stderr, flush=True))
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-    print(f"release bundle written to {result.out} (ε = {result.total_epsilon:g} within budget {result.budget:g})")
-    print(f"  selected configuration: {result.configuration.as_dict()}")
-    for name in result.public_files:
-        print(f"  {result.out / name}")
-    print(f"  {result.out / 'private'}/  (the transcript: as sensitive as the data; never publish it)")
-    return EXIT_OK
-
-
-def _verify(args: argparse.Namespace) -> int:
-    from privlab.mechanisms.release.verify import verify_release
-
-    result = verify_release(args.bundle, spec=args.spec, data=args.data, transcript=args.transcript)
-    print(f"verified: {result.bundle} is what this spec, data and sealed transcript produce "
-          f"(seal {result.seal[:16]}…; {len(result.files)} files reproduced byte for byte)")
-    return EXIT_OK
-
-
-def _finished_summary(tracker: Any, run_id: str, *, hint: str) -> tuple[Any, dict[str, Any]]:
-    """A finished privlab parent run and its ``summary.json`` (errors say what to give instead)."""
-    from privlab.platform.tracking import KIND_TAG
-
-    run = tracker.get_run(run_id)
-    if run.data.tags.get(KIND_TAG) != "parent":
-        raise TrackingError(f"run {run_id} is not a privlab parent run; {hint}")
-    text = tracker.read_text(run_id, "summary.json")
-    if text is None:
-        raise TrackingError(f"run {run_id} has no summary.json: it did not finish (resume it first)")
-    return run, json.loads(text)
-
-
 def _report(args: argparse.Namespace) -> int:
     from privlab.platform.reports import build_reports, parquet_frame, write_report_dir
     from privlab.platform.runner import RESERVOIR_PATH
     from privlab.platform.tracking import CONFIG_TAG, KIND_TAG, Tracker
 
     tracker = Tracker(args.tracking_uri)
-    run, summary = _finished_summary(tracker, args.run_id, hint="give the id `privlab run` printed")
+    run, summary = finished_summary(tracker, args.run_id, hint="give the id `privlab run` printed")
     children = {c.data.tags.get(CONFIG_TAG): c.info.run_id
                 for c in tracker.child_runs(run.info.experiment_id, args.run_id)
                 if c.info.status == "FINISHED" and c.data.tags.get(KIND_TAG) == "configuration"}
@@ -268,55 +162,17 @@ def _print_summary(summary: dict) -> None:
     print(f"compare: privlab compare {summary['experiment']!r}    ledger: privlab ledger {summary['run_id']}")
 
 
-_KINDS_OF_TOML = (  # (kind, keys that identify it, the command that takes it)
-    ("release spec", {"shortlist", "selection"}, "privlab release SPEC --data PRIVATE --out DIR"),
-    ("shortlist", {"configuration", "space", "settings"}, "privlab release (named by a release spec's shortlist)"),
-    ("release space", {"schema", "transformations"}, "the grid and release specs that name it"),
-    ("flow settings file", {"criterion", "epsilon_generation"}, "the grid and release specs that name it"),
-)
-
-
-def _toml_kind(path: Path) -> tuple[str, str] | None:
-    """What a TOML file that is not an experiment spec is, and which command takes it (None: unknown)."""
-    import tomllib
-
-    try:
-        with path.open("rb") as handle:
-            keys = set(tomllib.load(handle))
-    except (OSError, tomllib.TOMLDecodeError):
-        return None
-    if keys & {"workload", "study"}:
-        return None
-    return next(((kind, command) for kind, marks, command in _KINDS_OF_TOML if marks & keys), None)
-
-
-def _validate_release(path: Path) -> int:
-    from privlab.mechanisms.release.release import check_budget, check_split, load_release_spec, load_shortlist
-
-    spec = load_release_spec(path)
-    cap = check_budget(spec, None)
-    shortlist = load_shortlist(spec.shortlist)
-    check_split(spec, shortlist.settings, shortlist.settings_path)
-    selection = spec.selection
-    horizon = "infinite horizon" if selection.is_infinite_horizon else \
-        f"γ = {selection.gamma:g}, at most {selection.steps} flows, ε₀ = {selection.epsilon0:g}"
-    print(f"{spec.name}: valid release spec; total ε = {spec.total_epsilon:g} within budget {cap:g} "
-          f"(generation {spec.epsilon_generation:g} + acceptance {spec.epsilon_acceptance:g} per flow; {horizon})")
-    print(f"  shortlist {spec.shortlist}: {len(shortlist.configurations)} configuration(s)")
-    print("  run it with: privlab release SPEC --data PRIVATE --out DIR  (the data is checked then)")
-    return EXIT_OK
-
-
 def _validate(args: argparse.Namespace) -> int:
     from privlab.platform.spec import load_spec
 
-    kind = _toml_kind(Path(args.spec))
+    kind = toml_kind(Path(args.spec))
     if kind is not None:
-        if kind[0] == "release spec":
+        if kind.validate is not None:
             if args.set:
-                raise _InputError("--set applies to experiment specs; edit the release spec instead")
-            return _validate_release(Path(args.spec))
-        raise _InputError(f"{args.spec} is a {kind[0]}, not an experiment or release spec; it is read by {kind[1]}")
+                raise _InputError(f"--set applies to experiment specs; edit the {kind.kind} instead")
+            return kind.validate(Path(args.spec))
+        raise _InputError(f"{args.spec} is a {kind.kind}, not an experiment or release spec; it is read by "
+                          f"{kind.command}")
     spec = load_spec(args.spec, args.set or [])
     print(f"{spec.name}: valid; {len(spec.configurations)} configuration(s)")
     for config in spec.configurations:
@@ -502,8 +358,7 @@ def _cluster(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-class _InputError(PrivlabError, ValueError):
-    pass
+_InputError = InputError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -516,8 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def tracking(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else ./mlflow.db)")
+    tracking = add_tracking_argument
 
     run = sub.add_parser("run", help="run an experiment spec", description="Run every configuration of a spec.")
     run.add_argument("spec", help="path to an experiment TOML file")
@@ -571,57 +425,6 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("experiment", nargs="?", help="only this MLflow experiment (default: every experiment)")
     tracking(runs)
     runs.set_defaults(handler=_runs)
-
-    evaluate = sub.add_parser(
-        "evaluate", help="exact (non-DP) acceptance-criterion values of a candidate (research mode only)",
-        description="Apply a release_flow spec's transformation (its first configuration, or --config) to an "
-                    "original and a candidate file, both in the raw schema, and print every acceptance "
-                    "criterion's exact value and pass/fail. Not private: for public data only.")
-    evaluate.add_argument("spec", help="a grid spec whose studies run release_flow configurations")
-    evaluate.add_argument("--original", required=True, metavar="PATH", help="original data (raw schema; csv or parquet)")
-    evaluate.add_argument("--candidate", required=True, metavar="PATH", help="candidate data (raw schema)")
-    evaluate.add_argument("--config", metavar="ID", help="configuration id (default: the spec's first)")
-    evaluate.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value")
-    evaluate.add_argument("--json", action="store_true", help="print JSON")
-    evaluate.set_defaults(handler=_evaluate)
-
-    shortlist = sub.add_parser(
-        "shortlist", help="write the configurations of a grid search worth taking to the private data",
-        description="Read a finished release_flow grid-search run and write the configurations whose estimated "
-                    "acceptance probability is at least --min-prob, best first, as TOML for the release spec.")
-    shortlist.add_argument("run_id", help="the grid search's parent run id")
-    shortlist.add_argument("--min-prob", type=float, default=0.1, help="minimal estimated acceptance (default 0.1)")
-    shortlist.add_argument("--out", required=True, metavar="PATH", help="TOML file to write (atomically)")
-    tracking(shortlist)
-    shortlist.set_defaults(handler=_shortlist)
-
-    release = sub.add_parser(
-        "release", help="run the release scheme on private data (release mode, one machine) and write a bundle",
-        description="Private selection over a release spec's shortlist with OS-CSPRNG noise, recorded in a "
-                    "transcript; writes DIR atomically: released.csv/.parquet, acceptance.json/.md, config.toml, "
-                    "ledger.json, privacy-statement.md, README.md, SHA256SUMS and private/transcript.bin. "
-                    "Refuses to start when the spec's total ε exceeds the budget.",
-        epilog="replay: privlab release SPEC --data PRIVATE.csv --out DIR2 --replay DIR/private/transcript.bin "
-               "reproduces DIR's public files byte for byte")
-    release.add_argument("spec", help="release spec TOML (format: README, 'The final release')")
-    release.add_argument("--data", required=True, metavar="PRIVATE", help="private raw data (csv, csv.gz, parquet)")
-    release.add_argument("--out", required=True, metavar="DIR", help="bundle folder to create (must not exist)")
-    release.add_argument("--budget", type=float, metavar="EPS", help="ε cap (default: the spec's budget)")
-    release.add_argument("--replay", metavar="TRANSCRIPT", help="replay a release's private/transcript.bin")
-    release.set_defaults(handler=_release)
-
-    verify = sub.add_parser(
-        "verify", help="audit a release bundle: check its transcript's seal, replay it, compare every public file",
-        description="Checks the bundle's SHA256SUMS, that the transcript's hash chain is intact and equals the seal "
-                    "the bundle publishes (transcript-seal.txt), then replays the release and compares every public "
-                    "file byte for byte. Exit 0: verified; 5: not verified (the message says what differs); "
-                    "2: bad input.")
-    verify.add_argument("bundle", help="the published release bundle folder")
-    verify.add_argument("--spec", required=True, help="the release spec the bundle was produced with")
-    verify.add_argument("--data", required=True, metavar="PRIVATE", help="the private raw data the release read")
-    verify.add_argument("--transcript", required=True, metavar="T",
-                        help="the release's private/transcript.bin (kept with the private data)")
-    verify.set_defaults(handler=_verify)
 
     report = sub.add_parser("report", help="redraw a finished run's results pages (tables and figures)",
                             description="Rebuild the studies' results pages of a finished run from what it "
@@ -677,6 +480,9 @@ def build_parser() -> argparse.ArgumentParser:
               cluster_sub.add_parser("status", help="show the recorded cluster")):
         p.add_argument("--state-dir", default=DEFAULT_CLUSTER_STATE, help="where the cluster's state is kept")
     cluster.set_defaults(handler=_cluster)
+
+    for _, add_commands in COMMANDS.items():  # subcommands that mechanisms bring (privlab.commands)
+        add_commands(sub)
     return parser
 
 

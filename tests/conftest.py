@@ -14,7 +14,7 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 # The diagnostic workloads (cpu_burn, crash_once, column_mean…) are not in the installed
 # registry; the tests, their subprocesses and Ray workers (which inherit the environment)
 # load them as a plug-in (privlab.platform.plugins).
-os.environ["PRIVLAB_PLUGINS"] = "privlab.platform.workloads.testing"
+os.environ["PRIVLAB_PLUGINS"] = "privlab.mechanisms.basic.diagnostic_workloads"
 
 MINI_SPEC = """
 name = "mini"

@@ -1,7 +1,9 @@
-"""The package layout that keeps the standard library's `platform` module working."""
+"""The package layout: the standard library's `platform` module keeps working, and imports point down the layers."""
 
 from __future__ import annotations
 
+import ast
+import re
 import subprocess
 import sys
 import tomllib
@@ -54,3 +56,99 @@ def test_package_imports_from_the_repo_root() -> None:
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
                             timeout=60)
     assert result.stdout.split() == ["privlab.platform.ledger", "privlab.mechanisms.basic.laplace"]
+
+
+# --- import direction (issue 9): the DP core below everything, mechanisms on the core only ---------
+#
+# core        privlab.platform.{errors, ledger, composition, budget, randomness, secure_sampling,
+#             transcript, seeding, plugins, columns}: imports only the core.
+# mechanisms  every privlab.mechanisms module that is not an adapter: imports the core and
+#             other mechanisms' non-adapter modules.
+# adapters    mechanisms modules that connect a mechanism to the platform (workloads, studies,
+#             audits, reports, commands): may also import the platform's plug-in interfaces
+#             (registry, audit, reports, commands); a `commands` adapter (subcommands of the
+#             `privlab` command) may use any platform service except the CLI itself.
+# platform    every other privlab.platform module: never imports privlab.mechanisms (it finds
+#             mechanisms through plug-in registration).
+
+CORE = {f"privlab.platform.{name}" for name in (
+    "errors", "ledger", "composition", "budget", "randomness", "secure_sampling", "transcript", "seeding",
+    "plugins", "columns")}
+PLATFORM_INTERFACES = {f"privlab.platform.{name}" for name in ("registry", "audit", "reports", "commands")}
+ADAPTER_NAME = re.compile(r"^(workloads|\w+_workloads|studies|\w+_studies|audit|report|reports_\w+|commands)$")
+
+
+def _modules() -> dict[str, Path]:
+    modules = {}
+    for package, folder in MAPPED.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            name = ".".join((package, *parts)).removesuffix(".__init__")
+            modules[name] = path
+    return modules
+
+
+def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    """The privlab modules ``path`` imports, at any depth of the file (lazy imports count)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        found.update(name for name in names if name in modules)
+    return found
+
+
+def _layer(module: str) -> str:
+    if module in CORE:
+        return "core"
+    if module.startswith("privlab.mechanisms."):
+        return "adapter" if ADAPTER_NAME.match(module.rsplit(".", 1)[1]) else "mechanism"
+    return "platform"
+
+
+def _allowed(importer: str, imported: str) -> bool:
+    source, target = _layer(importer), _layer(imported)
+    if target == "core":
+        return True
+    if source == "core":
+        return False
+    if source == "mechanism":
+        return target == "mechanism"
+    if source == "adapter":
+        if importer.endswith(".commands") and target == "platform":
+            return imported != "privlab.platform.cli"
+        return target in ("mechanism", "adapter") or imported in PLATFORM_INTERFACES
+    return target == "platform"  # platform never imports mechanisms or their adapters
+
+
+def test_imports_point_down_the_layers() -> None:
+    modules = _modules()
+    assert CORE <= set(modules) and PLATFORM_INTERFACES <= set(modules)
+    wrong = sorted(f"{importer} ({_layer(importer)}) imports {imported} ({_layer(imported)})"
+                   for importer, path in modules.items() for imported in _imports(path, modules)
+                   if imported != importer and not _allowed(importer, imported))
+    assert not wrong, "imports against the layers (see ARCHITECTURE.md):\n" + "\n".join(wrong)
+
+
+def test_the_layer_check_can_fail() -> None:
+    # The rules themselves, on the import the consolidation removed and on the ones it must allow.
+    assert not _allowed("privlab.platform.registry", "privlab.mechanisms.basic.workloads")
+    assert not _allowed("privlab.mechanisms.synthesizers.base", "privlab.platform.registry")
+    assert not _allowed("privlab.platform.ledger", "privlab.platform.runner")
+    assert not _allowed("privlab.mechanisms.tabular.schema", "privlab.platform.datasets")
+    assert _allowed("privlab.mechanisms.basic.workloads", "privlab.platform.registry")
+    assert _allowed("privlab.mechanisms.release.release", "privlab.platform.transcript")
+    assert _allowed("privlab.platform.runner", "privlab.platform.ledger")
+
+
+def test_diagnostic_workloads_are_not_installed_plugins() -> None:
+    entry_points = _pyproject()["project"]["entry-points"]
+    listed = {module for group in entry_points.values() for module in group.values()}
+    assert "privlab.mechanisms.basic.diagnostic_workloads" not in listed
+    assert {"privlab.workloads", "privlab.synthesizers", "privlab.criteria", "privlab.auditables",
+            "privlab.dataset_generators", "privlab.commands"} <= set(entry_points)
+    for module in listed:  # every listed plug-in module exists
+        assert module in _modules(), module

@@ -673,37 +673,36 @@ def test_neighbours_that_differ_in_a_dropped_record_publish_nothing_different_fo
     # one side (mother_age 18 with parity 5 breaks rule 5), clean to n and n − 1 records. Before the
     # DP record count, the datasheet, the privacy statement, config.toml and the criteria's 1/n
     # sensitivities published n vs n − 1, and released.csv had n vs n − 1 rows: a certain
-    # difference. Now every line that is the same in three releases of D (a deterministic
-    # function of D) must be the same for D', and the released row count must vary between runs.
-    # Flake bound: a line carrying the DP size is the same in three runs of D with probability
-    # about (1/200)² ≈ 3e-5 (the lattice Laplace of scale ≈ 50 repeats a value with probability
-    # ≈ 1/(4·50)); only then could a D' line differ "deterministically" by chance.
+    # difference. Now no line may be the same in every release of D, the same in every release of
+    # D', and different between the two. Six releases of each (about 0.4 s apiece): a line that
+    # is random but coarse (the lattice exponent of a noise scale that depends on the DP size takes
+    # one of two values) looks fixed on both sides and different with probability at most
+    # max_p p⁶(1 − p)⁶ = 2⁻¹² (p = ½), and only if the two sides happen to split that way.
     frame = pd.read_csv(DATA)
     space = load_release_space(BIRTHS / "space.toml")
     neighbour = frame.copy()
     neighbour.iloc[0] = {"mother_age": 18, "parity": 5, "gestation_week": 39, "is_female": True,
                          "birth_weight": 3200, "date_of_birth": "2019-05-01"}
-    assert len(space.clean_raw(neighbour)) == len(space.clean_raw(frame)) - 1  # the replaced record is dropped
+    n = len(space.clean_raw(frame))
+    assert len(space.clean_raw(neighbour)) == n - 1  # the replaced record is dropped
     other = tmp_path / "neighbour.csv"
     neighbour.to_csv(other, index=False)
     ws = _make_workspace(tmp_path)
-    runs = []
-    for i in range(3):
-        release.run_release(ws / "release.toml", data=DATA, out=tmp_path / f"d{i}")
-        runs.append(tmp_path / f"d{i}")
-    release.run_release(ws / "release.toml", data=other, out=tmp_path / "neighbour")
-    rows = {len((run / "released.csv").read_text().splitlines()) for run in runs}
+    sides: dict[str, list[Path]] = {"D": [], "D'": []}
+    for side, data in (("D", DATA), ("D'", other)):
+        for i in range(6):
+            out = tmp_path / f"{'d' if side == 'D' else 'n'}{i}"
+            release.run_release(ws / "release.toml", data=data, out=out)
+            sides[side].append(out)
+    rows = {len((run / "released.csv").read_text().splitlines()) for run in sides["D"]}
     assert len(rows) > 1, "the released row count did not vary between releases of the same data"
-    n = len(space.clean_raw(frame))
     for name in ("README.md", "privacy-statement.md", "config.toml", "acceptance.json", "acceptance.md",
                  "ledger.json"):
-        fixed = _deterministic_lines(runs, name)
-        theirs = _without_clock((tmp_path / "neighbour" / name).read_text()).splitlines()
-        differing = {i: (line, theirs[i] if i < len(theirs) else None) for i, line in fixed.items()
-                     if i >= len(theirs) or theirs[i] != line}
-        assert not differing, f"{name}: lines fixed by D differ for its neighbour: {differing}"
-        for run in (*runs, tmp_path / "neighbour"):
+        fixed_d, fixed_n = _deterministic_lines(sides["D"], name), _deterministic_lines(sides["D'"], name)
+        differing = {i: (line, fixed_n[i]) for i, line in fixed_d.items() if i in fixed_n and fixed_n[i] != line}
+        assert not differing, f"{name}: lines fixed by each side and different between them: {differing}"
+        for run in (*sides["D"], *sides["D'"]):
             text = (run / name).read_text()
             assert f"{n:,}" not in text and f"{n - 1:,}" not in text, f"{name} shows the cleaned count"
-    header = {(run / "released.csv").read_text().splitlines()[0] for run in (*runs, tmp_path / "neighbour")}
+    header = {(run / "released.csv").read_text().splitlines()[0] for run in (*sides["D"], *sides["D'"])}
     assert len(header) == 1

@@ -1,0 +1,213 @@
+"""The release scheme's subcommands (a ``privlab.commands`` plug-in): ``evaluate``,
+``shortlist``, ``release`` and ``verify``, and the TOML files they read (for ``privlab validate``).
+
+Handlers import the release modules when they run, so ``privlab --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from privlab.platform.commands import (
+    EXIT_OK,
+    InputError,
+    TomlKind,
+    add_tracking_argument,
+    finished_summary,
+    register_commands,
+    register_toml_kind,
+)
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from privlab.mechanisms.release.evaluate import evaluate_candidate, read_raw
+    from privlab.mechanisms.release.workloads import flow_inputs
+    from privlab.platform.spec import load_spec
+
+    spec = load_spec(args.spec, args.set or [])
+    if spec.mode == "release":
+        raise InputError(f"{args.spec} is a release-mode spec: `privlab evaluate` computes exact, non-private "
+                          "criterion values and runs only in research mode, on public data")
+    configs = [c for c in spec.configurations if c.workload == "release_flow"]
+    if not configs:
+        raise InputError(f"{args.spec} has no release_flow configuration to evaluate")
+    if args.config:
+        matching = [c for c in configs if c.id == args.config]
+        if not matching:
+            raise InputError(f"--config {args.config!r} is not a configuration of {args.spec}; "
+                              f"`privlab validate {args.spec}` lists them (e.g. {configs[0].id})")
+        config = matching[0]
+    else:
+        config = configs[0]
+    space, settings, transformation = flow_inputs(config.params)
+    result = evaluate_candidate(read_raw(args.original, what="--original"), read_raw(args.candidate, what="--candidate"),
+                                space=space, settings=settings, transformation=transformation)
+    result = {"config": config.id, **result}
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"{config.id}: transformation {result['transformation']}, n = {result['n']:,}")
+        width = max(len(c["name"]) for c in result["criteria"])
+        for c in result["criteria"]:
+            print(f"  {c['name'].ljust(width)}  {c['value']:<12.6g} threshold {c['threshold']:<8g} "
+                  f"{'pass' if c['passed'] else 'FAIL'}")
+        print(f"accepted: {'yes' if result['accepted'] else 'no'} (exact values, not DP: research use only)")
+    return EXIT_OK
+
+
+def _shortlist(args: argparse.Namespace) -> int:
+    from privlab.mechanisms.release.evaluate import (
+        relative_to,
+        shortlist_from_summary,
+        shortlist_toml,
+        workload_params,
+        write_atomically,
+    )
+    from privlab.platform.tracking import Tracker
+
+    tracker = Tracker(args.tracking_uri)
+    _, summary = finished_summary(tracker, args.run_id, hint="give the grid search's run id")
+    entries = shortlist_from_summary(summary, min_prob=args.min_prob)
+    if not entries:
+        best = max(e["metrics"]["accepted_rate"] for e in summary["configurations"] if e.get("workload") == "release_flow")
+        raise InputError(f"no configuration of run {args.run_id} reached an estimated acceptance of {args.min_prob:g} "
+                          f"(the best was {best:.3g}); nothing written. Lower --min-prob or run more attempts")
+    first = workload_params(next(e for e in summary["configurations"] if e["id"] == entries[0].config_id))
+    out = Path(args.out)
+    write_atomically(out, shortlist_toml(
+        entries, run_id=args.run_id, min_prob=args.min_prob,
+        space=relative_to(first["space"], out.resolve().parent),
+        settings=relative_to(first["settings"], out.resolve().parent),
+    ))
+    print(f"{len(entries)} configuration(s) with estimated acceptance ≥ {args.min_prob:g} written to {out}")
+    for entry in entries[:10]:
+        print(f"  {entry.acceptance_rate:.3f} [{entry.ci_low:.3f}, {entry.ci_high:.3f}]  {entry.config_id}")
+    return EXIT_OK
+
+
+def _release(args: argparse.Namespace) -> int:
+    from privlab.mechanisms.release.bundle import stale_partials
+    from privlab.mechanisms.release.release import run_release
+
+    out = Path(args.out)
+    for stale in stale_partials(out):
+        print(f"privlab: note: {stale} is left over from a killed release run (no bundle in it); delete it",
+              file=sys.stderr)
+    import signal
+    import threading
+
+    def terminate(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # unwinds through the staging folder's cleanup: no partial bundle
+
+    previous = signal.signal(signal.SIGTERM, terminate) if threading.current_thread() is threading.main_thread() \
+        else None
+    try:
+        result = run_release(args.spec, data=args.data, out=out, budget=args.budget, replay=args.replay,
+                             progress=lambda message: print(f"privlab: {message}", file=sys.stderr, flush=True))
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    print(f"release bundle written to {result.out} (ε = {result.total_epsilon:g} within budget {result.budget:g})")
+    print(f"  selected configuration: {result.configuration.as_dict()}")
+    for name in result.public_files:
+        print(f"  {result.out / name}")
+    print(f"  {result.out / 'private'}/  (the transcript: as sensitive as the data; never publish it)")
+    return EXIT_OK
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from privlab.mechanisms.release.verify import verify_release
+
+    result = verify_release(args.bundle, spec=args.spec, data=args.data, transcript=args.transcript)
+    print(f"verified: {result.bundle} is what this spec, data and sealed transcript produce "
+          f"(seal {result.seal[:16]}…; {len(result.files)} files reproduced byte for byte)")
+    return EXIT_OK
+
+
+def _validate_release_spec(path: Path) -> int:
+    from privlab.mechanisms.release.release import check_budget, check_split, load_release_spec, load_shortlist
+
+    spec = load_release_spec(path)
+    cap = check_budget(spec, None)
+    shortlist = load_shortlist(spec.shortlist)
+    check_split(spec, shortlist.settings, shortlist.settings_path)
+    selection = spec.selection
+    horizon = "infinite horizon" if selection.is_infinite_horizon else \
+        f"γ = {selection.gamma:g}, at most {selection.steps} flows, ε₀ = {selection.epsilon0:g}"
+    print(f"{spec.name}: valid release spec; total ε = {spec.total_epsilon:g} within budget {cap:g} "
+          f"(record count {spec.epsilon_count:g}; generation {spec.epsilon_generation:g} + acceptance "
+          f"{spec.epsilon_acceptance:g} per flow; {horizon})")
+    print(f"  shortlist {spec.shortlist}: {len(shortlist.configurations)} configuration(s)")
+    print("  run it with: privlab release SPEC --data PRIVATE --out DIR  (the data is checked then)")
+    return EXIT_OK
+
+
+
+def add_commands(sub: Any) -> None:
+    """Add the release scheme's subparsers to ``privlab``'s."""
+    evaluate = sub.add_parser(
+        "evaluate", help="exact (non-DP) acceptance-criterion values of a candidate (research mode only)",
+        description="Apply a release_flow spec's transformation (its first configuration, or --config) to an "
+                    "original and a candidate file, both in the raw schema, and print every acceptance "
+                    "criterion's exact value and pass/fail. Not private: for public data only.")
+    evaluate.add_argument("spec", help="a grid spec whose studies run release_flow configurations")
+    evaluate.add_argument("--original", required=True, metavar="PATH", help="original data (raw schema; csv or parquet)")
+    evaluate.add_argument("--candidate", required=True, metavar="PATH", help="candidate data (raw schema)")
+    evaluate.add_argument("--config", metavar="ID", help="configuration id (default: the spec's first)")
+    evaluate.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value")
+    evaluate.add_argument("--json", action="store_true", help="print JSON")
+    evaluate.set_defaults(handler=_evaluate)
+
+    shortlist = sub.add_parser(
+        "shortlist", help="write the configurations of a grid search worth taking to the private data",
+        description="Read a finished release_flow grid-search run and write the configurations whose estimated "
+                    "acceptance probability is at least --min-prob, best first, as TOML for the release spec.")
+    shortlist.add_argument("run_id", help="the grid search's parent run id")
+    shortlist.add_argument("--min-prob", type=float, default=0.1, help="minimal estimated acceptance (default 0.1)")
+    shortlist.add_argument("--out", required=True, metavar="PATH", help="TOML file to write (atomically)")
+    add_tracking_argument(shortlist)
+    shortlist.set_defaults(handler=_shortlist)
+
+    release = sub.add_parser(
+        "release", help="run the release scheme on private data (release mode, one machine) and write a bundle",
+        description="Private selection over a release spec's shortlist with OS-CSPRNG noise, recorded in a "
+                    "transcript; writes DIR atomically: released.csv/.parquet, acceptance.json/.md, config.toml, "
+                    "ledger.json, privacy-statement.md, README.md, SHA256SUMS and private/transcript.bin. "
+                    "Refuses to start when the spec's total ε exceeds the budget.",
+        epilog="replay: privlab release SPEC --data PRIVATE.csv --out DIR2 --replay DIR/private/transcript.bin "
+               "reproduces DIR's public files byte for byte")
+    release.add_argument("spec", help="release spec TOML (format: README, 'The final release')")
+    release.add_argument("--data", required=True, metavar="PRIVATE", help="private raw data (csv, csv.gz, parquet)")
+    release.add_argument("--out", required=True, metavar="DIR", help="bundle folder to create (must not exist)")
+    release.add_argument("--budget", type=float, metavar="EPS", help="ε cap (default: the spec's budget)")
+    release.add_argument("--replay", metavar="TRANSCRIPT", help="replay a release's private/transcript.bin")
+    release.set_defaults(handler=_release)
+
+    verify = sub.add_parser(
+        "verify", help="audit a release bundle: check its transcript's seal, replay it, compare every public file",
+        description="Checks the bundle's SHA256SUMS, that the transcript's hash chain is intact and equals the seal "
+                    "the bundle publishes (transcript-seal.txt), then replays the release and compares every public "
+                    "file byte for byte. Exit 0: verified; 5: not verified (the message says what differs); "
+                    "2: bad input.")
+    verify.add_argument("bundle", help="the published release bundle folder")
+    verify.add_argument("--spec", required=True, help="the release spec the bundle was produced with")
+    verify.add_argument("--data", required=True, metavar="PRIVATE", help="the private raw data the release read")
+    verify.add_argument("--transcript", required=True, metavar="T",
+                        help="the release's private/transcript.bin (kept with the private data)")
+    verify.set_defaults(handler=_verify)
+
+
+
+register_commands("release", add_commands)
+register_toml_kind(TomlKind("release spec", frozenset({"shortlist", "selection"}),
+                            "privlab release SPEC --data PRIVATE --out DIR", validate=_validate_release_spec))
+register_toml_kind(TomlKind("shortlist", frozenset({"configuration", "space", "settings"}),
+                            "privlab release (named by a release spec's shortlist)"))
+register_toml_kind(TomlKind("release space", frozenset({"schema", "transformations"}),
+                            "the grid and release specs that name it"))
+register_toml_kind(TomlKind("flow settings file", frozenset({"criterion", "epsilon_generation"}),
+                            "the grid and release specs that name it"))

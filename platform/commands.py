@@ -1,0 +1,95 @@
+"""What a ``privlab`` subcommand plug-in needs: exit codes, input errors, registration.
+
+The ``privlab`` command (:mod:`privlab.platform.cli`) owns the platform's own subcommands
+(run, validate, compare, ledger, runs, report, workloads, audit, cluster). A mechanism that
+brings commands of its own (the release scheme: evaluate, shortlist, release, verify) adds
+them from an adapter module beside it, listed under the ``privlab.commands`` entry points:
+the module calls :func:`register_commands` with a function that adds its subparsers, and may
+:func:`register_toml_kind` the TOML files it reads so that ``privlab validate`` recognises
+them. The platform thus never imports a mechanism. Handlers import what they need when
+they run, so ``privlab --help`` and ``validate`` stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from privlab.platform.errors import PrivlabError, TrackingError
+from privlab.platform.plugins import Registry
+
+EXIT_OK, EXIT_BUG, EXIT_INPUT, EXIT_BUDGET, EXIT_EXECUTION, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+EXIT_NOT_VERIFIED = 5
+
+#: ``add(subparsers)`` functions, by plug-in name; each adds parsers with ``set_defaults(handler=...)``.
+COMMANDS: Registry[Callable[[Any], None]] = Registry("command plug-in", groups=("privlab.commands",))
+
+
+@dataclasses.dataclass(frozen=True)
+class TomlKind:
+    """A kind of TOML file a plug-in reads, recognised by its top-level keys.
+
+    Args:
+        kind: What it is ("release spec").
+        marks: Top-level keys that identify it (any one suffices).
+        command: The command that takes it, for messages.
+        validate: ``validate(path) -> exit code`` for ``privlab validate``; None when the file is
+            only ever read through another (``privlab validate`` then names that command).
+    """
+
+    kind: str
+    marks: frozenset[str]
+    command: str
+    validate: Callable[[Path], int] | None = None
+
+
+TOML_KINDS: Registry[TomlKind] = Registry("TOML kind", groups=("privlab.commands",),
+                                          identity=lambda k: f"{k.kind}:{sorted(k.marks)}")
+
+
+class InputError(PrivlabError, ValueError):
+    """Bad command-line input (exit code 2)."""
+
+
+def register_commands(name: str, add: Callable[[Any], None]) -> None:
+    """Register ``add(subparsers)``, which adds a plug-in's subcommands."""
+    COMMANDS.register(name, add)
+
+
+def register_toml_kind(kind: TomlKind) -> None:
+    TOML_KINDS.register(kind.kind, kind)
+
+
+def add_tracking_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else ./mlflow.db)")
+
+
+def finished_summary(tracker: Any, run_id: str, *, hint: str) -> tuple[Any, dict[str, Any]]:
+    """A finished privlab parent run and its ``summary.json`` (errors say what to give instead)."""
+    from privlab.platform.tracking import KIND_TAG
+
+    run = tracker.get_run(run_id)
+    if run.data.tags.get(KIND_TAG) != "parent":
+        raise TrackingError(f"run {run_id} is not a privlab parent run; {hint}")
+    text = tracker.read_text(run_id, "summary.json")
+    if text is None:
+        raise TrackingError(f"run {run_id} has no summary.json: it did not finish (resume it first)")
+    return run, json.loads(text)
+
+
+def toml_kind(path: Path) -> TomlKind | None:
+    """The registered kind of a TOML file that is not an experiment spec (None: unknown)."""
+    import tomllib
+
+    try:
+        with path.open("rb") as handle:
+            keys = set(tomllib.load(handle))
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    if keys & {"workload", "study"}:
+        return None
+    return next((kind for _, kind in TOML_KINDS.items() if kind.marks & keys), None)
