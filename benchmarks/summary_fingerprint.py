@@ -33,7 +33,11 @@ RUNS = {
 
 
 def fingerprint(summary: dict) -> str:
-    results = {"configurations": summary["configurations"], "root_seed": summary["root_seed"],
+    """The results, not the summary's format: per configuration its id, parameters, metrics and
+    ledger events (a new bookkeeping field in the ledger's header does not count as a change)."""
+    configurations = [{"id": c["id"], "params": c["params"], "metrics": c["metrics"],
+                       "ledger_events": c.get("ledger", {}).get("events")} for c in summary["configurations"]]
+    results = {"configurations": configurations, "root_seed": summary["root_seed"],
                "epsilon_total": summary["epsilon_total"]}
     text = json.dumps(results, sort_keys=True, default=str).replace(str(ROOT), "<checkout>")
     return hashlib.sha256(text.encode()).hexdigest()

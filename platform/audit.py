@@ -413,9 +413,10 @@ class _SensitivityAudit(_AuditWorkload):
     derived_metrics = ("claimed_sensitivity", "max_abs_diff", "violation_rate_lower", "violation_rate_upper",
                        "violation_found")
 
-    def run_trial(self, params: Any, *, data: pd.DataFrame | None, rng: np.random.Generator,
+    def run_trial(self, params: Any, *, data: pd.DataFrame | None, source: SeededSource,
                   ledger: Ledger) -> Mapping[str, float]:
         auditable = self.auditable()
+        rng = source.rng
         d, d_prime = auditable.neighbours(params, rng)
         f_d, f_d_prime = auditable.evaluate(params, d, d_prime, rng)
         bound = auditable.claimed_sensitivity(params)
@@ -445,14 +446,13 @@ class _EpsilonAudit(_AuditWorkload):
     def plan(self, params: Any) -> list[PrivacyEvent]:
         return self.auditable().plan(params)
 
-    def run_trial(self, params: Any, *, data: pd.DataFrame | None, rng: np.random.Generator,
+    def run_trial(self, params: Any, *, data: pd.DataFrame | None, source: SeededSource,
                   ledger: Ledger) -> Mapping[str, float]:
         # One stream per trial, used in order: the pair, the run on D, the run on D′. (Spawning
         # child generators would cost more than a Laplace release; the bound needs only that
         # trials are independent of each other.)
         auditable = self.auditable()
-        source = SeededSource(rng)
-        d, d_prime = auditable.neighbours(params, rng)
+        d, d_prime = auditable.neighbours(params, source.rng)
         score_d = float(auditable.release(params, d, source=source, ledger=ledger))
         neighbour_ledger = ledger.fresh()  # the neighbouring world's release, charged as usual
         score_d_prime = float(auditable.release(params, d_prime, source=source, ledger=neighbour_ledger))

@@ -65,6 +65,4 @@ def preflight(ledger: Ledger, planned: Sequence[PrivacyEvent]) -> None:
     """
     if not isinstance(ledger, Ledger):
         raise TypeError(f"ledger ({ledger!r}) must be a privlab Ledger")
-    trial = ledger.fresh()
-    for event in (*ledger.events, *planned):
-        trial.spend(event)
+    ledger.preflight(planned)

@@ -22,6 +22,7 @@ from privlab.platform.errors import BudgetExceededError, LedgerError
 __all__ = ["ACCOUNTANTS", "CAP_RELATIVE_TOLERANCE", "Budget", "Ledger", "PrivacyEvent"]
 
 ACCOUNTANTS = ("basic", "advanced")
+NEIGHBOURING = ("replace_one", "add_remove")
 """Accountant names :class:`Ledger` accepts."""
 
 CAP_RELATIVE_TOLERANCE = 1e-12
@@ -258,11 +259,17 @@ class Ledger:
         LedgerError: an argument has a wrong value, or the advanced accountant's δ'' alone
             exceeds ``delta_cap``.
 
+        neighbouring: the neighbouring relation the run's guarantee is stated for:
+            ``"replace_one"`` (the default: every privlab mechanism's sensitivities are derived
+            for it, with n public) or ``"add_remove"``.
+
     Privacy:
-        The totals bound the whole run's privacy loss under add/remove-one neighbouring.
-        Sequential and advanced composition also hold for replace-one, but partitions and
-        subsampling do not as computed here: for replace-one data declare no partitions and
-        set no ``sampling_rate``. Advanced composition is looser than basic for few events
+        The totals bound the whole run's privacy loss under the ledger's neighbouring relation.
+        Sequential and advanced composition hold for both relations. Parallel composition over
+        declared partitions and amplification by subsampling, as computed here, hold only for
+        add/remove-one (a replaced record can move between parts, and a subsample's size then
+        leaks), so a replace-one ledger refuses both (:class:`LedgerError`) instead of
+        under-counting. Advanced composition is looser than basic for few events
         (at k = 1 its ε exceeds the event's ε).
 
     References:
@@ -280,7 +287,10 @@ class Ledger:
         delta_cap: float | None = 0.0,
         accountant: str = "basic",
         delta_slack: float | None = None,
+        neighbouring: str = "replace_one",
     ) -> None:
+        if neighbouring not in NEIGHBOURING:
+            raise LedgerError(f"neighbouring ({neighbouring!r}) must be one of {list(NEIGHBOURING)}")
         if epsilon_cap is not None:
             epsilon_cap = _real("epsilon_cap", epsilon_cap)
             if not (math.isfinite(epsilon_cap) and epsilon_cap > 0.0):
@@ -313,6 +323,7 @@ class Ledger:
         self._delta_cap = delta_cap
         self._accountant = accountant
         self._delta_slack = delta_slack
+        self._neighbouring = neighbouring
         self._partitions: list[tuple[str, tuple[str, ...]]] = []
         self._events: list[PrivacyEvent] = []
 
@@ -337,6 +348,10 @@ class Ledger:
     def delta_slack(self) -> float | None:
         """δ'' of the advanced accountant, or ``None``."""
         return self._delta_slack
+
+    @property
+    def neighbouring(self) -> str:
+        return self._neighbouring
 
     @property
     def partitions(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -367,6 +382,11 @@ class Ledger:
             (add/remove-one neighbouring); a wrong declaration under-counts the budget.
         """
         _text("parent", parent)
+        if self._neighbouring != "add_remove":
+            raise LedgerError(
+                f"partition of {parent!r}: parallel composition does not hold for {self._neighbouring} "
+                "neighbours (a replaced record can move from one part to another); charge the parts "
+                "sequentially, or state the guarantee for add/remove neighbours (neighbouring='add_remove')")
         if isinstance(parts, str) or not isinstance(parts, Sequence):
             raise TypeError(f"parts ({parts!r}) must be a sequence of scope names")
         for part in parts:
@@ -405,6 +425,11 @@ class Ledger:
         """
         if not isinstance(event, PrivacyEvent):
             raise TypeError(f"event ({event!r}) must be a PrivacyEvent")
+        if event.sampling_rate is not None and self._neighbouring != "add_remove":
+            raise LedgerError(
+                f"event {event.name!r}: amplification by subsampling does not hold as computed for "
+                f"{self._neighbouring} neighbours; charge the step without sampling_rate, or state the "
+                "guarantee for add/remove neighbours (neighbouring='add_remove')")
         after = self._total(self._events + [event], self._accountant)
         label = f"step {event.step!r}" if event.step else f"event {event.name!r}"
         where = (
@@ -530,13 +555,25 @@ class Ledger:
             trial.spend(event)
         return trial.total()
 
+    def preflight(self, plan: Sequence[PrivacyEvent]) -> None:
+        """Raise :class:`BudgetExceededError` now unless ``plan`` fits on top of what is spent.
+
+        The one "does this plan fit before anything is spent" check: the recorded events, then
+        ``plan``, are replayed on a fresh copy, so a mechanism of several steps is refused
+        before its first release rather than part-way through. ``self`` is not changed.
+        """
+        trial = self.fresh()
+        for event in (*self._events, *plan):
+            trial.spend(event)
+
     def fresh(self) -> Ledger:
-        """A ledger with the same caps, accountant and partitions, and no events."""
+        """A ledger with the same caps, accountant, neighbouring relation and partitions, and no events."""
         copy = Ledger(
             epsilon_cap=self._epsilon_cap,
             delta_cap=self._delta_cap,
             accountant=self._accountant,
             delta_slack=self._delta_slack,
+            neighbouring=self._neighbouring,
         )
         copy._partitions = list(self._partitions)
         return copy
@@ -620,6 +657,7 @@ class Ledger:
             "delta_cap": self._delta_cap,
             "accountant": self._accountant,
             "delta_slack": self._delta_slack,
+            "neighbouring": self._neighbouring,
             "partitions": [{"parent": p, "parts": list(parts)} for p, parts in self._partitions],
             "events": [e.to_dict() for e in self._events],
         }
@@ -640,9 +678,9 @@ class Ledger:
         if not isinstance(d, Mapping):
             raise TypeError(f"ledger ({d!r}) must be a mapping")
         keys = ["epsilon_cap", "delta_cap", "accountant", "delta_slack", "partitions", "events"]
-        unknown = sorted(set(d) - set(keys))
+        unknown = sorted(set(d) - set(keys) - {"neighbouring"})
         if unknown:
-            raise LedgerError(f"ledger keys ({unknown!r}) must be among {keys}")
+            raise LedgerError(f"ledger keys ({unknown!r}) must be among {keys + ['neighbouring']}")
         missing = [k for k in keys if k not in d]
         if missing:
             raise LedgerError(f"ledger ({sorted(d)!r}) must have keys {missing}")
@@ -651,6 +689,8 @@ class Ledger:
             delta_cap=d["delta_cap"],
             accountant=d["accountant"],
             delta_slack=d["delta_slack"],
+            # Ledgers written before the relation was recorded were documented for add/remove.
+            neighbouring=d.get("neighbouring", "add_remove"),
         )
         for partition in d["partitions"]:
             if not isinstance(partition, Mapping) or set(partition) != {"parent", "parts"}:
@@ -725,3 +765,38 @@ class Ledger:
             f"accountant={self._accountant!r}, delta_slack={self._delta_slack!r}, "
             f"events={len(self._events)})"
         )
+
+
+#: The release-mode counterpart of a research-mode mechanism (exact, floating-point safe).
+RELEASE_COUNTERPART = {"laplace": "laplace_lattice", "exponential": "permute_and_flip"}
+
+
+def check_conforms(spent: Sequence[PrivacyEvent], plan: Sequence[PrivacyEvent], *, who: str,
+                   exact_sensitivity: bool) -> None:
+    """The one "did it spend what it planned" check (workload trials, synthesizer fits).
+
+    Each spent step must match its planned step in what accounting depends on — name, ε, δ,
+    scope, pipeline step and sampling rate — and in mechanism, where a release source may use
+    the planned mechanism's exact counterpart (:data:`RELEASE_COUNTERPART`) with a noise scale at
+    least the planned one. With ``exact_sensitivity`` the sensitivity must equal the planned one
+    (and, with the same mechanism, so must the noise scale); without it the plan may state a
+    worst case that a public value known only at run time improves on.
+
+    Raises:
+        LedgerError: the spend differs from the plan (the message names ``who`` and both lists).
+    """
+    def matches(s: PrivacyEvent, p: PrivacyEvent) -> bool:
+        if (s.name, s.epsilon, s.delta, s.scope, s.step, s.sampling_rate) != \
+                (p.name, p.epsilon, p.delta, p.scope, p.step, p.sampling_rate):
+            return False
+        if s.mechanism == p.mechanism:
+            return not exact_sensitivity or (s.sensitivity == p.sensitivity and s.noise_scale == p.noise_scale
+                                             and s.details == p.details)
+        if s.mechanism != RELEASE_COUNTERPART.get(p.mechanism):
+            return False
+        scales = s.noise_scale is not None and p.noise_scale is not None and s.noise_scale >= p.noise_scale
+        return scales and (not exact_sensitivity or s.sensitivity == p.sensitivity)
+
+    if len(spent) != len(plan) or not all(matches(s, p) for s, p in zip(spent, plan, strict=False)):
+        raise LedgerError(f"{who} charged {len(spent)} DP step(s) {[e.name for e in spent]} but planned "
+                          f"{[e.name for e in plan]}; it must charge exactly the steps it declares")

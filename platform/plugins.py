@@ -77,6 +77,10 @@ class Registry(Generic[T]):
         self._entries[name] = value
         return value
 
+    def unregister(self, name: str) -> None:
+        """Remove ``name`` (tests and examples that register a plug-in for their own duration)."""
+        self._entries.pop(name, None)
+
     def load(self) -> None:
         """Import every module the entry-point groups and ``PRIVLAB_PLUGINS`` name (once)."""
         if self._loaded:

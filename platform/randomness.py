@@ -228,6 +228,26 @@ class RandomSource(abc.ABC):
         """
         return self._generator(_check_purpose(purpose))
 
+    def dp_generator(self, *, purpose: str) -> np.random.Generator:
+        """A ``numpy.random.Generator`` whose draws *are* DP noise (e.g. an MCMC chain that
+        samples a posterior or an exponential-mechanism density): research sources only.
+
+        This is where a mechanism declares that it is not release-safe: a seeded PRNG with
+        floating-point samplers is predictable and open to Mironov's (2012) attack, and only
+        the exact samplers of a release source are allowed near a release. Research sources
+        derive the stream exactly as :meth:`generator` does.
+
+        Raises:
+            ValueError: ``purpose`` is not a non-empty str.
+            ModeError: this is a release source (the message names ``purpose``).
+        """
+        purpose = _check_purpose(purpose)
+        if self.mode == "release":
+            raise ModeError(
+                f"{purpose}: this mechanism draws DP noise from a seeded floating-point generator and is not "
+                "release-safe; run it in research mode, or use a mechanism built on the exact samplers")
+        return self._generator(purpose)
+
     @abc.abstractmethod
     def noise_lattice(self, scale: float) -> int | None:
         """The lattice exponent ``k`` that ``laplace(scale=scale)`` uses, or None (research)."""
@@ -291,6 +311,12 @@ class SeededSource(RandomSource):
     def noise_lattice(self, scale: float) -> None:
         _check_scale(scale)
         return None
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """The stream itself, for simulation that is not DP noise (a workload's data, a
+        neighbouring dataset, a candidate); shared, so draws interleave with the source's."""
+        return self._rng
 
     def _draw_laplace(self, scale: float, shape: Shape) -> Any:
         return self._rng.laplace(0.0, scale, shape)

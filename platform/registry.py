@@ -28,6 +28,7 @@ import pandas as pd
 
 from privlab.platform.errors import SpecError
 from privlab.platform.ledger import Ledger, PrivacyEvent
+from privlab.platform.randomness import SeededSource
 from privlab.platform.plugins import Registry, build, describe_params  # noqa: F401 (describe_params: for callers)
 
 
@@ -155,9 +156,14 @@ class Workload(abc.ABC):
         return {}
 
     def run_trial(
-        self, params: Any, *, data: pd.DataFrame | None, rng: np.random.Generator, ledger: Ledger
+        self, params: Any, *, data: pd.DataFrame | None, source: SeededSource, ledger: Ledger
     ) -> Mapping[str, float]:
-        """One trial (or repetition): returns one value per metric."""
+        """One trial (or repetition): returns one value per metric.
+
+        ``source`` is the trial's own seeded source: DP mechanisms draw their noise from it, and
+        simulation that is not DP noise (data, neighbours, candidates) draws from ``source.rng``,
+        the same stream.
+        """
         raise NotImplementedError(f"workload {self.name!r} does not implement run_trial")
 
 
@@ -179,8 +185,9 @@ class ActorPoolWorkload(Workload):
         """The stream of work items, produced lazily on the driver in a fixed order."""
 
     @abc.abstractmethod
-    def process(self, state: Any, item: Any, *, rng: np.random.Generator) -> Mapping[str, np.ndarray]:
-        """Process one item; returns per-record arrays, one per metric, of equal length."""
+    def process(self, state: Any, item: Any, *, source: SeededSource) -> Mapping[str, np.ndarray]:
+        """Process one item with its own seeded source; returns per-record arrays, one per
+        metric, of equal length."""
 
 
 def _check_workload(name: str, cls: type[Workload]) -> None:

@@ -20,8 +20,9 @@ import pandas as pd
 from privlab.platform import registry
 from privlab.platform.aggregation import ConfigAggregate
 from privlab.platform.datasets import GeneratedDataset
-from privlab.platform.errors import ExecutionError, LedgerError
-from privlab.platform.ledger import Ledger
+from privlab.platform.errors import ExecutionError
+from privlab.platform.ledger import Ledger, check_conforms
+from privlab.platform.randomness import SeededSource
 from privlab.platform.seeding import stable_key, trial_generator
 
 STATE_STREAM = 2**62  # trial index reserved for the actor-pool state of a configuration
@@ -78,13 +79,10 @@ def run_trial_range(context: UnitContext, start: int, stop: int, data: pd.DataFr
         rng = context.generator(index)
         trial_data = generator_fn(generator_params, rng) if generator_fn is not None else data
         ledger = context.ledger_template.fresh()
-        result = workload.run_trial(params, data=trial_data, rng=rng, ledger=ledger)
-        if [_accounting(e) for e in ledger.events] != [_accounting(e) for e in plan]:
-            raise LedgerError(
-                f"{context.config_id} trial {index}: the workload charged {len(ledger.events)} "
-                f"DP step(s) {[e.name for e in ledger.events]} but declared {[e.name for e in plan]} "
-                "in plan(); a workload must declare exactly what it spends"
-            )
+        result = workload.run_trial(params, data=trial_data, source=SeededSource(rng), ledger=ledger)
+        # The plan may state the worst case of a sensitivity that a public run-time value improves.
+        check_conforms(ledger.events, plan, who=f"{context.config_id} trial {index}: workload {context.workload!r}",
+                       exact_sensitivity=False)
         for row, name in enumerate(names):
             value = result.get(name)
             if value is None or not math.isfinite(value):
@@ -102,14 +100,6 @@ def run_trial_range(context: UnitContext, start: int, stop: int, data: pd.DataFr
     aggregate.compute_seconds = time.perf_counter() - began
     aggregate.nodes = {_node_id()}
     return aggregate
-
-
-def _accounting(event: Any) -> tuple[Any, ...]:
-    """What the privacy accounting of a step depends on: which step, its ε and δ, the
-    mechanism and the data it touched. A step's sensitivity and noise scale may legitimately
-    depend on public values known only at run time (a released candidate's counts), so the
-    plan may state their worst case instead."""
-    return (event.name, event.mechanism, event.epsilon, event.delta, event.scope, event.step, event.sampling_rate)
 
 
 def _node_id() -> str:
@@ -141,7 +131,7 @@ def process_item(context: UnitContext, state: Any, item: Any, index: int) -> tup
     began = time.perf_counter()
     workload = registry.get_workload(context.workload)
     params = registry.build_params(workload.Params, context.params, where=context.config_id)
-    outputs = workload.process(state, item, rng=context.generator(index))  # type: ignore[attr-defined]
+    outputs = workload.process(state, item, source=SeededSource(context.generator(index)))  # type: ignore[attr-defined]
     arrays = {}
     lengths = set()
     for name in context.metric_kinds:

@@ -26,7 +26,7 @@ from privlab.platform import audit, registry
 from privlab.platform.cli import main
 from privlab.platform.errors import LedgerError, RegistryError
 from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import RandomSource
+from privlab.platform.randomness import RandomSource, SeededSource
 from privlab.platform.runner import RunOptions, run_experiment
 from privlab.platform.spec import load_spec
 
@@ -194,7 +194,7 @@ def test_a_mechanism_whose_charge_depends_on_the_data_is_refused() -> None:
     workload = registry.get_workload("privacy_audit.test_data_dependent_charge")
     params = registry.build_params(workload.Params, {"epsilon": 1.0}, where="test")
     with pytest.raises(LedgerError, match="must not depend on the data"):
-        workload.run_trial(params, data=None, rng=np.random.default_rng(0), ledger=Ledger(epsilon_cap=None))
+        workload.run_trial(params, data=None, source=SeededSource(np.random.default_rng(0)), ledger=Ledger(epsilon_cap=None))
 
 
 # --- ε audits: the correct mechanisms pass, the broken one is flagged -------------------------------

@@ -1,16 +1,18 @@
 """The three ways to extend privlab, each as the smallest complete example (ARCHITECTURE.md).
 
-Each example is a module-level definition a mechanism's own folder would hold, registered with
-one decorator (in a real package, plus one entry-point line in pyproject.toml); the test then
-uses it through the platform exactly as a built-in one is used. None of them touches platform
-code.
+Each example is what a mechanism's own module would hold: a class, registered with one
+decorator (``@register_workload``, ``@register_synthesizer``, ``@register_criterion``) and, in a
+real package, one entry-point line in pyproject.toml. The test uses it through the platform
+exactly as a built-in one is used; none of them touches platform code. Here the decorators are
+applied by a fixture for the duration of each test, so the examples never leak into other
+tests' registries.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import ClassVar
 
@@ -18,9 +20,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privlab.mechanisms.acceptance.base import AcceptanceCriterion, criterion_from_spec, register_criterion
+from privlab.mechanisms.acceptance.base import CRITERIA, AcceptanceCriterion, criterion_from_spec, register_criterion
 from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.mechanisms.synthesizers.base import (
+    SYNTHESIZERS,
     BudgetStep,
     Synthesizer,
     register_synthesizer,
@@ -30,9 +33,23 @@ from privlab.mechanisms.synthesizers.base import (
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import RandomSource, SeededSource
-from privlab.platform.registry import MetricKind, Pattern, Workload, register_workload
+from privlab.platform.registry import WORKLOADS, MetricKind, Pattern, Workload, register_workload
 from privlab.platform.runner import RunOptions, run_experiment
 from privlab.platform.spec import load_spec
+
+@pytest.fixture(autouse=True)
+def registered_examples() -> Iterator[None]:
+    """``@register_workload`` etc., as the examples' module would apply them, undone afterwards."""
+    register_workload(ExampleNoisyCount)
+    register_synthesizer(ExampleFirstColumn)
+    register_criterion(ExampleShareOfCodeZero)
+    try:
+        yield
+    finally:
+        WORKLOADS.unregister(ExampleNoisyCount.name)
+        SYNTHESIZERS.unregister(ExampleFirstColumn.name)
+        CRITERIA.unregister(ExampleShareOfCodeZero.kind)
+
 
 # --- 1. a workload: a study the runner schedules, aggregates and logs -------------------------
 
@@ -46,7 +63,6 @@ class NoisyCountParams:
             raise ValueError(f"epsilon ({self.epsilon!r}) must be > 0")
 
 
-@register_workload
 class ExampleNoisyCount(Workload):
     """The absolute error of an ε-DP count (sensitivity 1): E|Lap(1/ε)| = 1/ε."""
 
@@ -59,9 +75,9 @@ class ExampleNoisyCount(Workload):
         return [PrivacyEvent(name="count", mechanism="laplace", epsilon=params.epsilon, sensitivity=1.0,
                              noise_scale=1.0 / params.epsilon, scope="data", step="count")]
 
-    def run_trial(self, params: NoisyCountParams, *, data: pd.DataFrame | None, rng: np.random.Generator,
+    def run_trial(self, params: NoisyCountParams, *, data: pd.DataFrame | None, source: SeededSource,
                   ledger: Ledger) -> Mapping[str, float]:
-        noisy = laplace_mechanism(100.0, sensitivity=1.0, epsilon=params.epsilon, source=SeededSource(rng),
+        noisy = laplace_mechanism(100.0, sensitivity=1.0, epsilon=params.epsilon, source=source,
                                   ledger=ledger, name="count", step="count")
         return {"abs_error": abs(noisy - 100.0)}
 
@@ -86,7 +102,6 @@ class FirstColumnParams:
     """No hyperparameters."""
 
 
-@register_synthesizer
 class ExampleFirstColumn(Synthesizer):
     """A noisy histogram of the first column (L1 sensitivity 2 under replace-one: one count
     moves from one code to another); every other column uniform. All of ε on one Laplace step."""
@@ -128,7 +143,6 @@ def test_a_new_synthesizer_is_built_from_a_spec_and_charges_its_plan() -> None:
 # --- 3. an acceptance criterion: an error measure, a threshold, a DP release ------------------
 
 
-@register_criterion
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ExampleShareOfCodeZero(AcceptanceCriterion):
     """|share of code 0 in ``column`` in R − the same in S|. Replacing one record of R moves the

@@ -6,6 +6,7 @@ against a hard literal computed to 40 digits with :mod:`decimal` (see the commen
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -15,7 +16,7 @@ import pytest
 
 from privlab.platform import composition
 from privlab.platform.errors import BudgetExceededError, LedgerError
-from privlab.platform.ledger import Budget, Ledger, PrivacyEvent
+from privlab.platform.ledger import Budget, Ledger, PrivacyEvent, check_conforms
 
 
 def _laplace(epsilon: float, **kw: object) -> PrivacyEvent:
@@ -237,7 +238,7 @@ def test_event_dict_round_trip_and_unknown_keys() -> None:
 
 def test_basic_total_is_exact() -> None:
     eps1, eps0 = 0.37, 0.11
-    ledger = Ledger(epsilon_cap=None)
+    ledger = Ledger(neighbouring="add_remove", epsilon_cap=None)
     ledger.charge(name="a", mechanism="laplace", epsilon=eps1)
     ledger.charge(name="b", mechanism="laplace", epsilon=eps1)
     ledger.charge(name="c", mechanism="laplace", epsilon=eps0)
@@ -247,7 +248,7 @@ def test_basic_total_is_exact() -> None:
 
 def test_private_selection_is_charged_once() -> None:
     eps1, eps0 = 0.4, 0.1
-    ledger = Ledger(epsilon_cap=1.0)
+    ledger = Ledger(neighbouring="add_remove", epsilon_cap=1.0)
     event = ledger.record_private_selection(
         name="candidate", epsilon1=eps1, epsilon0=eps0, gamma=0.1, steps=30, step="select"
     )
@@ -265,7 +266,7 @@ def test_private_selection_is_charged_once() -> None:
 def test_private_selection_live_births_example() -> None:
     # Hod & Canetti: ε₁ = ε_x + ε_q = 4 + 0.99, infinite horizon (γ = 0, T = ∞, ε₀ = 0):
     # total = 2·4.99 = 9.98.
-    ledger = Ledger(epsilon_cap=10.0)
+    ledger = Ledger(neighbouring="add_remove", epsilon_cap=10.0)
     event = ledger.record_private_selection(name="release", epsilon1=4 + 0.99, epsilon0=0.0)
     assert ledger.total().epsilon == 2 * (4 + 0.99) == pytest.approx(9.98, rel=1e-12)
     assert dict(event.details)["steps"] == "inf"
@@ -273,7 +274,7 @@ def test_private_selection_live_births_example() -> None:
 
 def test_parallel_partition_plus_parent() -> None:
     # parts a, b disjoint: max(1, 2) = 2; plus the parent's own 0.5 sequentially: 2.5.
-    ledger = Ledger(epsilon_cap=3.0)
+    ledger = Ledger(neighbouring="add_remove", epsilon_cap=3.0)
     ledger.declare_partition("data", ["a", "b"])
     ledger.charge(name="x", mechanism="laplace", epsilon=1.0, scope="a")
     ledger.charge(name="y", mechanism="laplace", epsilon=2.0, scope="b")
@@ -286,7 +287,7 @@ def test_nested_partitions() -> None:
     # data → {a, b}; a → {a1, a2}.
     # a    = own 0.25 + max(a1 = 1.0, a2 = 0.25) = 1.25
     # data = own 0.5 + max(a = 1.25, b = 1.125) = 1.75; raising b to 1.5 makes it 0.5 + 1.5.
-    ledger = Ledger(epsilon_cap=None)
+    ledger = Ledger(neighbouring="add_remove", epsilon_cap=None)
     ledger.declare_partition("data", ["a", "b"])
     ledger.declare_partition("a", ["a1", "a2"])
     for scope, eps in [("a1", 1.0), ("a2", 0.25), ("a", 0.25), ("b", 1.125), ("data", 0.5)]:
@@ -298,7 +299,7 @@ def test_nested_partitions() -> None:
 
 def test_two_partitions_of_one_scope_add_up() -> None:
     # by age {young, old}: max(1, 0.5) = 1; by region {north, south}: max(0.25, 0.75) = 0.75.
-    ledger = Ledger(epsilon_cap=None)
+    ledger = Ledger(neighbouring="add_remove", epsilon_cap=None)
     ledger.declare_partition("data", ["young", "old"])
     ledger.declare_partition("data", ["north", "south"])
     for scope, eps in [("young", 1.0), ("old", 0.5), ("north", 0.25), ("south", 0.75)]:
@@ -307,7 +308,7 @@ def test_two_partitions_of_one_scope_add_up() -> None:
 
 
 def test_top_level_scopes_compose_sequentially() -> None:
-    ledger = Ledger(epsilon_cap=None, delta_cap=None)
+    ledger = Ledger(neighbouring="add_remove", epsilon_cap=None, delta_cap=None)
     ledger.charge(name="x", mechanism="laplace", epsilon=1.0, scope="persons")
     ledger.charge(name="y", mechanism="gaussian", epsilon=0.5, delta=1e-6, scope="households")
     assert ledger.total() == Budget(1.5, 1e-6)
@@ -325,7 +326,7 @@ def test_top_level_scopes_compose_sequentially() -> None:
     ],
 )
 def test_declare_partition_validates(parts: object, error: type, message: str) -> None:
-    ledger = Ledger(epsilon_cap=None)
+    ledger = Ledger(neighbouring="add_remove", epsilon_cap=None)
     ledger.charge(name="x", mechanism="laplace", epsilon=1.0, scope="used")
     with pytest.raises(error, match=re.escape(message)):
         ledger.declare_partition("data", parts)  # type: ignore[arg-type]
@@ -334,7 +335,7 @@ def test_declare_partition_validates(parts: object, error: type, message: str) -
 
 def test_advanced_accountant_total() -> None:
     # Ten ε = 0.1 events in one scope: the Dwork–Roth value from above, δ = 10·0 + 1e-5.
-    ledger = Ledger(epsilon_cap=None, delta_cap=1e-4, accountant="advanced", delta_slack=1e-5)
+    ledger = Ledger(neighbouring="add_remove", epsilon_cap=None, delta_cap=1e-4, accountant="advanced", delta_slack=1e-5)
     for i in range(10):
         ledger.charge(name=f"q{i}", mechanism="laplace", epsilon=0.1)
     total = ledger.total()
@@ -346,7 +347,7 @@ def test_advanced_accountant_total() -> None:
 
 def test_advanced_accountant_uses_max_for_heterogeneous_events() -> None:
     # ε = max(0.1, 0.05) = 0.1, k = 2: 0.1·sqrt(4 ln 1e5) + 2·0.1·(e^0.1 − 1).
-    ledger = Ledger(epsilon_cap=None, delta_cap=1e-4, accountant="advanced", delta_slack=1e-5)
+    ledger = Ledger(neighbouring="add_remove", epsilon_cap=None, delta_cap=1e-4, accountant="advanced", delta_slack=1e-5)
     ledger.charge(name="a", mechanism="laplace", epsilon=0.1)
     ledger.charge(name="b", mechanism="laplace", epsilon=0.05)
     expected = 0.1 * math.sqrt(4 * math.log(1e5)) + 2 * 0.1 * (math.exp(0.1) - 1)
@@ -355,13 +356,13 @@ def test_advanced_accountant_uses_max_for_heterogeneous_events() -> None:
 
 def test_accountant_validation() -> None:
     with pytest.raises(LedgerError, match=re.escape("accountant ('rdp') must be one of")) as info:
-        Ledger(epsilon_cap=1.0, accountant="rdp")
+        Ledger(neighbouring="add_remove", epsilon_cap=1.0, accountant="rdp")
     assert "'basic'" in str(info.value) and "'advanced'" in str(info.value)
     with pytest.raises(LedgerError, match="delta_slack"):
-        Ledger(epsilon_cap=1.0, accountant="advanced")
+        Ledger(neighbouring="add_remove", epsilon_cap=1.0, accountant="advanced")
     with pytest.raises(LedgerError, match=re.escape("delta_slack (1e-05) must be <= delta_cap")):
-        Ledger(epsilon_cap=1.0, accountant="advanced", delta_slack=1e-5)
-    ledger = Ledger(epsilon_cap=1.0)
+        Ledger(neighbouring="add_remove", epsilon_cap=1.0, accountant="advanced", delta_slack=1e-5)
+    ledger = Ledger(neighbouring="add_remove", epsilon_cap=1.0)
     with pytest.raises(LedgerError, match="must be set on the ledger"):
         ledger.total("advanced")
     with pytest.raises(LedgerError, match="must be one of"):
@@ -387,7 +388,7 @@ def test_cap_validation(kwargs: dict, error: type, message: str) -> None:
 
 
 def test_epsilon_cap_raises_before_recording() -> None:
-    ledger = Ledger(epsilon_cap=1.0)
+    ledger = Ledger(neighbouring="add_remove", epsilon_cap=1.0)
     ledger.charge(name="marginals", mechanism="laplace", epsilon=0.6, step="fit_marginals")
     with pytest.raises(BudgetExceededError) as info:
         ledger.charge(name="noisy_count", mechanism="laplace", epsilon=0.5, step="sample_noise")
@@ -401,21 +402,21 @@ def test_epsilon_cap_raises_before_recording() -> None:
 
 def test_cap_tolerates_float_summation() -> None:
     # 0.1 + 0.2 = 0.30000000000000004 > 0.3 by 5.6e-17 (relative 1.9e-16 < 1e-12).
-    ledger = Ledger(epsilon_cap=0.3)
+    ledger = Ledger(neighbouring="add_remove", epsilon_cap=0.3)
     ledger.charge(name="a", mechanism="laplace", epsilon=0.1)
     ledger.charge(name="b", mechanism="laplace", epsilon=0.2)
     assert len(ledger) == 2
     with pytest.raises(BudgetExceededError):
-        Ledger(epsilon_cap=0.3).charge(name="c", mechanism="laplace", epsilon=0.3 + 1e-9)
+        Ledger(neighbouring="add_remove", epsilon_cap=0.3).charge(name="c", mechanism="laplace", epsilon=0.3 + 1e-9)
 
 
 def test_delta_cap() -> None:
-    pure = Ledger(epsilon_cap=1.0)  # delta_cap defaults to 0: pure DP
+    pure = Ledger(neighbouring="add_remove", epsilon_cap=1.0)  # delta_cap defaults to 0: pure DP
     with pytest.raises(BudgetExceededError, match=r"δ to 1e-06, over the cap of 0") as info:
         pure.charge(name="g", mechanism="gaussian", epsilon=0.5, delta=1e-6, step="gauss")
     assert "raise [budget] delta" in str(info.value)
     assert len(pure) == 0
-    approx_dp = Ledger(epsilon_cap=1.0, delta_cap=1.5e-6)
+    approx_dp = Ledger(neighbouring="add_remove", epsilon_cap=1.0, delta_cap=1.5e-6)
     approx_dp.charge(name="g1", mechanism="gaussian", epsilon=0.1, delta=1e-6)
     with pytest.raises(BudgetExceededError, match="δ to 2e-06"):
         approx_dp.charge(name="g2", mechanism="gaussian", epsilon=0.1, delta=1e-6)
@@ -423,18 +424,18 @@ def test_delta_cap() -> None:
 
 
 def test_uncapped_ledger_records_anything() -> None:
-    ledger = Ledger(epsilon_cap=None, delta_cap=None)
+    ledger = Ledger(neighbouring="add_remove", epsilon_cap=None, delta_cap=None)
     ledger.charge(name="big", mechanism="laplace", epsilon=1e3, delta=0.5)
     assert ledger.total() == Budget(1e3, 0.5)
 
 
 def test_spend_rejects_non_events() -> None:
     with pytest.raises(TypeError, match="must be a PrivacyEvent"):
-        Ledger(epsilon_cap=1.0).spend({"epsilon": 0.1})  # type: ignore[arg-type]
+        Ledger(neighbouring="add_remove", epsilon_cap=1.0).spend({"epsilon": 0.1})  # type: ignore[arg-type]
 
 
 def test_check_plan_does_not_mutate() -> None:
-    ledger = Ledger(epsilon_cap=1.0)
+    ledger = Ledger(neighbouring="add_remove", epsilon_cap=1.0)
     ledger.declare_partition("data", ["a", "b"])
     ledger.charge(name="spent", mechanism="laplace", epsilon=0.9)
     before = ledger.to_json()
@@ -448,7 +449,7 @@ def test_check_plan_does_not_mutate() -> None:
 
 
 def test_fresh_keeps_configuration_only() -> None:
-    ledger = Ledger(epsilon_cap=2.0, delta_cap=1e-5, accountant="advanced", delta_slack=1e-6)
+    ledger = Ledger(neighbouring="add_remove", epsilon_cap=2.0, delta_cap=1e-5, accountant="advanced", delta_slack=1e-6)
     ledger.declare_partition("data", ["a", "b"])
     ledger.charge(name="x", mechanism="laplace", epsilon=0.1, scope="a")
     fresh = ledger.fresh()
@@ -465,7 +466,7 @@ def test_fresh_keeps_configuration_only() -> None:
 
 
 def _full_ledger() -> Ledger:
-    ledger = Ledger(epsilon_cap=5.0, delta_cap=1e-4, accountant="advanced", delta_slack=1e-6)
+    ledger = Ledger(neighbouring="add_remove", epsilon_cap=5.0, delta_cap=1e-4, accountant="advanced", delta_slack=1e-6)
     ledger.declare_partition("data", ["a", "b"])
     ledger.declare_partition("a", ["a1", "a2"])
     ledger.charge(
@@ -491,7 +492,7 @@ def test_json_round_trip_is_exact() -> None:
     assert again.partitions == ledger.partitions
     assert again.total() == ledger.total()
     assert again.to_json() == text
-    assert Ledger.from_json(Ledger(epsilon_cap=None).to_json()) == Ledger(epsilon_cap=None)
+    assert Ledger.from_json(Ledger(neighbouring="add_remove", epsilon_cap=None).to_json()) == Ledger(neighbouring="add_remove", epsilon_cap=None)
 
 
 def test_from_json_rejects_unknown_keys_and_overspent_files() -> None:
@@ -504,20 +505,20 @@ def test_from_json_rejects_unknown_keys_and_overspent_files() -> None:
 
 def test_equality() -> None:
     assert _full_ledger() == _full_ledger()
-    other = Ledger(epsilon_cap=1.0)
-    assert other != Ledger(epsilon_cap=2.0)
-    assert other != Ledger(epsilon_cap=1.0, delta_cap=1e-6)
-    partitioned = Ledger(epsilon_cap=1.0)
+    other = Ledger(neighbouring="add_remove", epsilon_cap=1.0)
+    assert other != Ledger(neighbouring="add_remove", epsilon_cap=2.0)
+    assert other != Ledger(neighbouring="add_remove", epsilon_cap=1.0, delta_cap=1e-6)
+    partitioned = Ledger(neighbouring="add_remove", epsilon_cap=1.0)
     partitioned.declare_partition("data", ["a", "b"])
     assert other != partitioned
-    spent = Ledger(epsilon_cap=1.0)
+    spent = Ledger(neighbouring="add_remove", epsilon_cap=1.0)
     spent.charge(name="x", mechanism="laplace", epsilon=0.1)
     assert other != spent
     assert other != "ledger"
 
 
 def test_render_table_contains_events_and_totals() -> None:
-    ledger = Ledger(epsilon_cap=3.0, delta_slack=1e-5)
+    ledger = Ledger(neighbouring="add_remove", epsilon_cap=3.0, delta_slack=1e-5)
     ledger.declare_partition("data", ["a", "b"])
     ledger.charge(name="x", mechanism="laplace", epsilon=1.0, scope="a", step="s1",
                   sensitivity=1.0, noise_scale=1.0)
@@ -533,7 +534,7 @@ def test_render_table_contains_events_and_totals() -> None:
     assert "partition data: a | b" in table
     lines = table.splitlines()
     assert lines[0].split()[:5] == ["#", "step", "name", "mechanism", "scope"]
-    assert "(no events)" in Ledger(epsilon_cap=None).render_table()
+    assert "(no events)" in Ledger(neighbouring="add_remove", epsilon_cap=None).render_table()
 
 
 # --- property check ----------------------------------------------------------------------------
@@ -556,7 +557,7 @@ def test_basic_total_equals_fsum_of_effective_epsilon() -> None:
                     sampling_rate=float(rng.uniform(0.01, 1.0)) if subsampled else None,
                 )
             )
-        ledger = Ledger(epsilon_cap=None, delta_cap=None)
+        ledger = Ledger(neighbouring="add_remove", epsilon_cap=None, delta_cap=None)
         for event in events:
             ledger.spend(event)
         # Independent amplification: ln(1 + p(e^ε − 1)) per event, identity when p is unset.
@@ -570,10 +571,67 @@ def test_basic_total_equals_fsum_of_effective_epsilon() -> None:
 
 
 def test_render_table_fills_effective_epsilon_for_every_event() -> None:
-    ledger = Ledger(epsilon_cap=None)
+    ledger = Ledger(neighbouring="add_remove", epsilon_cap=None)
     ledger.charge(name="x", mechanism="laplace", epsilon=0.75, step="s1")
     ledger.charge(name="z", mechanism="laplace", epsilon=0.5, step="s2", sampling_rate=0.5)
     header, _, plain, subsampled = ledger.render_table().splitlines()[:4]
     assert header.rstrip().endswith("effective ε")
     assert plain.rstrip().endswith("0.75")  # not subsampled: the step's own ε is what it costs
     assert subsampled.rstrip().endswith("0.28093 (p=0.5)")
+
+
+# --- the neighbouring relation is the ledger's (issue 9 item 3) ----------------------------------
+
+
+def test_replace_one_is_the_default_and_refuses_rules_that_do_not_hold_for_it() -> None:
+    ledger = Ledger(epsilon_cap=2.0)
+    assert ledger.neighbouring == "replace_one" and ledger.fresh().neighbouring == "replace_one"
+    with pytest.raises(LedgerError, match="parallel composition does not hold for replace_one"):
+        ledger.declare_partition("data", ["a", "b"])
+    with pytest.raises(LedgerError, match="amplification by subsampling does not hold"):
+        ledger.spend(PrivacyEvent(name="z", mechanism="laplace", epsilon=1.0, sampling_rate=0.1))
+    assert len(ledger) == 0 and ledger.partitions == ()
+    with pytest.raises(LedgerError, match="neighbouring .* must be one of"):
+        Ledger(epsilon_cap=1.0, neighbouring="swap")
+    # Sequential composition holds for both relations and is computed the same way.
+    for relation in ("replace_one", "add_remove"):
+        sequential = Ledger(epsilon_cap=2.0, neighbouring=relation)
+        sequential.charge(name="a", mechanism="laplace", epsilon=0.5)
+        sequential.charge(name="b", mechanism="laplace", epsilon=0.75)
+        assert sequential.total().epsilon == 1.25
+        assert Ledger.from_json(sequential.to_json()).neighbouring == relation
+
+
+def test_a_ledger_written_before_the_relation_was_recorded_reads_as_add_remove() -> None:
+    old = Ledger(neighbouring="add_remove", epsilon_cap=1.0).to_dict()
+    del old["neighbouring"]
+    assert Ledger.from_dict(old).neighbouring == "add_remove"
+
+
+def test_preflight_refuses_a_plan_that_does_not_fit_on_top_of_what_is_spent() -> None:
+    ledger = Ledger(epsilon_cap=1.0)
+    ledger.charge(name="first", mechanism="laplace", epsilon=0.6)
+    plan = [PrivacyEvent(name="x", mechanism="laplace", epsilon=0.3),
+            PrivacyEvent(name="y", mechanism="laplace", epsilon=0.3)]
+    with pytest.raises(BudgetExceededError):
+        ledger.preflight(plan)  # 0.6 + 0.3 + 0.3 > 1, though the plan alone fits
+    assert ledger.check_plan(plan).epsilon == pytest.approx(0.6)
+    assert [e.name for e in ledger.events] == ["first"]  # nothing charged
+    ledger.preflight(plan[:1])
+
+
+def test_conformance_is_one_rule_for_plans_and_spends() -> None:
+    planned = PrivacyEvent(name="m", mechanism="laplace", epsilon=1.0, sensitivity=2.0, noise_scale=2.0)
+    check_conforms([planned], [planned], who="x", exact_sensitivity=True)
+    release = dataclasses.replace(planned, mechanism="laplace_lattice", noise_scale=2.0000001)
+    check_conforms([release], [planned], who="x", exact_sensitivity=True)  # the exact counterpart, more noise
+    with pytest.raises(LedgerError, match="x charged 1 DP step"):
+        check_conforms([dataclasses.replace(release, noise_scale=1.9)], [planned], who="x", exact_sensitivity=True)
+    smaller = dataclasses.replace(planned, sensitivity=1.0, noise_scale=1.0)  # a public run-time improvement
+    check_conforms([smaller], [planned], who="x", exact_sensitivity=False)
+    with pytest.raises(LedgerError):
+        check_conforms([smaller], [planned], who="x", exact_sensitivity=True)
+    with pytest.raises(LedgerError):
+        check_conforms([dataclasses.replace(planned, epsilon=0.5)], [planned], who="x", exact_sensitivity=False)
+    with pytest.raises(LedgerError):
+        check_conforms([], [planned], who="x", exact_sensitivity=False)

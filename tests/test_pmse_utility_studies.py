@@ -144,7 +144,7 @@ def test_bounded_releases_use_the_configured_bounds_whatever_the_data() -> None:
     # configured box (the bounds never come from the sample).
     params = regression_params({"name": "smooth_histogram", "bound_sd": 2})
     shifted = params.draw_private(np.random.default_rng(0)) * 3.0 + 40.0
-    released = release(params, shifted, ledger=Ledger(epsilon_cap=None), rng=np.random.default_rng(1))
+    released = release(params, shifted, ledger=Ledger(epsilon_cap=None), source=SeededSource(np.random.default_rng(1)))
     lower, upper = params.bounds(2.0)
     (synthetic,) = released.datasets
     assert synthetic.shape == (300, 2)
@@ -162,7 +162,7 @@ def test_each_simulation_charges_exactly_its_plan(method: dict[str, Any]) -> Non
             continue
         typed = params if isinstance(workload, PMSERegression) else ComparisonParams(**vars(params))
         ledger = Ledger(epsilon_cap=0.9)
-        metrics = workload.run_trial(typed, data=None, rng=np.random.default_rng(3), ledger=ledger)
+        metrics = workload.run_trial(typed, data=None, source=SeededSource(np.random.default_rng(3)), ledger=ledger)
         assert list(ledger.events) == workload.plan(typed) == planned_events(typed)
         assert ledger.total().epsilon == (0.0 if method["name"] == "non_dp" else 0.9)
         assert set(metrics) == set(workload.metrics)
@@ -270,7 +270,7 @@ def test_large_epsilon_gives_small_regression_errors_and_non_dp_is_accurate() ->
                               ({"name": "noisy_bppd", "bound_sd": 4}, 0.02),
                               ({"name": "non_dp"}, 0.02)):
         params = RegressionParams(method=method, epsilon=1e5)
-        errors = workload.run_trial(params, data=None, rng=np.random.default_rng(8), ledger=Ledger(epsilon_cap=None))
+        errors = workload.run_trial(params, data=None, source=SeededSource(np.random.default_rng(8)), ledger=Ledger(epsilon_cap=None))
         assert errors["slope_error"] < tolerance, (method, errors)
         assert errors["intercept_error"] < 5 * tolerance, (method, errors)
 
@@ -280,7 +280,7 @@ def test_pmse_metrics_are_in_range_and_reproducible() -> None:
     params = ComparisonParams(method={"name": "noisy_bppd", "bound_sd": 4}, epsilon=0.25, n=400, releases=3)
 
     def run(seed: int) -> dict[str, float]:
-        return dict(workload.run_trial(params, data=None, rng=np.random.default_rng(seed), ledger=Ledger(epsilon_cap=None)))
+        return dict(workload.run_trial(params, data=None, source=SeededSource(np.random.default_rng(seed)), ledger=Ledger(epsilon_cap=None)))
 
     first = run(11)
     assert first == run(11) and first != run(12)

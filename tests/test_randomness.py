@@ -661,3 +661,14 @@ def test_an_unsealed_version_1_transcript_is_refused(tmp_path: Path) -> None:
     path.write_bytes(MAGIC_V1 + b"\x00\x00\x00\x02{}")
     with pytest.raises(TranscriptError, match="unsealed version-1 transcript"):
         TranscriptReader(path)
+
+
+def test_dp_noise_from_a_prng_is_research_only(tmp_path: Path) -> None:
+    # Issue 9 item 4: a mechanism whose DP draws come from a seeded generator (the pMSE chain)
+    # declares it by asking for dp_generator; a release source refuses, a research source gives
+    # the same stream as generator() would.
+    seeded = SeededSource(np.random.default_rng(1)).dp_generator(purpose="chain").random(3)
+    assert np.array_equal(seeded, SeededSource(np.random.default_rng(1)).generator(purpose="chain").random(3))
+    with TranscriptWriter(tmp_path / "t.bin", context=CONTEXT) as writer:
+        with pytest.raises(ModeError, match="chain: this mechanism draws DP noise from a seeded"):
+            SecureSource(writer).dp_generator(purpose="chain")

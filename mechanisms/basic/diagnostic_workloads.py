@@ -52,9 +52,9 @@ class CpuBurn(Workload):
     Params = BurnParams
     metrics = {"median": MetricKind.VALUE}
 
-    def run_trial(self, params: BurnParams, *, data: pd.DataFrame | None, rng: np.random.Generator,
+    def run_trial(self, params: BurnParams, *, data: pd.DataFrame | None, source: SeededSource,
                   ledger: Ledger) -> Mapping[str, float]:
-        return {"median": burn(params, rng)}
+        return {"median": burn(params, source.rng)}
 
 
 def burn(params: BurnParams, rng: np.random.Generator) -> float:
@@ -102,7 +102,7 @@ class ColumnMean(Workload):
         return [PrivacyEvent(name="dp_mean", mechanism="laplace", epsilon=params.epsilon, sensitivity=s,
                              noise_scale=s / params.epsilon, scope="data", step="column_mean")]
 
-    def run_trial(self, params: ColumnMeanParams, *, data: pd.DataFrame | None, rng: np.random.Generator,
+    def run_trial(self, params: ColumnMeanParams, *, data: pd.DataFrame | None, source: SeededSource,
                   ledger: Ledger) -> Mapping[str, float]:
         if data is None or params.column not in data.columns:
             raise ValueError(f"column ({params.column!r}) must be a column of the study's [dataset]")
@@ -111,7 +111,7 @@ class ColumnMean(Workload):
         values = np.clip(data[params.column].to_numpy(dtype=np.float64), params.lower, params.upper)
         exact = float(values.mean())
         noisy = laplace_mechanism(exact, sensitivity=self.sensitivity(params), epsilon=params.epsilon,
-                                  source=SeededSource(rng), ledger=ledger, name="dp_mean", step="column_mean")
+                                  source=source, ledger=ledger, name="dp_mean", step="column_mean")
         return {"dp_mean": float(noisy), "abs_error": abs(float(noisy) - exact)}
 
 
@@ -174,9 +174,9 @@ class CrashOnce(Workload):
     Params = CrashParams
     metrics = {"value": MetricKind.VALUE}
 
-    def run_trial(self, params: CrashParams, *, data: pd.DataFrame | None, rng: np.random.Generator,
+    def run_trial(self, params: CrashParams, *, data: pd.DataFrame | None, source: SeededSource,
                   ledger: Ledger) -> Mapping[str, float]:
-        value = float(rng.random())
+        value = float(source.rng.random())
         marker = Path(params.marker_dir) / "crashed"
         if _inside_ray_worker() and not marker.exists():
             marker.write_text(str(os.getpid()))

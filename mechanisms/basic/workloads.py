@@ -96,12 +96,12 @@ class LaplaceMean(Workload):
         return [PrivacyEvent(name="dp_mean", mechanism="laplace", epsilon=params.epsilon, sensitivity=s,
                              noise_scale=s / params.epsilon, scope="data", step="laplace_mean")]
 
-    def run_trial(self, params: BoundedDataParams, *, data: pd.DataFrame | None, rng: np.random.Generator,
+    def run_trial(self, params: BoundedDataParams, *, data: pd.DataFrame | None, source: SeededSource,
                   ledger: Ledger) -> Mapping[str, float]:
-        values = np.clip(params.draw(rng), params.lower, params.upper)
+        values = np.clip(params.draw(source.rng), params.lower, params.upper)
         exact = float(values.mean())
         noisy = laplace_mechanism(exact, sensitivity=self.sensitivity(params), epsilon=params.epsilon,
-                                  source=SeededSource(rng), ledger=ledger, name="dp_mean", step="laplace_mean")
+                                  source=source, ledger=ledger, name="dp_mean", step="laplace_mean")
         scale = self.sensitivity(params) / params.epsilon
         error = abs(float(noisy) - exact)
         return {"abs_error": error, "error_over_scale": error / scale, "within_scale": float(error <= scale)}
@@ -149,13 +149,13 @@ class ExponentialMedian(Workload):
     def bound(params: MedianParams) -> float:
         return 2.0 * (math.log(params.candidates) + math.log(20.0)) / params.epsilon
 
-    def run_trial(self, params: MedianParams, *, data: pd.DataFrame | None, rng: np.random.Generator,
+    def run_trial(self, params: MedianParams, *, data: pd.DataFrame | None, source: SeededSource,
                   ledger: Ledger) -> Mapping[str, float]:
-        values = np.sort(params.draw(rng))
+        values = np.sort(params.draw(source.rng))
         grid = np.linspace(params.lower, params.upper, params.candidates)
         ranks = np.searchsorted(values, grid, side="right")
         utilities = -np.abs(ranks - params.n / 2)
-        chosen = exponential_mechanism(utilities, sensitivity=1.0, epsilon=params.epsilon, source=SeededSource(rng),
+        chosen = exponential_mechanism(utilities, sensitivity=1.0, epsilon=params.epsilon, source=source,
                                        ledger=ledger, name="dp_median", step="exponential_median")
         gap = float(utilities.max() - utilities[chosen])
         return {"rank_error": -float(utilities[chosen]) / params.n, "within_bound": float(gap <= self.bound(params))}
@@ -209,9 +209,8 @@ class LaplacePrivacyLoss(Workload):
                              sensitivity=params.sensitivity, noise_scale=params.sensitivity / params.epsilon,
                              scope="data", step="laplace_privacy_loss")]
 
-    def run_trial(self, params: PrivacyLossParams, *, data: pd.DataFrame | None, rng: np.random.Generator,
+    def run_trial(self, params: PrivacyLossParams, *, data: pd.DataFrame | None, source: SeededSource,
                   ledger: Ledger) -> Mapping[str, float]:
-        source = SeededSource(rng)
         delta = params.sensitivity
         on_d = laplace_mechanism(0.0, sensitivity=delta, epsilon=params.epsilon, source=source, ledger=ledger,
                                  name="count_release", step="laplace_privacy_loss")
@@ -284,7 +283,7 @@ class PlausibleSeeds(ActorPoolWorkload):
                    "perturbation": params.noise * rng.standard_normal((size, params.dims))}
 
     def process(self, state: Mapping[str, Any], item: Mapping[str, np.ndarray], *,
-                rng: np.random.Generator) -> Mapping[str, np.ndarray]:
+                source: SeededSource) -> Mapping[str, np.ndarray]:
         records = state["records"]
         candidates = records[item["seeds"]] + item["perturbation"]
         counts = np.empty(len(candidates))

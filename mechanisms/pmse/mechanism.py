@@ -178,16 +178,14 @@ class PMSEMechanism:
             raise ValueError("data must be a finite n × q matrix with n ≥ 2 rows")
         p = self.params
         events = self.planned_events(len(data), scope=scope, step=step)
-        rehearsal = Ledger.from_json(ledger.to_json())  # all l steps must fit, or none is charged
-        for event in events:
-            rehearsal.spend(event)
+        ledger.preflight(events)  # all l steps must fit, or none is charged
         for event in events:
             ledger.spend(event)
         # One chain serves every draw, so it targets the smallest share (the shares differ by
         # a few ulps at most; the smallest makes every draw at least as private as charged).
         per_draw = min(event.epsilon for event in events)
         sensitivity = 1.0 / len(data)
-        rng = source.generator(purpose="pmse-metropolis")
+        rng = source.dp_generator(purpose="pmse-metropolis")  # DP draws from a PRNG: research only
         inverse_temperature = per_draw / (2 * sensitivity)
 
         def log_target(theta: np.ndarray) -> tuple[float, float]:

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from privlab.platform.ledger import Ledger
+from privlab.platform.randomness import SeededSource
 from privlab.platform.registry import MetricKind, Pattern, Workload, register_workload
 from privlab.platform.reports import StudyResults
 
@@ -92,9 +93,9 @@ class PMSESensitivity(Workload):
     def facets(self, params: SensitivityParams) -> dict[str, dict[str, object]]:
         return {config_label(d, c): {"depth": "unlimited" if d is None else d, "cp": c} for d, c in TABLE1_CONFIGS}
 
-    def run_trial(self, params: SensitivityParams, *, data: pd.DataFrame | None, rng: np.random.Generator,
+    def run_trial(self, params: SensitivityParams, *, data: pd.DataFrame | None, source: SeededSource,
                   ledger: Ledger) -> Mapping[str, float]:
-        differences = table1_trial(params, rng)
+        differences = table1_trial(params, source.rng)
         bound = 1.0 / params.n
         result: dict[str, float] = {}
         for (depth, cp), difference in zip(TABLE1_CONFIGS, differences, strict=True):

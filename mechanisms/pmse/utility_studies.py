@@ -355,14 +355,13 @@ def planned_events(params: UtilityParams) -> list[PrivacyEvent]:
                                        step=FM_STEP)]
 
 
-def release(params: UtilityParams, data: np.ndarray, *, ledger: Ledger, rng: np.random.Generator) -> Release:
+def release(params: UtilityParams, data: np.ndarray, *, ledger: Ledger, source: SeededSource) -> Release:
     """Run the configuration's method on the private ``data`` (charging ``ledger``).
 
     Privacy: as the chosen method's (module docstring); ``non_dp`` charges nothing and gives
     no guarantee.
     """
     variant = params.variant
-    source = SeededSource(rng)
     n = params.n
     if variant.name == "non_dp":
         bppd = BPPDSynthesizer(BPPDParams(datasets=params.releases)).fit(data, rng=source)
@@ -439,10 +438,10 @@ class PMSEComparison(_UtilityWorkload):
         "pmse_cp0001_single": MetricKind.VALUE,
     }
 
-    def run_trial(self, params: ComparisonParams, *, data: pd.DataFrame | None, rng: np.random.Generator,
+    def run_trial(self, params: ComparisonParams, *, data: pd.DataFrame | None, source: SeededSource,
                   ledger: Ledger) -> Mapping[str, float]:
-        private = params.draw_private(rng)
-        released = release(params, private, ledger=ledger, rng=rng)
+        private = params.draw_private(source.rng)
+        released = release(params, private, ledger=ledger, source=source)
         from privlab.mechanisms.pmse.propensity import pmse_configurations  # numba: only where trees are fitted
 
         scores = np.array([pmse_configurations(private, synthetic, METRIC_TREES) for synthetic in released.datasets])
@@ -467,10 +466,10 @@ class PMSERegression(_UtilityWorkload):
     Params = RegressionParams
     metrics = {"intercept_error": MetricKind.VALUE, "slope_error": MetricKind.VALUE}
 
-    def run_trial(self, params: RegressionParams, *, data: pd.DataFrame | None, rng: np.random.Generator,
+    def run_trial(self, params: RegressionParams, *, data: pd.DataFrame | None, source: SeededSource,
                   ledger: Ledger) -> Mapping[str, float]:
-        private = params.draw_private(rng)
-        released = release(params, private, ledger=ledger, rng=rng)
+        private = params.draw_private(source.rng)
+        released = release(params, private, ledger=ledger, source=source)
         if released.coefficients is not None:
             estimate = released.coefficients
         else:

@@ -259,11 +259,9 @@ def run_flow(
     transformed = transformation.apply(cleaned, source="original data")
     n = len(transformed)
     plan = planned_events(configuration, settings, space=space, n=n, scope=scope)
-    # The plan must fit on top of what the ledger already holds (check_plan alone starts from
-    # an empty copy), or the flow would stop part-way with some of its budget spent.
-    trial = ledger.fresh()
-    for event in (*ledger.events, *plan):
-        trial.spend(event)
+    # The plan must fit on top of what the ledger already holds, or the flow would stop
+    # part-way with some of its budget spent.
+    ledger.preflight(plan)
     seconds["transform"] = time.perf_counter() - clock
 
     clock = time.perf_counter()

@@ -24,7 +24,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from privlab.mechanisms.release.evaluate import read_raw
@@ -145,13 +144,13 @@ class ReleaseFlow(Workload):
         n = len(_cleaned(params.space, params.data))
         return planned_events(params.configuration(), _settings(params.settings), space=space, n=n)
 
-    def run_trial(self, params: ReleaseFlowParams, *, data: pd.DataFrame | None, rng: np.random.Generator,
+    def run_trial(self, params: ReleaseFlowParams, *, data: pd.DataFrame | None, source: SeededSource,
                   ledger: Ledger) -> Mapping[str, float]:
         if data is None:
             raise SpecError("release_flow needs its data (the runner passes the file named by 'data')")
         settings = _settings(params.settings)
         outcome = run_flow(data, space=_space(params.space), configuration=params.configuration(),
-                           settings=settings, source=SeededSource(rng), ledger=ledger)
+                           settings=settings, source=source, ledger=ledger)
         result: dict[str, float] = {"accepted": float(outcome.accepted)}
         for criterion_result in outcome.results:
             name = metric_name(criterion_result.name)

@@ -35,7 +35,7 @@ import abc
 import dataclasses
 import math
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, ClassVar, Self
 
 import numpy as np
@@ -46,7 +46,7 @@ from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.platform.budget import preflight, split_epsilon
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
 from privlab.platform.errors import LedgerError, NotFittedError, SchemaError, SpecError
-from privlab.platform.ledger import Ledger, PrivacyEvent
+from privlab.platform.ledger import Ledger, PrivacyEvent, check_conforms
 from privlab.platform.plugins import Registry, build, require_frozen_kw_only
 from privlab.platform.randomness import RandomSource
 
@@ -64,8 +64,6 @@ __all__ = [
 
 MECHANISMS = ("laplace", "exponential")
 """The research-mode mechanism names a :class:`BudgetStep` can use."""
-
-_RELEASE_MECHANISM = {"laplace": "laplace_lattice", "exponential": "permute_and_flip"}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -324,7 +322,7 @@ class Synthesizer(abc.ABC):
         self._fit(codes, domain=domain, steps=steps, ledger=ledger, source=source, scope=scope)
         del codes
         spent = ledger.events[start:]
-        self._check_conforms(spent, plan, mode=source.mode)
+        check_conforms(spent, plan, who=f"{self.name}: fit", exact_sensitivity=True)
         self.domain_ = domain
         self.epsilon_ = epsilon
         self.n_records_ = n
@@ -334,28 +332,6 @@ class Synthesizer(abc.ABC):
     def _clear_fitted(self) -> None:
         for attribute in [a for a in vars(self) if a.endswith("_") and not a.startswith("__")]:
             delattr(self, attribute)
-
-    def _check_conforms(
-        self, spent: Sequence[PrivacyEvent], plan: Sequence[PrivacyEvent], *, mode: str
-    ) -> None:
-        def key(event: PrivacyEvent, mechanism: str) -> tuple[Any, ...]:
-            return (event.name, mechanism, event.epsilon, event.delta, event.sensitivity, event.scope, event.step)
-
-        if mode == "research":
-            same = list(spent) == list(plan)
-        else:
-            same = len(spent) == len(plan) and all(
-                key(s, s.mechanism) == key(p, _RELEASE_MECHANISM[p.mechanism])
-                and s.noise_scale is not None
-                and p.noise_scale is not None
-                and s.noise_scale >= p.noise_scale
-                for s, p in zip(spent, plan, strict=False)
-            )
-        if not same:
-            raise LedgerError(
-                f"{self.name}: fit charged {[e.name for e in spent]} but planned {[e.name for e in plan]}; "
-                "a synthesizer must charge exactly the steps it declares"
-            )
 
     def _laplace(
         self,
