@@ -76,6 +76,8 @@ class AcceptanceCriterion(abc.ABC):
     """
 
     kind: ClassVar[str]
+    #: What the error measure is, in plain language (datasheets); one line, no threshold.
+    description: ClassVar[str] = ""
 
     name: str
     threshold: float
@@ -93,6 +95,32 @@ class AcceptanceCriterion(abc.ABC):
                 f"criterion {self.name!r}: epsilon ({self.epsilon!r}) must be > 0; drop the criterion "
                 "from the spec instead of giving it no budget"
             )
+
+    def check_domain(self, domain: Domain) -> None:
+        """Raise :class:`SpecError` when the criterion cannot apply to ``domain`` (public; the
+        default has nothing to check beyond what :meth:`error` checks)."""
+
+    # --- DP fits shared between the criteria of one flow ------------------------------------
+    # A criterion may compute a DP fit that later criteria of the same flow reuse (paying for it
+    # once). A provider returns the fit's key from shared_fit_provided() and computes it in
+    # fit_shared(); a user returns the same key from shared_fit_needed() and receives the fit
+    # as release(..., fit=...). The flow matches them by key; no kind is named anywhere.
+
+    #: What a spec must add when this criterion needs a fit no earlier criterion provides.
+    missing_fit_hint: ClassVar[str] = "it needs a DP fit that no criterion listed before it provides"
+
+    def shared_fit_provided(self) -> Any:
+        """The key of the DP fit this criterion computes for others (None: it provides none)."""
+        return None
+
+    def shared_fit_needed(self) -> Any:
+        """The key of a DP fit from an earlier criterion that this one uses (None: none)."""
+        return None
+
+    def fit_shared(self, transformed: pd.DataFrame, *, domain: Domain, source: RandomSource, ledger: Ledger,
+                   scope: str = "data") -> Any:
+        """Compute the fit keyed by :meth:`shared_fit_provided` (charging ``ledger``)."""
+        raise NotImplementedError(f"criterion kind {self.kind!r} provides no shared fit")
 
     @abc.abstractmethod
     def error(self, transformed: pd.DataFrame, candidate: pd.DataFrame, *, domain: Domain) -> float:

@@ -174,6 +174,7 @@ class ConditionalMeanError(AcceptanceCriterion):
     """
 
     kind: ClassVar[str] = "conditional_mean"
+    description: ClassVar[str] = "means of a column within groups of other columns: largest absolute error"
 
     target: str
     target_bounds: tuple[float, float]

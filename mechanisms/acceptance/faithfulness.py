@@ -266,6 +266,8 @@ class FaithfulnessCriterion(AcceptanceCriterion):
     """
 
     kind: ClassVar[str] = "faithfulness"
+    description: ClassVar[str] = ("record-level faithfulness (share of records that cannot be matched to a close "
+                                  "original record)")
 
     exact: Sequence[str]
     within_one_bin: Sequence[str]

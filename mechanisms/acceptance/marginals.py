@@ -240,6 +240,8 @@ class MarginalsAbsoluteError(AcceptanceCriterion):
     """
 
     kind: ClassVar[str] = "marginals_absolute"
+    description: ClassVar[str] = ("proportions (counts divided by n) of combinations of columns (k-way marginals): "
+                                  "largest absolute error")
 
     columns: tuple[str, ...] | None = None
     k_max: int | None = None
@@ -316,6 +318,7 @@ class MarginalsRelativeError(AcceptanceCriterion):
     """
 
     kind: ClassVar[str] = "marginals_relative"
+    description: ClassVar[str] = "proportions of each column's values (1-way marginals): largest relative error"
 
     ratio_clip: float
     columns: tuple[str, ...] | None = None

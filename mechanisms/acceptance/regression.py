@@ -49,7 +49,7 @@ import dataclasses
 import math
 import numbers
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -379,6 +379,16 @@ class RegressionCoefficientsError(_LinearRegressionCriterion):
     """
 
     kind: ClassVar[str] = "regression_coefficients"
+    description: ClassVar[str] = "linear regression coefficients: largest absolute error"
+
+    def shared_fit_provided(self) -> Any:
+        """Its DP coefficients w^ε(R), reused by MAE criteria on the same columns (Section 4.14.1)."""
+        return ("linear_fit", self.response, tuple(self.covariates))
+
+    def fit_shared(self, transformed: pd.DataFrame, *, domain: Domain, source: RandomSource, ledger: Ledger,
+                   scope: str = "data") -> PrivateLinearFit:
+        return self.fit_private(transformed, domain=domain, epsilon=self.epsilon, source=source, ledger=ledger,
+                                scope=scope)
 
     norm: str = "l1"
     count_intercept: bool = True
@@ -492,6 +502,14 @@ class RegressionMAEError(_LinearRegressionCriterion):
     """
 
     kind: ClassVar[str] = "regression_mae"
+    description: ClassVar[str] = "mean absolute error of linear-regression predictions: difference"
+    missing_fit_hint: ClassVar[str] = (
+        "regression_mae uses the DP fit of a regression_coefficients criterion on the same response and "
+        "covariates listed before it; add one, or set fit_epsilon to give it its own fit")
+
+    def shared_fit_needed(self) -> Any:
+        """The coefficients criterion's fit on the same columns, unless it fits its own (``fit_epsilon``)."""
+        return None if self.fit_epsilon is not None else ("linear_fit", self.response, tuple(self.covariates))
 
     fit_epsilon: float | None = None
 

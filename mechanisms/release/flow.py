@@ -106,16 +106,14 @@ class FlowSettings:
             raise SpecError(f"criterion names ({names!r}) must be distinct")
         if isinstance(self.max_rounds, bool) or not isinstance(self.max_rounds, int) or self.max_rounds < 1:
             raise SpecError(f"max_rounds ({self.max_rounds!r}) must be an integer >= 1")
-        fitted: set[tuple[str, tuple[str, ...]]] = set()
+        provided: set[Any] = set()  # shared DP fits, by key (AcceptanceCriterion.shared_fit_provided)
         for c in self.criteria:
-            if c.kind == "regression_coefficients":
-                fitted.add((c.response, tuple(c.covariates)))  # type: ignore[attr-defined]
-            elif c.kind == "regression_mae" and c.fit_epsilon is None:  # type: ignore[attr-defined]
-                if (c.response, tuple(c.covariates)) not in fitted:  # type: ignore[attr-defined]
-                    raise SpecError(
-                        f"criterion {c.name!r}: regression_mae uses the DP fit of a regression_coefficients "
-                        "criterion on the same response and covariates listed before it; add one, or set "
-                        "fit_epsilon to give it its own fit")
+            needed = c.shared_fit_needed()
+            if needed is not None and needed not in provided:
+                raise SpecError(f"criterion {c.name!r}: {c.missing_fit_hint}")
+            key = c.shared_fit_provided()
+            if key is not None:
+                provided.add(key)
 
     @property
     def epsilon_acceptance(self) -> float:
@@ -284,17 +282,16 @@ def run_flow(
     seconds["project"] = time.perf_counter() - clock
 
     results = []
-    fits: dict[tuple[str, tuple[str, ...]], Any] = {}
+    fits: dict[Any, Any] = {}
     for criterion in settings.criteria:
         clock = time.perf_counter()
         extra: dict[str, Any] = {}
-        if criterion.kind == "regression_coefficients":
-            # One DP fit serves this criterion and any MAE criterion on the same columns (4.14.1).
-            key = (criterion.response, tuple(criterion.covariates))
-            fits[key] = extra["fit"] = criterion.fit_private(transformed, domain=domain, epsilon=criterion.epsilon,
-                                                             source=source, ledger=ledger, scope=scope)
-        elif criterion.kind == "regression_mae" and criterion.fit_epsilon is None:
-            extra["fit"] = fits[(criterion.response, tuple(criterion.covariates))]
+        provided, needed = criterion.shared_fit_provided(), criterion.shared_fit_needed()
+        if provided is not None:  # one DP fit serves this criterion and those that reuse it (4.14.1)
+            fits[provided] = extra["fit"] = criterion.fit_shared(transformed, domain=domain, source=source,
+                                                                 ledger=ledger, scope=scope)
+        elif needed is not None:
+            extra["fit"] = fits[needed]
         results.append(criterion.release(transformed, candidate, domain=domain, source=source, ledger=ledger,
                                          scope=scope, **extra))
         seconds[f"criterion:{criterion.name}"] = time.perf_counter() - clock

@@ -372,8 +372,7 @@ def load_shortlist(path: Path) -> Shortlist:
             transformation = resolve_transformation(space, configuration.transformation)
             configuration.build_synthesizer(where=f"{where}: synthesizer {configuration.synthesizer!r}")
             for criterion in settings.criteria:
-                if hasattr(criterion, "check_domain"):
-                    criterion.check_domain(transformation.domain)
+                criterion.check_domain(transformation.domain)
         except SpecError as error:
             raise SpecError(f"{where}: {error}") from None
     return Shortlist(path=path, space_path=space_path, settings_path=settings_path, space=space,
@@ -773,16 +772,6 @@ Births" (2024), Sections 3.7 and 4.9; Liu & Talwar, "Private Selection from Priv
 """
 
 
-_KIND_TEXT = {
-    "marginals_absolute": "proportions (counts divided by n) of combinations of columns (k-way marginals): largest absolute error",
-    "marginals_relative": "proportions of each column's values (1-way marginals): largest relative error",
-    "conditional_mean": "means of a column within groups of other columns: largest absolute error",
-    "regression_coefficients": "linear regression coefficients: largest absolute error",
-    "regression_mae": "mean absolute error of linear-regression predictions: difference",
-    "faithfulness": "record-level faithfulness (share of records that cannot be matched to a close original record)",
-}
-
-
 def _criterion_line(criterion: Any) -> str:
     fields = {f.name: getattr(criterion, f.name) for f in dataclasses.fields(criterion)
               if f.name not in ("name", "threshold", "epsilon")}
@@ -791,7 +780,7 @@ def _criterion_line(criterion: Any) -> str:
 
     shown = "; ".join(f"{k}: {text_of(v)}" for k, v in fields.items()
                       if k in ("target", "by", "response", "covariates", "k", "columns", "exact") and v)
-    text = _KIND_TEXT.get(criterion.kind, criterion.kind)
+    text = criterion.description or criterion.kind
     return f"- **{criterion.name}**: {text} below {criterion.threshold:g}" + (f" ({shown})" if shown else "")
 
 
