@@ -45,6 +45,7 @@ from collections.abc import Callable
 import numpy as np
 
 from privlab.mechanisms.pmse.synthesis import SynthesisModel
+from privlab.platform.errors import NotFittedError
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import RandomSource
 
@@ -227,5 +228,5 @@ class PMSEMechanism:
     def sample(self, n: int, *, rng: np.random.Generator) -> list[np.ndarray]:
         """One synthetic n-row dataset per released θ (post-processing of the DP draws)."""
         if not hasattr(self, "thetas_"):
-            raise ValueError("fit() must run before sample()")
+            raise NotFittedError("fit() must run before sample()")
         return [self.model.sample(theta, n, rng) for theta in self.thetas_]

@@ -28,10 +28,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     from privlab.mechanisms.release.workloads import flow_inputs
     from privlab.platform.spec import load_spec
 
-    spec = load_spec(args.spec, args.set or [])
-    if spec.mode == "release":
-        raise InputError(f"{args.spec} is a release-mode spec: `privlab evaluate` computes exact, non-private "
-                          "criterion values and runs only in research mode, on public data")
+    spec = load_spec(args.spec, args.set or [])  # experiment specs are research mode only (platform/spec.py)
     configs = [c for c in spec.configurations if c.workload == "release_flow"]
     if not configs:
         raise InputError(f"{args.spec} has no release_flow configuration to evaluate")
@@ -129,7 +126,8 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _validate_release_spec(path: Path) -> int:
-    from privlab.mechanisms.release.release import check_budget, check_split, load_release_spec, load_shortlist
+    from privlab.mechanisms.release.shortlist import check_split, load_shortlist
+    from privlab.mechanisms.release.spec import check_budget, load_release_spec
 
     spec = load_release_spec(path)
     cap = check_budget(spec, None)
