@@ -102,12 +102,13 @@ class Schema:
                 names the column and the first offending row.
         """
         if len(frame) == 0:
-            raise SchemaError(f"{source}: the dataset is empty")
+            raise SchemaError(f"{source}: the dataset is empty", problem="empty")
         missing = [c.name for c in self.columns if c.name not in frame.columns]
         if missing:
             raise SchemaError(
                 f"{source}: missing column(s) {', '.join(map(repr, missing))}; "
-                f"the file has: {', '.join(map(str, frame.columns))}"
+                f"the file has: {', '.join(map(str, frame.columns))}",
+                problem="missing_column", column=missing[0],
             )
         for column in self.columns:
             values = frame[column.name]
@@ -116,7 +117,8 @@ class Schema:
                 row = int(np.flatnonzero(null)[0])
                 raise SchemaError(
                     f"{source}: column {column.name!r} has {int(null.sum())} missing/NaN "
-                    f"value(s) (first at row {row}); clean the data or drop those rows first"
+                    f"value(s) (first at row {row}); clean the data or drop those rows first",
+                    column=column.name, problem="missing",
                 )
             if column.type == "categorical":
                 allowed = set(column.categories or ())
@@ -126,7 +128,8 @@ class Schema:
                     raise SchemaError(
                         f"{source}: column {column.name!r} has {int(bad.sum())} value(s) outside "
                         f"its declared categories (first at row {row}); declare every category "
-                        "in the spec"
+                        "in the spec",
+                        column=column.name, problem="categories",
                     )
                 continue
             if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
@@ -134,14 +137,16 @@ class Schema:
                 row = int(np.flatnonzero(not_numbers)[0]) if not_numbers.any() else 0
                 raise SchemaError(
                     f"{source}: column {column.name!r} is declared {column.type} but holds "
-                    f"{values.dtype} values (first non-numeric at row {row})"
+                    f"{values.dtype} values (first non-numeric at row {row})",
+                    column=column.name, problem="kind",
                 )
             numbers = values.to_numpy(dtype=np.float64)
             if column.type == "integer" and not np.all(numbers == np.round(numbers)):
                 row = int(np.flatnonzero(numbers != np.round(numbers))[0])
                 raise SchemaError(
                     f"{source}: column {column.name!r} is declared integer but row {row} "
-                    "holds a fractional value"
+                    "holds a fractional value",
+                    column=column.name, problem="fractional",
                 )
             outside = (numbers < column.lower) | (numbers > column.upper) | ~np.isfinite(numbers)
             if outside.any():
@@ -149,6 +154,7 @@ class Schema:
                 raise SchemaError(
                     f"{source}: column {column.name!r} has {int(outside.sum())} value(s) outside "
                     f"its public bounds [{column.lower}, {column.upper}] (first at row {row}); "
-                    "fix the data or widen the bounds in the spec"
+                    "fix the data or widen the bounds in the spec",
+                    column=column.name, problem="bounds",
                 )
         return frame[[c.name for c in self.columns]].reset_index(drop=True)

@@ -17,7 +17,34 @@ class SpecError(PrivlabError, ValueError):
 
 
 class SchemaError(PrivlabError, ValueError):
-    """Data does not match its declared schema: missing column, NaN, value out of bounds."""
+    """Data does not match its declared schema: missing column, NaN, value out of bounds.
+
+    Besides its message, a data-validation error carries ``column`` (the column at fault, or
+    None for the data as a whole) and ``problem`` (one of :data:`SCHEMA_PROBLEMS`), so that
+    release mode can say what is wrong without the message's rows, values and counts.
+    """
+
+    def __init__(self, message: str, *, column: str | None = None, problem: str | None = None) -> None:
+        super().__init__(message)
+        if problem is not None and problem not in SCHEMA_PROBLEMS:
+            raise ValueError(f"problem ({problem!r}) must be one of {', '.join(SCHEMA_PROBLEMS)}")
+        self.column = column
+        self.problem = problem
+
+
+#: What a data-validation SchemaError may report, with the words release mode uses for it.
+SCHEMA_PROBLEMS = {
+    "empty": "no records",
+    "missing_column": "a missing column",
+    "missing": "missing or NaN values",
+    "categories": "values outside the declared categories",
+    "kind": "values of the wrong kind",
+    "fractional": "fractional values in an integer column",
+    "bounds": "values outside the column's public bounds",
+    "boolean": "values that are not booleans",
+    "date_format": "values that do not parse as dates in the declared format",
+    "nothing_left": "no record left after the raw constraints",
+}
 
 
 class RegistryError(PrivlabError, KeyError):

@@ -6,35 +6,23 @@ from the private data without DP must not reach a message, a log or a file.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pandas as pd
 
 from privlab.mechanisms.tabular.space import ReleaseSpace
-from privlab.platform.errors import SchemaError, SpecError
-
-
-_PROBLEMS = (
-    ("missing/nan", "missing or NaN values"),
-    ("bound", "values outside the column's public bounds"),
-    ("do not parse", "values that do not parse as dates in the declared format"),
-    ("true/false", "values that are not booleans"),
-    ("other than 0/1", "values that are not booleans"),
-    ("non-text", "values of the wrong kind"),
-    ("categor", "values outside the declared categories"),
-    ("fraction", "fractional values in an integer column"),
-    ("nothing is left", "no record left after the raw constraints"),
-    ("dataset is empty", "no record left after the raw constraints (they dropped every record)"),
-)
+from privlab.platform.errors import SCHEMA_PROBLEMS, SchemaError, SpecError
 
 
 def _withheld(error: Exception, *, what: str, space: ReleaseSpace) -> SchemaError:
-    """A data error's message without anything computed from the data (rows, values, counts)."""
-    text = str(error).lower()
-    problem = next((label for key, label in _PROBLEMS if key in text), "values that break the schema")
-    match = re.search(r"column '([^']+)'", str(error))
-    column = match.group(1) if match and match.group(1) in space.schema.names else None
+    """A data error's message without anything computed from the data (rows, values, counts).
+
+    Built from the error's structured fields (:class:`SchemaError` ``column`` and ``problem``),
+    never from its message, which names rows, values and counts.
+    """
+    problem = SCHEMA_PROBLEMS.get(getattr(error, "problem", None) or "", "values that break the schema")
+    column = getattr(error, "column", None)
+    column = column if column in space.schema.names else None
     where = f"column {column!r}" if column else "the data"
     bounds = ""
     if column is not None:
@@ -44,7 +32,7 @@ def _withheld(error: Exception, *, what: str, space: ReleaseSpace) -> SchemaErro
     return SchemaError(
         f"{what}: {where}{bounds} holds {problem}. In release mode the offending rows, values and counts "
         "are withheld because they are computed from the private data; inspect the file inside the "
-        "secure environment and fix it, or correct the space's schema")
+        "secure environment and fix it, or correct the space's schema", column=column, problem=None)
 
 
 def load_private_data(path: Path, space: ReleaseSpace) -> pd.DataFrame:

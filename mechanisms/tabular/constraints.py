@@ -421,7 +421,8 @@ def _check_frame(frame: pd.DataFrame, columns: Sequence[str], schema: RawSchema,
     if missing:
         raise SchemaError(
             f"{what}: missing column(s) {', '.join(map(repr, missing))} used by the constraints; "
-            f"the frame has: {', '.join(map(str, frame.columns))}"
+            f"the frame has: {', '.join(map(str, frame.columns))}",
+            problem="missing_column", column=missing[0],
         )
     for name in columns:
         series = frame[name]
@@ -430,7 +431,8 @@ def _check_frame(frame: pd.DataFrame, columns: Sequence[str], schema: RawSchema,
         if null.any():
             raise SchemaError(
                 f"{what}: column {name!r} has {int(null.sum())} missing/NaN value(s) (first at row "
-                f"{int(np.flatnonzero(null)[0])}); constraints need complete records"
+                f"{int(np.flatnonzero(null)[0])}); constraints need complete records",
+                column=name, problem="missing",
             )
         dtype = series.dtype
         ok = {
@@ -443,7 +445,8 @@ def _check_frame(frame: pd.DataFrame, columns: Sequence[str], schema: RawSchema,
         if not ok:
             raise SchemaError(
                 f"{what}: column {name!r} is declared {kind} but the frame holds {dtype} values; "
-                "evaluate constraints on a typed frame (RawSchema.validate or Transformation.decode)"
+                "evaluate constraints on a typed frame (RawSchema.validate or Transformation.decode)",
+                column=name, problem="kind",
             )
 
 
@@ -632,7 +635,10 @@ class ConstraintSet:
         typed = self.schema.validate(raw, source=source)
         cleaned = self.filter(typed)
         if len(cleaned) == 0:
-            raise SchemaError(f"{source}: every record matches a constraint; nothing is left after cleaning")
+            raise SchemaError(
+                f"{source}: every record matches a constraint; nothing is left after cleaning",
+                problem="nothing_left",
+            )
         return cleaned
 
     def on_codes(self, transformation: Transformation) -> CodeConstraints:

@@ -275,12 +275,13 @@ class RawSchema:
         if not isinstance(frame, pd.DataFrame):
             raise TypeError(f"{source}: expected a pandas DataFrame, got {type(frame).__name__}")
         if len(frame) == 0:
-            raise SchemaError(f"{source}: the dataset is empty")
+            raise SchemaError(f"{source}: the dataset is empty", problem="empty")
         missing = [c.name for c in self.columns if c.name not in frame.columns]
         if missing:
             raise SchemaError(
                 f"{source}: missing column(s) {', '.join(map(repr, missing))}; "
-                f"the data has: {', '.join(map(str, frame.columns))}"
+                f"the data has: {', '.join(map(str, frame.columns))}",
+                problem="missing_column", column=missing[0],
             )
         extra = [str(c) for c in frame.columns if c not in self.names]
         if extra:
@@ -290,7 +291,8 @@ class RawSchema:
             if null.any():
                 raise SchemaError(
                     f"{source}: column {column.name!r} has {int(null.sum())} missing/NaN value(s) "
-                    f"(first at row {_first_row(null)}); clean the data or drop those rows first"
+                    f"(first at row {_first_row(null)}); clean the data or drop those rows first",
+                    column=column.name, problem="missing",
                 )
         delegated = [c for c in self.columns if c.type in _DELEGATED_TYPES]
         if delegated:
@@ -321,13 +323,15 @@ def _parse_boolean(column: RawColumn, values: pd.Series, source: str) -> np.ndar
         if bad.any():
             raise SchemaError(
                 f"{source}: boolean column {column.name!r} holds {int(bad.sum())} integer(s) other than 0/1 "
-                f"(first at row {_first_row(bad)})"
+                f"(first at row {_first_row(bad)})",
+                column=column.name, problem="boolean",
             )
         return numbers == 1
     if pd.api.types.is_float_dtype(values) or pd.api.types.is_datetime64_any_dtype(values):
         raise SchemaError(
             f"{source}: boolean column {column.name!r} holds {values.dtype} values; "
-            "give True/False, 0/1 or 'true'/'false'"
+            "give True/False, 0/1 or 'true'/'false'",
+            column=column.name, problem="boolean",
         )
     objects = values.astype(object).to_numpy()
     is_true = np.array([v is True or (isinstance(v, str) and v.strip().lower() in _TRUE_STRINGS) for v in objects])
@@ -338,7 +342,8 @@ def _parse_boolean(column: RawColumn, values: pd.Series, source: str) -> np.ndar
     if bad.any():
         raise SchemaError(
             f"{source}: boolean column {column.name!r} has {int(bad.sum())} value(s) that are not "
-            f"True/False (first at row {_first_row(bad)}); give True/False, 0/1 or 'true'/'false'"
+            f"True/False (first at row {_first_row(bad)}); give True/False, 0/1 or 'true'/'false'",
+            column=column.name, problem="boolean",
         )
     return is_true
 
@@ -347,12 +352,16 @@ def _parse_dates(column: RawColumn, values: pd.Series, source: str) -> pd.Series
     fmt = column.format or ""
     if pd.api.types.is_datetime64_any_dtype(values):
         if getattr(values.dt, "tz", None) is not None:
-            raise SchemaError(f"{source}: date column {column.name!r} must be timezone-naive")
+            raise SchemaError(
+                f"{source}: date column {column.name!r} must be timezone-naive",
+                column=column.name, problem="kind",
+            )
         parsed = values
     elif pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
         raise SchemaError(
             f"{source}: date column {column.name!r} holds {values.dtype} values; "
-            f"give strings in the format {column.format!r}"
+            f"give strings in the format {column.format!r}",
+            column=column.name, problem="kind",
         )
     else:
         as_text = values.astype(object)
@@ -360,14 +369,16 @@ def _parse_dates(column: RawColumn, values: pd.Series, source: str) -> pd.Series
         if not_text.any():
             raise SchemaError(
                 f"{source}: date column {column.name!r} has {int(not_text.sum())} non-text value(s) "
-                f"(first at row {_first_row(not_text)}); give strings in the format {column.format!r}"
+                f"(first at row {_first_row(not_text)}); give strings in the format {column.format!r}",
+                column=column.name, problem="kind",
             )
         parsed = pd.to_datetime(as_text.astype(str), format=fmt, errors="coerce")
         bad = parsed.isna().to_numpy()
         if bad.any():
             raise SchemaError(
                 f"{source}: date column {column.name!r} has {int(bad.sum())} value(s) that do not parse "
-                f"with the format {column.format!r} (first at row {_first_row(bad)})"
+                f"with the format {column.format!r} (first at row {_first_row(bad)})",
+                column=column.name, problem="date_format",
             )
     lower, upper = column.date_bounds
     outside = ((parsed < lower) | (parsed > upper)).to_numpy(dtype=bool)
@@ -375,6 +386,7 @@ def _parse_dates(column: RawColumn, values: pd.Series, source: str) -> pd.Series
         raise SchemaError(
             f"{source}: date column {column.name!r} has {int(outside.sum())} value(s) outside its public "
             f"bounds [{column.lower}, {column.upper}] (first at row {_first_row(outside)}); fix the data "
-            "or widen the bounds in the spec"
+            "or widen the bounds in the spec",
+            column=column.name, problem="bounds",
         )
     return parsed.reset_index(drop=True)
