@@ -1,9 +1,17 @@
-"""Shared fixtures: a small spec exercising all three patterns, and a private MLflow store."""
+"""Shared fixtures: a small spec exercising all three patterns, a private MLflow store, the public
+datasets, and `privlab` run in a process of its own for tests that signal it."""
 
 from __future__ import annotations
 
 import os
+import re
+import signal
+import subprocess
+import sys
 import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -106,3 +114,82 @@ def nvss_10k() -> Path:
     """The public NVSS 10K births sample (session scope, so it is checked before any module
     fixture reads it): skipped with a reason when absent, an error under ``CI=true``."""
     return shared_dataset(NVSS_10K_NAME)
+
+
+# --- a `privlab run` in its own process, for tests that signal it ---------------------------------
+
+PROGRESS_LINE = re.compile(r"^\[[.#=> -]*\]\s+[\d.]+% .*units")
+
+
+class RunningCommand:
+    """``python -m privlab.platform.cli ARGS`` in its own process group, its stderr collected.
+
+    ``started`` is set at the first progress line: it is drawn inside the runner's try block,
+    after the parent run exists and the backend is up, so a signal sent then lands where the
+    runner handles it. SIGINT is given its default disposition in the child: a test process
+    started in the background (nohup, ``cmd &`` in a script) has it ignored, the child would
+    inherit that, and Python would install no KeyboardInterrupt handler.
+    """
+
+    def __init__(self, *args: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "privlab.platform.cli", *args],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+            env=os.environ | {"PYTHONUNBUFFERED": "1"},
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        self.lines: list[str] = []
+        self.started = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.append(line)
+            if PROGRESS_LINE.match(line):
+                self.started.set()
+
+    def wait_started(self, timeout: float = 120) -> None:
+        assert self.started.wait(timeout=timeout), "no progress line within 120 s:\n" + self.stderr
+
+    def signal(self, signum: int, *, times: int = 1, gap: float = 0.05) -> None:
+        for i in range(times):
+            if i:
+                time.sleep(gap)
+            os.killpg(self.process.pid, signum)
+
+    def finish(self, timeout: float = 60) -> int:
+        """Wait for the exit (killing the process if it hangs) and for the last stderr line."""
+        try:
+            self.process.wait(timeout=timeout)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+        self._reader.join(timeout=60)  # stderr reaches EOF once the process has exited
+        assert not self._reader.is_alive()
+        return self.process.returncode
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.lines)
+
+    def first_progress_line(self) -> int:
+        """The index in :attr:`lines` of the first progress line."""
+        return next(i for i, line in enumerate(self.lines) if PROGRESS_LINE.match(line))
+
+
+@pytest.fixture
+def privlab_process() -> Iterator[Callable[..., RunningCommand]]:
+    """Start ``privlab ARGS`` in its own process; any still running at the end is killed."""
+    started: list[RunningCommand] = []
+
+    def start(*args: str) -> RunningCommand:
+        command = RunningCommand(*args)
+        started.append(command)
+        return command
+
+    yield start
+    for command in started:
+        if command.process.poll() is None:
+            command.process.kill()

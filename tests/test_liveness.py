@@ -15,8 +15,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -29,7 +27,6 @@ from privlab.platform.spec import load_spec
 from privlab.platform.tracking import Tracker
 
 CLI = [sys.executable, "-m", "privlab.platform.cli"]
-PROGRESS_LINE = re.compile(r"^\[[.#=> -]*\]\s+[\d.]+% .*units")
 
 
 def _run(spec_path: Path, uri: str, **options: object) -> dict:
@@ -125,40 +122,20 @@ checkpoint_interval_s = 0
 """
 
 
-def _start(spec: Path, uri: str) -> tuple[subprocess.Popen[str], list[str], threading.Event]:
-    process = subprocess.Popen(
-        [*CLI, "run", str(spec), "--serial", "--tracking-uri", uri],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        env=os.environ | {"PYTHONUNBUFFERED": "1"},
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # see test_interrupt.py
-    )
-    lines: list[str] = []
-    started = threading.Event()
-
-    def read() -> None:
-        assert process.stderr is not None
-        for line in process.stderr:
-            lines.append(line)
-            if PROGRESS_LINE.match(line):
-                started.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    return process, lines, started
-
-
-def test_a_killed_driver_shows_as_gone_and_resumes(tmp_path: Path) -> None:
+def _hard_stop_run(tmp_path: Path, privlab_process) -> tuple[object, str]:
     spec = tmp_path / "spec.toml"
     spec.write_text(SLOW_SPEC)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    process, lines, started = _start(spec, uri)
-    try:
-        assert started.wait(timeout=120), "".join(lines)
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    printed = next(line for line in lines if "if it stops, resume with:" in line)
+    run = privlab_process("run", str(spec), "--serial", "--tracking-uri", uri)
+    run.wait_started()
+    return run, uri
+
+
+def test_a_killed_driver_shows_as_gone_and_resumes(tmp_path: Path, privlab_process) -> None:
+    run, uri = _hard_stop_run(tmp_path, privlab_process)
+    run.signal(signal.SIGKILL)
+    run.finish()
+    printed = next(line for line in run.lines if "if it stops, resume with:" in line)
     run_id = re.search(r"run (\w+);", printed).group(1)  # type: ignore[union-attr]
     tracker = Tracker(uri)
     assert tracker.get_run(run_id).info.status == "RUNNING"
@@ -168,23 +145,12 @@ def test_a_killed_driver_shows_as_gone_and_resumes(tmp_path: Path) -> None:
     assert "driver gone (resumable)" in shown.stdout, shown
 
 
-def test_ctrl_c_three_times_exits_130_with_the_resume_command(tmp_path: Path) -> None:
-    spec = tmp_path / "spec.toml"
-    spec.write_text(SLOW_SPEC)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    process, lines, started = _start(spec, uri)
-    try:
-        assert started.wait(timeout=120), "".join(lines)
-        for _ in range(3):
-            os.killpg(process.pid, signal.SIGINT)
-            time.sleep(0.05)
-        process.wait(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    time.sleep(0.2)  # let the reader thread take the last lines
-    err = "".join(lines)
-    assert process.returncode == 130, err
+def test_ctrl_c_three_times_exits_130_with_the_resume_command(tmp_path: Path, privlab_process) -> None:
+    run, _ = _hard_stop_run(tmp_path, privlab_process)
+    run.signal(signal.SIGINT, times=3)
+    code = run.finish()
+    err = run.stderr
+    assert code == 130, err
     assert "Traceback" not in err, err
     assert "resume with: privlab run" in err and "--tracking-uri" in err.rsplit("resume with:", 1)[1]
 

@@ -20,29 +20,6 @@ public-data grid search) and declares the budget split and the private-selection
 Spec format: :mod:`privlab.mechanisms.release.spec`; the shortlist:
 :mod:`~privlab.mechanisms.release.shortlist`; reading the private data:
 :mod:`~privlab.mechanisms.release.firewall`; the documents: :mod:`~privlab.mechanisms.release.documents`.
-The spec, in short (TOML; paths relative to the spec file)::
-
-    name = "births-release"
-    description = "..."                 # free text, shown in the README
-    shortlist = "shortlist.toml"        # written by `privlab shortlist`
-    budget = 9.98                       # optional default cap; --budget overrides it
-    decode = "representative"           # or "uniform" (see below)
-
-    [epsilon]                           # the budget split, checked against the settings file
-    generation = 4.0                    # ε_x: the synthesizer's fit
-    acceptance = 0.99                   # ε_q: the sum of the criteria's ε
-    record_count = 0.02                 # ε of the DP record count (the release's size)
-
-    [selection]                         # Algorithm 1's stopping rule (Theorem 3)
-    gamma = 0.0
-    steps = "inf"                       # or a positive integer
-    epsilon0 = 0.0
-
-    [datasheet]                         # optional text for README.md
-    title = "..."
-    publisher = "..."
-    contact = "..."
-    population = "..."
 
 Decoding: a released record is the accepted candidate's codes mapped back to the raw schema.
 ``decode = "representative"`` (the default, and what the births spec uses) maps each bin to its
