@@ -285,10 +285,10 @@ def _describe_workload(workload: Any) -> str:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from privlab.platform import audit
+    from privlab.platform import audit, audit_results, audit_run
 
     if args.list:
-        print(audit.describe_auditables())
+        print(audit_results.describe_auditables())
         return EXIT_OK
     from privlab.platform.runner import RunInterrupted  # Ray, matplotlib: not for --list
 
@@ -296,7 +296,7 @@ def _audit(args: argparse.Namespace) -> int:
         raise _InputError(f"give an auditable NAME or --list; auditables: {', '.join(audit.auditable_names())}")
     if args.workers is not None and args.workers < 1:
         raise _InputError(f"--workers ({args.workers}) must be at least 1")
-    request = audit.prepare_audit(args.name, settings=args.set or [], trials=args.trials,
+    request = audit_run.prepare_audit(args.name, settings=args.set or [], trials=args.trials,
                                   confidence=args.confidence, seed=args.seed, experiment=args.experiment)
     if args.address:
         _apply_local_cluster_env(args.address)
@@ -307,7 +307,7 @@ def _audit(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     try:
-        result, summary = audit.run_audit(request, options)
+        result, summary = audit_run.run_audit(request, options)
     except RunInterrupted as stop:
         _ignore_further_interrupts()
         print(
@@ -318,7 +318,7 @@ def _audit(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     if args.summary_json:
         Path(args.summary_json).write_text(json.dumps(summary | {"audit": result.to_dict()}, indent=2, default=str))
-    print(audit.render_result(result, summary))
+    print(audit_results.render_result(result, summary))
     return EXIT_OK
 
 

@@ -22,7 +22,7 @@ from privlab.mechanisms.basic.audit import (
 )
 from privlab.mechanisms.pmse.audit import PMSEAudit, PMSEAuditParams
 from privlab.mechanisms.pmse.studies import TABLE1_CONFIGS, SensitivityParams, table1_trial
-from privlab.platform import audit, registry
+from privlab.platform import audit, audit_results, audit_run, audit_statistics, registry
 from privlab.platform.cli import main
 from privlab.platform.errors import LedgerError, RegistryError
 from privlab.platform.ledger import Ledger
@@ -64,10 +64,10 @@ def uri(tmp_path_factory: pytest.TempPathFactory) -> str:
     return f"sqlite:///{tmp_path_factory.mktemp('audit') / 'mlflow.db'}"
 
 
-def _run(name: str, uri: str, *settings: str, trials: int, seed: int, **options: object) -> audit.AuditResult:
-    request = audit.prepare_audit(name, settings=settings, trials=trials, seed=seed)
+def _run(name: str, uri: str, *settings: str, trials: int, seed: int, **options: object) -> audit_results.AuditResult:
+    request = audit_run.prepare_audit(name, settings=settings, trials=trials, seed=seed)
     options = RunOptions(tracking_uri=uri, progress=False, **options)  # type: ignore[arg-type]
-    result, _ = audit.run_audit(request, options)
+    result, _ = audit_run.run_audit(request, options)
     return result
 
 
@@ -80,7 +80,7 @@ def test_clopper_pearson_covers_at_least_its_level_for_every_proportion(level: f
     # ≤ (1 − level)/2 at every p.
     n = 40
     k = np.arange(n + 1)
-    bounds = np.array([audit.clopper_pearson(int(i), n, level) for i in k])
+    bounds = np.array([audit_statistics.clopper_pearson(int(i), n, level) for i in k])
     for p in np.linspace(0.001, 0.999, 499):
         pmf = stats.binom.pmf(k, n, p)
         assert pmf[bounds[:, 0] > p].sum() <= (1 - level) / 2 + 1e-12
@@ -100,7 +100,7 @@ def test_epsilon_bound_false_alarm_probability_is_at_most_alpha_exactly() -> Non
     trials, epsilon, confidence = 400, 1.0, 0.9
     p_d, p_d_prime = 0.5 * math.exp(-epsilon), 0.5
     level = 1 - (1 - confidence) / 2  # one threshold: two proportions at 1 − α/2 each
-    cp = np.array([audit.clopper_pearson(k, trials, level) for k in range(trials + 1)])
+    cp = np.array([audit_statistics.clopper_pearson(k, trials, level) for k in range(trials + 1)])
     low, high = cp[:, 0], cp[:, 1]
     k_d, k_dp = np.arange(trials + 1)[:, None], np.arange(trials + 1)[None, :]
     with np.errstate(divide="ignore"):
@@ -110,7 +110,7 @@ def test_epsilon_bound_false_alarm_probability_is_at_most_alpha_exactly() -> Non
     bound = np.maximum(np.max(candidates, axis=0), 0.0)
     rng = np.random.default_rng(5)
     for a, b in rng.integers(0, trials + 1, size=(40, 2)):  # the enumeration is the function's rule
-        found = audit.epsilon_lower_bound([a], [b], trials, [0.0], confidence=confidence).epsilon_lower
+        found = audit_statistics.epsilon_lower_bound([a], [b], trials, [0.0], confidence=confidence).epsilon_lower
         assert found == pytest.approx(bound[a, b], abs=1e-12)
     pmf = stats.binom.pmf(np.arange(trials + 1), trials, p_d)[:, None] * \
         stats.binom.pmf(np.arange(trials + 1), trials, p_d_prime)[None, :]
@@ -120,21 +120,21 @@ def test_epsilon_bound_false_alarm_probability_is_at_most_alpha_exactly() -> Non
 
 
 def test_epsilon_bound_corrects_for_several_events_and_delta() -> None:
-    one = audit.epsilon_lower_bound([1000], [3000], 10_000, [0.0], confidence=0.95)
-    five = audit.epsilon_lower_bound([1000] * 5, [3000] * 5, 10_000, [0.0, 1, 2, 3, 4], confidence=0.95)
+    one = audit_statistics.epsilon_lower_bound([1000], [3000], 10_000, [0.0], confidence=0.95)
+    five = audit_statistics.epsilon_lower_bound([1000] * 5, [3000] * 5, 10_000, [0.0, 1, 2, 3, 4], confidence=0.95)
     assert one.tests == 4 and five.tests == 20
     assert five.interval_level == pytest.approx(1 - 0.05 / 10) and one.interval_level == pytest.approx(0.975)
     assert 0 < five.epsilon_lower < one.epsilon_lower < math.log(3)
     assert one.numerator == "D′" and not one.complement and one.estimate == pytest.approx(math.log(3))
-    with_delta = audit.epsilon_lower_bound([1000], [3000], 10_000, [0.0], confidence=0.95, delta=0.1)
+    with_delta = audit_statistics.epsilon_lower_bound([1000], [3000], 10_000, [0.0], confidence=0.95, delta=0.1)
     assert with_delta.epsilon_lower < one.epsilon_lower
-    assert audit.epsilon_lower_bound([500], [500], 1000, [0.0], confidence=0.95).epsilon_lower == 0.0
+    assert audit_statistics.epsilon_lower_bound([500], [500], 1000, [0.0], confidence=0.95).epsilon_lower == 0.0
     with pytest.raises(ValueError, match="same positive length"):
-        audit.epsilon_lower_bound([1], [1, 2], 10, [0.0], confidence=0.95)
+        audit_statistics.epsilon_lower_bound([1], [1, 2], 10, [0.0], confidence=0.95)
     with pytest.raises(ValueError, match="successes"):
-        audit.epsilon_lower_bound([11], [1], 10, [0.0], confidence=0.95)
+        audit_statistics.epsilon_lower_bound([11], [1], 10, [0.0], confidence=0.95)
     with pytest.raises(ValueError, match="confidence"):
-        audit.epsilon_lower_bound([1], [1], 10, [0.0], confidence=1.0)
+        audit_statistics.epsilon_lower_bound([1], [1], 10, [0.0], confidence=1.0)
 
 
 # --- the auditables ------------------------------------------------------------------------------
