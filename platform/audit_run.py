@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -140,14 +139,16 @@ def run_audit(request: AuditRequest, options: RunOptions) -> tuple[AuditResult, 
         RunInterrupted: Ctrl-C or ``stop_after_units``; resume with ``options.resume``.
         ExecutionError, TrackingError: As :func:`privlab.platform.runner.run_experiment`.
     """
-    from privlab.platform.runner import run_experiment
-    from privlab.platform.spec import load_spec
+    import tomllib
 
-    with tempfile.TemporaryDirectory(prefix="privlab-audit-") as folder:
-        path = Path(folder) / f"audit-{request.name}.toml"
-        path.write_text(request.spec_text)
-        spec = load_spec(path, request.overrides)
-        summary = run_experiment(spec, options)
+    from privlab.platform.runner import run_experiment
+    from privlab.platform.spec import apply_override, parse_spec
+
+    document = tomllib.loads(request.spec_text)
+    for override in request.overrides:
+        apply_override(document, override)
+    spec = parse_spec(document, source=Path(f"audit-{request.name}.toml"), text=request.spec_text)
+    summary = run_experiment(spec, options)
     config = spec.configurations[0]
     params = registry.build_params(registry.get_workload(config.workload).Params, config.params, where=config.id)
     result = audit_result(get_auditable(request.name), params, summary["configurations"][0]["metrics"],

@@ -258,7 +258,7 @@ class _Driver:
         self.run_id = self.tracker.start_run(experiment_id, name=f"{spec.name}", params=params, tags=tags)
         if spec.tracking.artifacts:
             self.tracker.log_texts(self.run_id, {"spec.json": json.dumps(spec.document, indent=2, default=str),
-                                                 "spec.toml": spec.source.read_text()})
+                                                 "spec.toml": spec.text})
         return None
 
     def _take_over(self, tags: dict[str, str]) -> None:

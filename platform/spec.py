@@ -148,6 +148,7 @@ class ExperimentSpec:
     execution: ExecutionSpec
     source: Path
     document: Mapping[str, Any]  # the resolved TOML document (after --set)
+    text: str = ""  # the spec as written (before --set), logged as spec.toml
 
     @property
     def sha256(self) -> str:
@@ -167,13 +168,14 @@ def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> ExperimentSpec
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"spec file {str(path)!r} does not exist")
+    text = path.read_text()
     try:
-        document = tomllib.loads(path.read_text())
+        document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise SpecError(f"{path}: not valid TOML: {error}") from None
     for override in overrides:
         apply_override(document, override)
-    return parse_spec(document, source=path)
+    return parse_spec(document, source=path, text=text)
 
 
 def apply_override(document: dict[str, Any], override: str) -> None:
@@ -256,7 +258,7 @@ def _numeric_identity(value: Any) -> Any:
     return value
 
 
-def parse_spec(document: Mapping[str, Any], *, source: Path) -> ExperimentSpec:
+def parse_spec(document: Mapping[str, Any], *, source: Path, text: str = "") -> ExperimentSpec:
     document = copy.deepcopy(dict(document))
     _unknown(document, TOP_KEYS, "spec")
     name = document.get("name")
@@ -324,6 +326,7 @@ def parse_spec(document: Mapping[str, Any], *, source: Path) -> ExperimentSpec:
         execution=execution,
         source=source,
         document=document,
+        text=text,
     )
 
 
