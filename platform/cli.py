@@ -116,7 +116,7 @@ def _run(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from privlab.platform.reports import build_reports, parquet_frame, write_report_dir
     from privlab.platform.runner import RESERVOIR_PATH
-    from privlab.platform.tracking import CONFIG_TAG, KIND_TAG, Tracker
+    from privlab.platform.tracking import COMMAND_TAG, CONFIG_TAG, KIND_TAG, Tracker
 
     tracker = Tracker(args.tracking_uri)
     run, summary = finished_summary(tracker, args.run_id, hint="give the id `privlab run` printed")
@@ -128,7 +128,7 @@ def _report(args: argparse.Namespace) -> int:
         child = children.get(config_id)
         return parquet_frame(tracker.read_bytes(child, RESERVOIR_PATH)) if child else None
 
-    files = build_reports(summary, reservoir_of, command=run.data.tags.get("privlab.command") or None)
+    files = build_reports(summary, reservoir_of, command=run.data.tags.get(COMMAND_TAG) or None)
     if not files:
         print("the run's workloads draw no reports")
         return EXIT_OK
@@ -215,7 +215,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _ledger(args: argparse.Namespace) -> int:
     from privlab.platform.ledger import Ledger
-    from privlab.platform.tracking import KIND_TAG, Tracker, existing_store_uri
+    from privlab.platform.tracking import CONFIG_TAG, KIND_TAG, Tracker, existing_store_uri
 
     tracker = Tracker(existing_store_uri(args.tracking_uri))
     run = tracker.get_run(args.run_id)
@@ -223,7 +223,7 @@ def _ledger(args: argparse.Namespace) -> int:
     if kind == "parent":
         children = [c for c in tracker.child_runs(run.info.experiment_id, args.run_id)
                     if c.data.tags.get(KIND_TAG) == "configuration"]
-        children.sort(key=lambda c: c.data.tags.get("privlab.config_id", ""))
+        children.sort(key=lambda c: c.data.tags.get(CONFIG_TAG, ""))
     elif kind == "configuration":
         children = [run]
     else:
@@ -233,7 +233,7 @@ def _ledger(args: argparse.Namespace) -> int:
         text = tracker.read_text(child.info.run_id, "ledger.json")
         if text is None:
             raise TrackingError(f"run {child.info.run_id} has no ledger.json artifact (was [tracking] artifacts = false?)")
-        ledgers[child.data.tags.get("privlab.config_id", child.info.run_id)] = Ledger.from_json(text)
+        ledgers[child.data.tags.get(CONFIG_TAG, child.info.run_id)] = Ledger.from_json(text)
     if args.json:
         print(json.dumps({cid: json.loads(ledger.to_json()) for cid, ledger in ledgers.items()}, indent=2))
         return EXIT_OK

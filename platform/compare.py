@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from privlab.platform.errors import NotFoundError, TrackingError
-from privlab.platform.tracking import CONFIG_TAG, KIND_TAG, Tracker
+from privlab.platform.tracking import CONFIG_TAG, KIND_TAG, STUDY_TAG, WORKLOAD_TAG, Tracker
 
 ID_COLUMNS = ["config_id", "study", "workload", "parent_run_id", "run_id"]
 
@@ -56,8 +56,8 @@ def comparison_frame(
                 continue
             row: dict[str, Any] = {
                 "config_id": tags.get(CONFIG_TAG, ""),
-                "study": tags.get("privlab.study", ""),
-                "workload": tags.get("privlab.workload", ""),
+                "study": tags.get(STUDY_TAG, ""),
+                "workload": tags.get(WORKLOAD_TAG, ""),
                 "parent_run_id": parent.info.run_id,
                 "run_id": child.info.run_id,
             }

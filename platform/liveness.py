@@ -19,6 +19,8 @@ raylet or an abandoned Ctrl-C leaves its parent RUNNING; ``privlab runs`` shows 
 
 from __future__ import annotations
 
+from privlab.platform.tracking import DRIVER_TAG, HEARTBEAT_TAG, STATUS_TAG
+
 import json
 import os
 import socket
@@ -28,8 +30,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-DRIVER_TAG = "privlab.driver"
-HEARTBEAT_TAG = "privlab.heartbeat"
 #: A heartbeat older than this (seconds) means the driver is gone, when its host cannot be asked.
 STALE_SECONDS = 600.0
 
@@ -84,7 +84,7 @@ def driver_state(tags: Mapping[str, str], *, now: float | None = None) -> str:
 
 def refuse_reason(run_id: str, tags: Mapping[str, str], *, now: float | None = None) -> str | None:
     """Why ``run_id`` (with ``tags``) cannot be resumed now, or None if it can."""
-    if tags.get("privlab.status") == "complete":
+    if tags.get(STATUS_TAG) == "complete":
         return (f"run {run_id} already finished; there is nothing to resume. `privlab compare` shows its "
                 "results; start a new run for new ones")
     if driver_state(tags, now=now) == "live":

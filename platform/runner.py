@@ -50,7 +50,29 @@ from privlab.platform.progress import Progress
 from privlab.platform.registry import MetricKind, Pattern
 from privlab.platform.seeding import fresh_root_seed
 from privlab.platform.spec import Configuration, ExperimentSpec
-from privlab.platform.tracking import CONFIG_TAG, GROUP_TAG, KIND_TAG, BackgroundWriter, Tracker, store_lock
+from privlab.platform.tracking import (
+    BACKEND_TAG,
+    COMMAND_TAG,
+    CONFIG_TAG,
+    GIT_COMMIT_TAG,
+    GROUP_TAG,
+    KIND_TAG,
+    MODE_TAG,
+    RAY_NODES_TAG,
+    RESUMABLE_TAG,
+    ROOT_SEED_TAG,
+    SPEC_NAME_TAG,
+    SPEC_SHA256_TAG,
+    STATUS_TAG,
+    STUDY_TAG,
+    UNIT_TAG,
+    VERSION_TAG,
+    WORKERS_TAG,
+    WORKLOAD_TAG,
+    BackgroundWriter,
+    Tracker,
+    store_lock,
+)
 from privlab.platform.units import UnitContext, build_pool_state, iterate_items
 
 log = logging.getLogger(__name__)
@@ -140,8 +162,8 @@ class _Driver:
             )
             self.tracker.log_batch(
                 self.run_id,
-                tags={"privlab.workers": str(backend.workers), "privlab.ray_nodes": str(backend.nodes),
-                      "privlab.backend": backend.name},
+                tags={WORKERS_TAG: str(backend.workers), RAY_NODES_TAG: str(backend.nodes),
+                      BACKEND_TAG: backend.name},
             )
             self._prepare(checkpoint)
             study_units: dict[str, int] = {}
@@ -173,8 +195,8 @@ class _Driver:
             with shielded_cleanup(lambda: self._abandon()):
                 self._checkpoint(force=True)
                 self.writer.flush()
-                self.tracker.log_batch(self.run_id, tags={"privlab.status": "interrupted",
-                                                          "privlab.resumable": "true"})
+                self.tracker.log_batch(self.run_id, tags={STATUS_TAG: "interrupted",
+                                                          RESUMABLE_TAG: "true"})
                 self._close(backend, status)
             if isinstance(interrupt, RunInterrupted):
                 raise
@@ -212,13 +234,13 @@ class _Driver:
             tags = run.data.tags
             if tags.get(KIND_TAG) != "parent":
                 raise ExecutionError(f"run {options.resume} is not a privlab parent run; resume the id `privlab run` printed")
-            if tags.get("privlab.spec_sha256") != spec.sha256:
+            if tags.get(SPEC_SHA256_TAG) != spec.sha256:
                 raise ExecutionError(
                     f"run {options.resume} was started from a different spec (or different --set values); "
                     "resume with exactly the same spec and overrides, or start a new run"
                 )
             self.run_id = options.resume
-            self.root_seed = int(tags["privlab.root_seed"])
+            self.root_seed = int(tags[ROOT_SEED_TAG])
             self._take_over(tags)
             text = self.tracker.read_text(self.run_id, CHECKPOINT_PATH)
             checkpoint = json.loads(text) if text else None
@@ -237,14 +259,14 @@ class _Driver:
             version = "unknown"
         tags = {
             KIND_TAG: "parent",
-            "privlab.version": version,
-            "privlab.git_commit": _git_commit(spec.source),
-            "privlab.root_seed": str(self.root_seed),
-            "privlab.mode": spec.mode,
-            "privlab.spec_name": spec.name,
-            "privlab.spec_sha256": spec.sha256,
-            "privlab.command": (options.command or "")[:4000],
-            "privlab.status": "running",
+            VERSION_TAG: version,
+            GIT_COMMIT_TAG: _git_commit(spec.source),
+            ROOT_SEED_TAG: str(self.root_seed),
+            MODE_TAG: spec.mode,
+            SPEC_NAME_TAG: spec.name,
+            SPEC_SHA256_TAG: spec.sha256,
+            COMMAND_TAG: (options.command or "")[:4000],
+            STATUS_TAG: "running",
             "mlflow.note.content": spec.description,
             **driver_tags(self.driver),
         }
@@ -274,7 +296,7 @@ class _Driver:
             reason = refuse_reason(self.run_id, self.tracker.get_run(self.run_id).data.tags)
             if reason is not None:
                 raise ExecutionError(reason)
-            self.tracker.log_batch(self.run_id, tags={**driver_tags(self.driver), "privlab.status": "running"})
+            self.tracker.log_batch(self.run_id, tags={**driver_tags(self.driver), STATUS_TAG: "running"})
             self.tracker.client.update_run(self.run_id, status="RUNNING")
         recorded = self.tracker.get_run(self.run_id).data.tags.get(DRIVER_TAG, "")
         if json.loads(recorded or "{}").get("lease") != self.driver["lease"]:
@@ -425,9 +447,9 @@ class _Driver:
                 name=f"{config.label()[:200]} #{index}",
                 params=config.flat_params() | {"workload": config.workload, "study": config.study, "unit": index},
                 metrics=metrics,
-                tags={KIND_TAG: "unit", CONFIG_TAG: config.id, GROUP_TAG: config.id, "privlab.unit": str(index),
-                      "privlab.study": config.study, "privlab.workload": config.workload,
-                      "privlab.root_seed": str(self.root_seed), "privlab.mode": self.spec.mode},
+                tags={KIND_TAG: "unit", CONFIG_TAG: config.id, GROUP_TAG: config.id, UNIT_TAG: str(index),
+                      STUDY_TAG: config.study, WORKLOAD_TAG: config.workload,
+                      ROOT_SEED_TAG: str(self.root_seed), MODE_TAG: self.spec.mode},
                 files={},
             ))
 
@@ -581,9 +603,9 @@ class _Driver:
                     files[RESERVOIR_PATH] = _parquet_bytes(frame)
             child_params = entry["params"] | {"workload": config.workload, "study": config.study, "units": config.units}
             child_tags = {
-                KIND_TAG: "configuration", CONFIG_TAG: entry_id, GROUP_TAG: config.id, "privlab.study": config.study,
-                "privlab.workload": config.workload, "privlab.root_seed": str(self.root_seed),
-                "privlab.mode": self.spec.mode,
+                KIND_TAG: "configuration", CONFIG_TAG: entry_id, GROUP_TAG: config.id, STUDY_TAG: config.study,
+                WORKLOAD_TAG: config.workload, ROOT_SEED_TAG: str(self.root_seed),
+                MODE_TAG: self.spec.mode,
             }
             child_metrics = entry["metrics"] | {f"timing_{k}": v for k, v in timing.items()}
             self.writer.submit(functools.partial(
@@ -626,7 +648,7 @@ class _Driver:
             self.run_id,
             metrics={"eps_total": summary["epsilon_total"], "delta_total": summary["delta_total"],
                      "configurations_done": float(len(ordered)), "timing_wall_seconds": wall_seconds},
-            tags={"privlab.status": "complete", "privlab.resumable": "false"},
+            tags={STATUS_TAG: "complete", RESUMABLE_TAG: "false"},
         )
         files: dict[str, str | bytes] = {"summary.json": json.dumps(summary, indent=2, default=str)}
         if spec.tracking.artifacts:

@@ -12,7 +12,7 @@ import datetime
 from typing import Any
 
 from privlab.platform.liveness import driver_state
-from privlab.platform.tracking import Tracker
+from privlab.platform.tracking import SPEC_NAME_TAG, STATUS_TAG, Tracker
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -47,7 +47,7 @@ def _row(run: Any, experiment: str) -> RunRow:
     return RunRow(
         run_id=run.info.run_id,
         experiment=experiment,
-        name=tags.get("privlab.spec_name") or run.info.run_name or "",
+        name=tags.get(SPEC_NAME_TAG) or run.info.run_name or "",
         started=started.strftime("%Y-%m-%d %H:%M UTC"),
         status=_status(run),
         configurations=params.get("configurations", ""),
@@ -57,7 +57,7 @@ def _row(run: Any, experiment: str) -> RunRow:
 def _status(run: Any) -> str:
     """privlab's status tag; a run still marked running whose driver is gone (SIGKILL, a dead
     raylet, an abandoned Ctrl-C) is shown as resumable."""
-    status = run.data.tags.get("privlab.status") or run.info.status.lower()
+    status = run.data.tags.get(STATUS_TAG) or run.info.status.lower()
     if status == "running" and run.info.status == "RUNNING" and driver_state(run.data.tags) == "gone":
         return "driver gone (resumable)"
     return status

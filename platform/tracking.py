@@ -29,9 +29,27 @@ from privlab.platform.errors import NotFoundError, TrackingError
 
 log = logging.getLogger(__name__)
 
-KIND_TAG = "privlab.kind"
+# Every privlab.* tag a run carries is named here, and only here.
+KIND_TAG = "privlab.kind"  # parent | configuration | unit
 CONFIG_TAG = "privlab.config_id"
 GROUP_TAG = "privlab.config_group"  # the executed configuration a facet's child run belongs to
+STATUS_TAG = "privlab.status"  # running | interrupted | complete
+RESUMABLE_TAG = "privlab.resumable"
+ROOT_SEED_TAG = "privlab.root_seed"
+MODE_TAG = "privlab.mode"
+SPEC_NAME_TAG = "privlab.spec_name"
+SPEC_SHA256_TAG = "privlab.spec_sha256"
+COMMAND_TAG = "privlab.command"
+VERSION_TAG = "privlab.version"
+GIT_COMMIT_TAG = "privlab.git_commit"
+WORKERS_TAG = "privlab.workers"
+RAY_NODES_TAG = "privlab.ray_nodes"
+BACKEND_TAG = "privlab.backend"
+UNIT_TAG = "privlab.unit"
+STUDY_TAG = "privlab.study"
+WORKLOAD_TAG = "privlab.workload"
+DRIVER_TAG = "privlab.driver"  # the lease: who drives the run (platform/liveness.py)
+HEARTBEAT_TAG = "privlab.heartbeat"
 PARENT_TAG = "mlflow.parentRunId"
 MAX_PARAM_LENGTH = 6000
 

@@ -152,3 +152,14 @@ def test_diagnostic_workloads_are_not_installed_plugins() -> None:
             "privlab.dataset_generators", "privlab.commands"} <= set(entry_points)
     for module in listed:  # every listed plug-in module exists
         assert module in _modules(), module
+
+
+def test_the_tracker_owns_every_privlab_tag() -> None:
+    # Issue 9 item 7: every privlab.* run tag is named once, in platform/tracking.py; no other
+    # module spells one (a typo there would write a tag nothing reads).
+    tracking = (ROOT / "platform" / "tracking.py").read_text()
+    tags = set(re.findall(r'^[A-Z_]+_TAG = "(privlab\.[a-z_0-9]+)"', tracking, flags=re.M))
+    assert {"privlab.status", "privlab.kind", "privlab.driver"} <= tags
+    spelled = sorted(f"{path.relative_to(ROOT)}: {tag}" for path in _modules().values() if path.name != "tracking.py"
+                     for tag in tags if f'"{tag}"' in path.read_text())
+    assert not spelled, "use the constants of platform/tracking.py:\n" + "\n".join(spelled)
