@@ -35,7 +35,9 @@ RUNS = {
 def fingerprint(summary: dict) -> str:
     """The results, not the summary's format: per configuration its id, parameters, metrics and
     ledger events (a new bookkeeping field in the ledger's header does not count as a change)."""
-    configurations = [{"id": c["id"], "params": c["params"], "metrics": c["metrics"],
+    # An unset (None) parameter is no parameter: a workload may gain optional ones.
+    configurations = [{"id": c["id"], "params": {k: v for k, v in c["params"].items() if v is not None},
+                       "metrics": c["metrics"],
                        "ledger_events": c.get("ledger", {}).get("events")} for c in summary["configurations"]]
     results = {"configurations": configurations, "root_seed": summary["root_seed"],
                "epsilon_total": summary["epsilon_total"]}

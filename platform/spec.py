@@ -514,8 +514,8 @@ def _parse_study(
         params_values = dict(base) | {k: v for k, v in point.items() if not k.startswith("dataset.")}
         # Seeds are keyed by the parameters as written, so a spec gives the same results from any
         # checkout; file parameters are then resolved against the spec's folder.
-        written = registry.params_dict(
-            registry.build_params(workload.Params, params_values, where=f"{where} params {point or ''}".rstrip()))
+        written = seed_key_params(workload.Params, registry.params_dict(
+            registry.build_params(workload.Params, params_values, where=f"{where} params {point or ''}".rstrip())))
         params = registry.build_params(workload.Params, _resolve_paths(workload.Params, params_values, spec_dir),
                                        where=f"{where} params {point or ''}".rstrip())
         data_values = dataset_base | {k.removeprefix("dataset."): v for k, v in point.items() if k.startswith("dataset.")}
@@ -548,6 +548,17 @@ def _parse_study(
         metrics=metric_names, dataset=dataset, key=study_key,
     )
     return study, configurations
+
+
+def seed_key_params(params_type: type, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters a configuration's seeds are keyed by: all of them, except a field declared
+    ``metadata={"seed_key": "when_set"}`` while it is unset (None).
+
+    A workload's ``Params`` can thus gain an optional field without changing the seeds, and so
+    the results, of every spec written before it existed.
+    """
+    when_set = {f.name for f in dataclasses.fields(params_type) if f.metadata.get("seed_key") == "when_set"}
+    return {k: v for k, v in values.items() if not (k in when_set and v is None)}
 
 
 def _resolve_paths(params_type: type, values: Mapping[str, Any], spec_dir: Path) -> dict[str, Any]:

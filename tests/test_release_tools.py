@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tomllib
 from pathlib import Path
@@ -110,3 +111,29 @@ def test_shortlist_writes_the_configurations_above_the_floor(tmp_path: Path, mon
         assert not fresh.exists()
     with pytest.raises(SpecError, match="must be a probability"):
         shortlist_from_summary(summary, min_prob=1.5)
+
+
+def test_every_hyperparameter_of_the_chosen_synthesizer_reaches_a_configuration() -> None:
+    # Issue 9 item 6: the release path named PrivBayes' four hyperparameters in three places; the
+    # grid workload, shortlists and evaluate now take those of any registered synthesizer.
+    from privlab.mechanisms.release.shortlist import _configuration
+    from privlab.mechanisms.release.workloads import ReleaseFlowParams
+    from privlab.mechanisms.synthesizers.base import hyperparameter_names
+    from privlab.platform.errors import SpecError
+    from privlab.platform.spec import seed_key_params
+
+    assert {"epsilon_split", "theta", "degree", "score", "max_candidates"} <= set(hyperparameter_names("privbayes"))
+    params = ReleaseFlowParams(space="s", settings="f", data="d", synthesizer="privbayes", degree=2,
+                               max_candidates=50)
+    assert dict(params.configuration().synthesizer_params) == {"degree": 2, "max_candidates": 50}
+    with pytest.raises(ValueError, match="theta .* must be hyperparameter.* of synthesizer 'independent_marginals'"):
+        ReleaseFlowParams(space="s", settings="f", data="d", synthesizer="independent_marginals", theta=4.0)
+    table = {"transformation": "t", "synthesizer": "privbayes", "degree": 2, "max_candidates": 50}
+    assert dict(_configuration(table, "c").synthesizer_params) == {"degree": 2, "max_candidates": 50}
+    with pytest.raises(SpecError, match="unknown key.*theta.*allowed: transformation, synthesizer, min_count$"):
+        _configuration({"transformation": "t", "synthesizer": "independent_marginals", "theta": 4.0}, "c")
+    # A hyperparameter added after specs were written joins the seed key only when set.
+    unset = dataclasses.asdict(ReleaseFlowParams(space="s", settings="f", data="d", degree=2))
+    keyed = seed_key_params(ReleaseFlowParams, unset)
+    assert "max_candidates" not in keyed and "theta" in keyed and keyed["theta"] is None
+    assert seed_key_params(ReleaseFlowParams, unset | {"max_candidates": 50})["max_candidates"] == 50

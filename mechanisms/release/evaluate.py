@@ -21,12 +21,15 @@ from typing import Any
 
 import pandas as pd
 
+from privlab.mechanisms.synthesizers.base import hyperparameter_names
 from privlab.mechanisms.release.flow import FlowSettings, resolve_transformation
 from privlab.mechanisms.tabular.space import ReleaseSpace
 from privlab.platform.errors import SchemaError, SpecError
 
-#: The workload parameters that define a configuration of the release scheme.
-CONFIGURATION_KEYS = ("transformation", "synthesizer", "epsilon_split", "theta", "degree", "score", "min_count")
+#: The workload parameters that define a configuration of the release scheme: the transformation,
+#: the synthesizer and its hyperparameters (any registered synthesizer's), the projection.
+def configuration_keys() -> tuple[str, ...]:
+    return ("transformation", "synthesizer", *hyperparameter_names(), "min_count")
 
 
 def read_raw(path: str | Path, *, what: str) -> pd.DataFrame:
@@ -106,7 +109,7 @@ def shortlist_from_summary(summary: Mapping[str, Any], *, min_prob: float) -> li
         if m["accepted_rate"] >= min_prob:
             chosen.append(ShortlistEntry(
                 config_id=entry["id"],
-                configuration={k: v for k, v in workload_params(entry).items() if k in CONFIGURATION_KEYS and v is not None},
+                configuration={k: v for k, v in workload_params(entry).items() if k in configuration_keys() and v is not None},
                 acceptance_rate=float(m["accepted_rate"]), ci_low=float(m["accepted_ci_low"]),
                 ci_high=float(m["accepted_ci_high"]), attempts=int(m["accepted_count"]),
             ))

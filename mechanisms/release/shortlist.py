@@ -14,11 +14,11 @@ from typing import Any
 
 from privlab.mechanisms.release.flow import FlowConfiguration, FlowSettings, load_settings, resolve_transformation
 from privlab.mechanisms.release.spec import ReleaseSpec, read_toml
+from privlab.mechanisms.synthesizers.base import hyperparameter_names, synthesizer_names
 from privlab.mechanisms.tabular.space import ReleaseSpace, load_release_space
 from privlab.platform.errors import SpecError
 
-_SHORTLIST_CONFIG_KEYS = ("transformation", "synthesizer", "epsilon_split", "theta", "degree", "score", "min_count")
-_SYNTHESIZER_KEYS = ("epsilon_split", "theta", "degree", "score")
+_CONFIGURATION_KEYS = ("transformation", "synthesizer", "min_count")  # the rest: the synthesizer's hyperparameters
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -36,18 +36,22 @@ class Shortlist:
 def _configuration(table: Any, where: str) -> FlowConfiguration:
     if not isinstance(table, dict):
         raise SpecError(f"{where} must be a table")
-    unknown = sorted(set(table) - set(_SHORTLIST_CONFIG_KEYS))
-    if unknown:
-        raise SpecError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(_SHORTLIST_CONFIG_KEYS)}")
     if "transformation" not in table or "synthesizer" not in table:
         raise SpecError(f"{where}: transformation and synthesizer are required")
+    if table["synthesizer"] not in synthesizer_names():
+        raise SpecError(f"{where}: synthesizer ({table['synthesizer']!r}) must be one of "
+                        f"{', '.join(synthesizer_names())}")
+    allowed = (*_CONFIGURATION_KEYS, *hyperparameter_names(table["synthesizer"]))
+    unknown = sorted(set(table) - set(allowed))
+    if unknown:
+        raise SpecError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
     min_count = table.get("min_count", 0)
     if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count == 1 or min_count < 0:
         raise SpecError(f"{where}: min_count ({min_count!r}) must be 0 (no projection) or an integer >= 2")
     try:
         return FlowConfiguration(
             transformation=table["transformation"], synthesizer=table["synthesizer"],
-            synthesizer_params=tuple((k, table[k]) for k in _SYNTHESIZER_KEYS if k in table),
+            synthesizer_params=tuple((k, table[k]) for k in hyperparameter_names(table["synthesizer"]) if k in table),
             min_count=min_count or None)
     except SpecError as error:
         raise SpecError(f"{where}: {error}") from None

@@ -10,8 +10,8 @@ shortlist`` turns into the configurations worth taking to the private data (Hod 
 
 Spec parameters (``[params]`` or ``[grid]``): ``space``, ``settings`` and ``data`` (files,
 relative to the spec), ``transformation`` (a possibly partial transformation id),
-``synthesizer`` and its hyperparameters (``epsilon_split``, ``theta``, ``degree``, ``score``
-for PrivBayes), ``min_count`` (0: no projection).
+``synthesizer`` and its hyperparameters (the keys of its ``Params``, e.g. ``epsilon_split``, ``theta``,
+``degree``, ``score`` for PrivBayes), ``min_count`` (0: no projection).
 """
 
 from __future__ import annotations
@@ -36,26 +36,20 @@ from privlab.mechanisms.release.flow import (
     resolve_transformation,
     run_flow,
 )
+from privlab.mechanisms.synthesizers.base import hyperparameter_names, synthesizer_names
 from privlab.mechanisms.tabular.space import ReleaseSpace, load_release_space
 from privlab.platform.errors import SpecError
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import SeededSource
 from privlab.platform.registry import MetricKind, Pattern, Workload, register_workload
 
-SYNTHESIZER_KEYS = ("epsilon_split", "theta", "degree", "score")
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ReleaseFlowParams:
+class _FlowParamsBase:
     space: str = dataclasses.field(metadata={"path": True})
     settings: str = dataclasses.field(metadata={"path": True})
     data: str = dataclasses.field(metadata={"path": True})
     transformation: str = ""
     synthesizer: str = "privbayes"
-    epsilon_split: float | None = None
-    theta: float | None = None
-    degree: int | None = None
-    score: str | None = None
     min_count: int = 0
 
     def __post_init__(self) -> None:
@@ -66,11 +60,36 @@ class ReleaseFlowParams:
         if isinstance(self.min_count, bool) or not isinstance(self.min_count, int) or self.min_count in (1,) \
                 or self.min_count < 0:
             raise ValueError(f"min_count ({self.min_count!r}) must be 0 (no projection) or an integer >= 2")
+        stray = [k for k in SYNTHESIZER_KEYS if getattr(self, k) is not None
+                 and k not in hyperparameter_names(self.synthesizer)] if self.synthesizer in synthesizer_names() else []
+        if stray:
+            raise ValueError(f"{', '.join(stray)} ({', '.join(repr(getattr(self, k)) for k in stray)}) must be "
+                             f"hyperparameter(s) of synthesizer {self.synthesizer!r}; it takes "
+                             f"{', '.join(hyperparameter_names(self.synthesizer)) or 'none'}")
 
     def configuration(self) -> FlowConfiguration:
-        hyper = tuple((k, getattr(self, k)) for k in SYNTHESIZER_KEYS if getattr(self, k) is not None)
+        hyper = tuple((k, getattr(self, k)) for k in hyperparameter_names(self.synthesizer)
+                      if getattr(self, k) is not None)
         return FlowConfiguration(transformation=self.transformation, synthesizer=self.synthesizer,
                                  synthesizer_params=hyper, min_count=self.min_count or None)
+
+
+#: Every registered synthesizer's hyperparameter names: a grid may set those of its synthesizer.
+SYNTHESIZER_KEYS = hyperparameter_names()
+#: The hyperparameters the workload had before they came from the registry: always in the seed
+#: key, as they were; any other joins it only when set, so earlier specs keep their seeds.
+_KEYED_SINCE_THE_START = ("epsilon_split", "theta", "degree", "score")
+
+#: The workload's parameters: the files, the transformation, the synthesizer, ``min_count``, and
+#: one optional field per hyperparameter of any registered synthesizer (built from the registry,
+#: so a synthesizer plug-in's settings reach grids and shortlists with no change here).
+ReleaseFlowParams = dataclasses.make_dataclass(
+    "ReleaseFlowParams",
+    [(key, Any, dataclasses.field(default=None, metadata={} if key in _KEYED_SINCE_THE_START
+                                  else {"seed_key": "when_set"}))
+     for key in SYNTHESIZER_KEYS],
+    bases=(_FlowParamsBase,), frozen=True, kw_only=True)
+ReleaseFlowParams.__module__ = __name__  # picklable by reference, like a class written here
 
 
 @functools.lru_cache(maxsize=8)

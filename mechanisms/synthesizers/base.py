@@ -57,6 +57,7 @@ __all__ = [
     "Synthesizer",
     "register_synthesizer",
     "split_epsilon",
+    "hyperparameter_names",
     "synthesizer_class",
     "synthesizer_from_spec",
     "synthesizer_names",
@@ -452,6 +453,18 @@ def register_synthesizer(cls: type[Synthesizer]) -> type[Synthesizer]:
     if not isinstance(name, str) or not name:
         raise TypeError(f"{getattr(cls, '__qualname__', cls)!r}.name ({name!r}) must be a non-empty string")
     return SYNTHESIZERS.register(name, cls)
+
+
+def hyperparameter_names(name: str | None = None) -> tuple[str, ...]:
+    """The hyperparameter keys of synthesizer ``name`` (its ``Params`` fields), or of every
+    registered synthesizer when ``name`` is None: what a grid, a shortlist or ``evaluate`` may
+    name beside ``synthesizer``, so a new synthesizer's settings reach them with no other change.
+
+    Raises:
+        RegistryError: ``name`` is not a registered synthesizer.
+    """
+    classes = [SYNTHESIZERS.get(name)] if name is not None else [cls for _, cls in SYNTHESIZERS.items()]
+    return tuple(dict.fromkeys(f.name for cls in classes for f in dataclasses.fields(cls.Params)))
 
 
 def synthesizer_names() -> tuple[str, ...]:
