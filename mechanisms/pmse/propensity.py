@@ -43,7 +43,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from privlab.mechanisms.pmse import cart
-from privlab.mechanisms.pmse.cart import TieBreak
+from privlab.mechanisms.pmse.cart import DEFAULT_MINSPLIT, TieBreak, Tree
 
 
 def _check_pair(real: np.ndarray, synthetic: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -58,13 +58,16 @@ def _check_pair(real: np.ndarray, synthetic: np.ndarray) -> tuple[np.ndarray, np
 
 
 def _prepare(
-    real: np.ndarray, synthetic: np.ndarray, max_depth: int | None, cp: float, tie_break: TieBreak
-) -> tuple[cart._Workspace, np.ndarray, np.ndarray, int, float, bool]:
+    real: np.ndarray, synthetic: np.ndarray, max_depth: int | None, cp: float, tie_break: TieBreak, tree: Tree,
+    minsplit: int, minbucket: int | None,
+) -> tuple[cart._Workspace, np.ndarray, np.ndarray, int, float, cart._Rule]:
     depth_limit, cp = cart.check_configuration(max_depth, cp)
-    emulate = cart._check_tie_break(tie_break)
+    rule = cart.check_rule(tree, tie_break=tie_break, minsplit=minsplit, minbucket=minbucket)
+    if rule.tree == "rpart":
+        cart._rpart_depths(np.array([depth_limit], np.int64))
     # Algorithm 1, steps 1–2: Z = [X; Xˢ] with the indicator I = 1 on the synthetic rows.
     workspace, z, labels = cart._stacked(*_check_pair(real, synthetic))
-    return workspace, z, labels, depth_limit, cp, emulate
+    return workspace, z, labels, depth_limit, cp, rule
 
 
 def pmse(
@@ -74,6 +77,9 @@ def pmse(
     max_depth: int | None,
     cp: float,
     tie_break: TieBreak = "first",
+    tree: Tree = "rpart",
+    minsplit: int = DEFAULT_MINSPLIT,
+    minbucket: int | None = None,
 ) -> float:
     """The pMSE of ``synthetic`` against ``real`` with a greedy Gini tree (Algorithm 1).
 
@@ -105,7 +111,7 @@ def pmse(
     References:
         Snoke & Slavković (2018), Algorithm 1 and Section 3.2.
     """
-    return cart._pmse_checked(*_prepare(real, synthetic, max_depth, cp, tie_break))
+    return cart._pmse_checked(*_prepare(real, synthetic, max_depth, cp, tie_break, tree, minsplit, minbucket))
 
 
 def propensity_scores(
@@ -115,17 +121,28 @@ def propensity_scores(
     max_depth: int | None,
     cp: float,
     tie_break: TieBreak = "first",
+    tree: Tree = "rpart",
+    minsplit: int = DEFAULT_MINSPLIT,
+    minbucket: int | None = None,
 ) -> np.ndarray:
     """Algorithm 1, step 4: in-sample ``p̂`` for the ``2n`` stacked rows (real rows first).
 
     Arguments, errors and privacy as in :func:`pmse`; ``pmse == mean((p̂ − 0.5)**2)`` up to
     rounding.
     """
-    return cart._fit_tree_checked(*_prepare(real, synthetic, max_depth, cp, tie_break)).propensities
+    return cart._fit_tree_checked(
+        *_prepare(real, synthetic, max_depth, cp, tie_break, tree, minsplit, minbucket)
+    ).propensities
 
 
 def pmse_configurations(
-    real: np.ndarray, synthetic: np.ndarray, configs: Sequence[tuple[int | None, float]]
+    real: np.ndarray,
+    synthetic: np.ndarray,
+    configs: Sequence[tuple[int | None, float]],
+    *,
+    tree: Tree = "rpart",
+    minsplit: int = DEFAULT_MINSPLIT,
+    minbucket: int | None = None,
 ) -> np.ndarray:
     """The pMSE for several ``(max_depth, cp)`` configurations from one tree fit.
 
@@ -153,8 +170,11 @@ def pmse_configurations(
         Snoke & Slavković (2018), Algorithm 1; Breiman et al. (1984) for greedy CART.
     """
     depths, cps = cart._configuration_arrays(configs)
+    rule = cart.check_rule(tree, minsplit=minsplit, minbucket=minbucket)
+    if rule.tree == "rpart":
+        cart._rpart_depths(depths)
     workspace, z, labels = cart._stacked(*_check_pair(real, synthetic))
-    return cart._configurations_checked(workspace, z, labels, depths, cps)
+    return cart._configurations_checked(workspace, z, labels, depths, cps, rule)
 
 
 def pmse_neighbour_pair(
@@ -162,6 +182,10 @@ def pmse_neighbour_pair(
     real_neighbour: np.ndarray,
     synthetic: np.ndarray,
     configs: Sequence[tuple[int | None, float]],
+    *,
+    tree: Tree = "rpart",
+    minsplit: int = DEFAULT_MINSPLIT,
+    minbucket: int | None = None,
 ) -> np.ndarray:
     """pMSE of ``X`` and of its replace-one neighbour ``X′`` against one ``Xˢ`` (a Table-1 trial).
 
@@ -192,6 +216,9 @@ def pmse_neighbour_pair(
         Snoke & Slavković (2018), Theorem 2 and Section 5 (Table 1).
     """
     depths, cps = cart._configuration_arrays(configs)
+    rule = cart.check_rule(tree, minsplit=minsplit, minbucket=minbucket)
+    if rule.tree == "rpart":
+        cart._rpart_depths(depths)
     x = cart.check_features("real", real)
     x_prime = cart.check_features("real_neighbour", real_neighbour)
     s = cart.check_features("synthetic", synthetic)
@@ -200,7 +227,7 @@ def pmse_neighbour_pair(
             f"real, real_neighbour and synthetic (shapes {x.shape!r}, {x_prime.shape!r}, {s.shape!r}) "
             "must have the same shape"
         )
-    return cart._pair_checked(x, x_prime, s, depths, cps)
+    return cart._pair_checked(x, x_prime, s, depths, cps, rule)
 
 
 def sklearn_pmse(real: np.ndarray, synthetic: np.ndarray, *, max_depth: int | None, cp: float) -> float:
