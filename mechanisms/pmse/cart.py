@@ -1070,7 +1070,7 @@ def _fit_tree_checked(
         pmse_value = float(rtree.pmse(depths, alphas, rule)[0])  # leaves kept/bound of this configuration
         kept, _ = rtree._node_arrays()
         probabilities, leaves, depth, tied, iscale_nodes = rt.leaf_probabilities(
-            rtree.ints, workspace.layout, kept, rtree.frames
+            rtree.ints, rtree.floats, z, kept, rtree.frames
         )
         return PropensityTree(
             propensities=probabilities, pmse=pmse_value, node_count=int(2 * leaves - 1), depth=int(depth),

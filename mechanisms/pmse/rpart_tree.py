@@ -102,8 +102,8 @@ from privlab.mechanisms.pmse.cart import _partition
 RPART_MAX_DEPTH = 30  # rpart.control: "Maximum depth is 30"
 
 # Integer node fields (columns of the (nodes, NI) int64 array) ...
-PARENT, DEPTH, N, ONES, RISK, FEATURE, LEFT, RIGHT, START, TIED, ISCALE = range(11)
-NI = 11
+PARENT, DEPTH, N, ONES, RISK, FEATURE, LEFT, RIGHT, START, TIED, ISCALE, UPPER_LEFT = range(12)
+NI = 12
 # ... and float fields.
 THRESHOLD, IMPROVE = range(2)
 NF = 2
@@ -265,6 +265,7 @@ def grow(layout, row_rank, rank_value, max_depth, minsplit, minbucket, alpha_min
         ints[v, START] = s
         ints[v, TIED] = 0
         ints[v, ISCALE] = 0
+        ints[v, UPPER_LEFT] = 0
         floats[v, THRESHOLD] = np.nan
         floats[v, IMPROVE] = 0.0
         if not _may_expand(n_t, risk, depth, minsplit, max_depth, alpha_min):
@@ -314,6 +315,7 @@ def grow(layout, row_rank, rank_value, max_depth, minsplit, minbucket, alpha_min
         n_high = n_t - n_low
         ints[v, FEATURE] = f
         ints[v, TIED] = tied
+        ints[v, UPPER_LEFT] = best_upper_left
         floats[v, THRESHOLD] = threshold
         bound = layout[f, s + n_low - 1] >> 32
         need_low = _may_expand(n_low, min(n_low - ones_low, ones_low), depth + 1, minsplit, max_depth, alpha_min)
@@ -459,12 +461,21 @@ def configuration_pmse(ints, count, depths, alphas, minsplit, kept, bound, frame
 
 
 @njit(cache=True)
-def leaf_probabilities(ints, layout, kept, frames):
+def leaf_probabilities(ints, floats, z, kept, frames):
     """In-sample fraction of label 1 in each row's leaf of the pruned tree (after prune).
 
-    Returns ``(probabilities, leaves, depth, tied_nodes, iscale_nodes)`` of the pruned tree.
+    Rows are routed by rpart's rule (``x < threshold`` goes to the lower side), on the data
+    ``z`` the tree was grown on. Returns ``(probabilities, leaves, depth, tied_nodes,
+    iscale_nodes)`` of the pruned tree.
     """
-    probabilities = np.empty(layout.shape[1], np.float64)
+    n_rows = z.shape[0]
+    probabilities = np.empty(n_rows, np.float64)
+    for i in range(n_rows):
+        v = 0
+        while kept[v] == 1 and ints[v, FEATURE] >= 0:
+            lower = z[i, ints[v, FEATURE]] < floats[v, THRESHOLD]
+            v = ints[v, RIGHT] if lower == (ints[v, UPPER_LEFT] == 1) else ints[v, LEFT]
+        probabilities[i] = ints[v, ONES] / ints[v, N]
     visit = frames[:, 0]
     visit[0] = 0
     top = 1
@@ -484,10 +495,4 @@ def leaf_probabilities(ints, layout, kept, frames):
             continue
         leaves += 1
         depth = max(depth, ints[v, DEPTH])
-        parent = ints[v, PARENT]
-        f = ints[parent, FEATURE] if parent >= 0 else 0
-        p = ints[v, ONES] / ints[v, N]
-        s = ints[v, START]
-        for i in range(s, s + ints[v, N]):
-            probabilities[(layout[f, i] >> 1) & 0x7FFFFFFF] = p
     return probabilities, leaves, depth, tied_nodes, iscale_nodes
