@@ -38,6 +38,7 @@ class PMSEAuditParams:
 
     depth: int | None = None
     cp: float = 0.001
+    tree: str = "rpart"  # "rpart" (R's rpart, the paper's tool) or "greedy"
     n: int = 5000
     neighbour_variance: float = 25.0
     theta_variance: float = 10.0
@@ -51,7 +52,8 @@ class PMSEAuditParams:
         cp = self.cp
         if not isinstance(cp, (int, float)) or isinstance(cp, bool) or not math.isfinite(cp) or cp < 0:
             raise ValueError(f"cp ({cp!r}) must be a finite number ≥ 0")
-        SensitivityParams(n=self.n, neighbour_variance=self.neighbour_variance, theta_variance=self.theta_variance)
+        SensitivityParams(n=self.n, neighbour_variance=self.neighbour_variance, theta_variance=self.theta_variance,
+                          tree=self.tree)
 
 
 def section5_pair(params: PMSEAuditParams, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -104,5 +106,6 @@ class PMSEAudit(SensitivityAuditable):
         synthetic = section5_synthetic(params, rng)
         from privlab.mechanisms.pmse.propensity import pmse_neighbour_pair  # numba: only where trees are fitted
 
-        pair = pmse_neighbour_pair(d, d_prime, synthetic, [(params.depth, float(params.cp))])
+        pair = pmse_neighbour_pair(d, d_prime, synthetic, [(params.depth, float(params.cp))],
+                                   tree=params.tree)  # type: ignore[arg-type]
         return float(pair[0, 0]), float(pair[0, 1])

@@ -44,10 +44,13 @@ class SensitivityParams:
     n: int = 5000
     neighbour_variance: float = 25.0
     theta_variance: float = 10.0
+    tree: str = "rpart"  # the CART: "rpart" (R's rpart, the paper's tool) or "greedy"
 
     def __post_init__(self) -> None:
         if not isinstance(self.n, int) or isinstance(self.n, bool) or self.n < 10:
             raise ValueError(f"n ({self.n!r}) must be an integer ≥ 10")
+        if self.tree not in ("rpart", "greedy"):
+            raise ValueError(f"tree ({self.tree!r}) must be 'rpart' or 'greedy'")
         for name in ("neighbour_variance", "theta_variance"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
@@ -66,7 +69,7 @@ def table1_trial(params: SensitivityParams, rng: np.random.Generator) -> np.ndar
     synthetic = np.column_stack([s1, rng.normal(theta[2] + theta[3] * s1, np.sqrt(abs(theta[4])))])
     from privlab.mechanisms.pmse.propensity import pmse_neighbour_pair  # numba: only where trees are fitted
 
-    pair = pmse_neighbour_pair(x, x_prime, synthetic, TABLE1_CONFIGS)
+    pair = pmse_neighbour_pair(x, x_prime, synthetic, TABLE1_CONFIGS, tree=params.tree)  # type: ignore[arg-type]
     return np.abs(pair[:, 0] - pair[:, 1])
 
 
