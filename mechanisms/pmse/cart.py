@@ -985,9 +985,10 @@ class _RpartBuffers:
 
         self.ints = np.empty((min(2 * n_rows, 1024), rt.NI), np.int64)
         self.floats = np.empty((self.ints.shape[0], rt.NF), np.float64)
-        self.stack = np.empty((64, 6), np.int64)
+        self.stack = np.empty((64, 8), np.int64)
         self.frames = np.empty((rt.RPART_MAX_DEPTH + 4, 3), np.int64)
         self.frame_floats = np.empty((rt.RPART_MAX_DEPTH + 4, 2), np.float64)
+        self.candidates = np.empty(n_rows, np.int64)
         self.count = 0
         self.exact_priors = True
 
@@ -998,12 +999,17 @@ class _RpartBuffers:
             self._bound = np.zeros(self.ints.shape[0], np.float64)
         return self._kept, self._bound
 
-    def grow(self, layout, row_rank, rank_value, max_depth: int, rule: _Rule, alpha_min: float, buffer) -> None:
+    def grow(self, layout, row_rank, rank_value, max_depth: int, rule: _Rule, alpha_min: float, buffer,
+             r: int = -1, reference: _RpartBuffers | None = None) -> None:
         from privlab.mechanisms.pmse import rpart_tree as rt
 
+        if reference is None:
+            ref_ints, ref_floats = np.empty((0, rt.NI), np.int64), np.empty((0, rt.NF), np.float64)
+        else:
+            ref_ints, ref_floats = reference.ints[: reference.count], reference.floats[: reference.count]
         (self.ints, self.floats, self.count, self.stack, self.exact_priors) = rt.grow(
-            layout, row_rank, rank_value, max_depth, rule.minsplit, rule.minbucket, alpha_min,
-            self.ints, self.floats, self.stack, buffer,
+            layout, row_rank, rank_value, max_depth, rule.minsplit, rule.minbucket, alpha_min, r, ref_ints,
+            ref_floats, self.ints, self.floats, self.stack, buffer, self.candidates,
         )
 
     def pmse(self, depths: np.ndarray, alphas: np.ndarray, rule: _Rule) -> np.ndarray:
@@ -1028,12 +1034,14 @@ def _alphas(cps: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 
 def _rpart_grow(
-    workspace: _Workspace, layout, row_rank, labels, depths: np.ndarray, cps: np.ndarray, rule: _Rule, index: int
+    workspace: _Workspace, layout, row_rank, labels, depths: np.ndarray, cps: np.ndarray, rule: _Rule, index: int,
+    r: int = -1, reference: _RpartBuffers | None = None,
 ) -> tuple[_RpartBuffers, np.ndarray, np.ndarray]:
     depths = _rpart_depths(depths)
     alphas = _alphas(cps, labels)
     tree = _rpart_buffers(workspace, index)
-    tree.grow(layout, row_rank, workspace.rank_value, int(depths.max()), rule, float(alphas.min()), workspace.buffer)
+    tree.grow(layout, row_rank, workspace.rank_value, int(depths.max()), rule, float(alphas.min()), workspace.buffer,
+              r, reference)
     return tree, depths, alphas
 
 
@@ -1121,10 +1129,11 @@ def _pair_checked(
     _pair_layouts(w.order, w.values, labels, r, x_prime[r], w.layout, w.row_rank, w.layout_new, w.row_rank_new,
                   w.rank_value)
     if rule.tree == "rpart":
-        # Two independent rpart fits from one sort (the layouts share dense ranks over both
-        # versions' values, which changes no split: ranks only order and compare values).
-        first, rdepths, alphas = _rpart_grow(w, w.layout, w.row_rank, labels, depths, cps, rule, 0)
-        second, _, _ = _rpart_grow(w, w.layout_new, w.row_rank_new, labels, depths, cps, rule, 1)
+        # One sort for both (the layouts share dense ranks over both versions' values, which
+        # changes no split: ranks only order and compare values); the X′ tree copies every
+        # subtree of the X tree that row r does not reach (rpart_tree.grow).
+        first, rdepths, alphas = _rpart_grow(w, w.layout, w.row_rank, labels, depths, cps, rule, 0, r)
+        second, _, _ = _rpart_grow(w, w.layout_new, w.row_rank_new, labels, depths, cps, rule, 1, r, first)
         return np.column_stack([first.pmse(rdepths, alphas, rule), second.pmse(rdepths, alphas, rule)])
     depth_limit, cp = depths.max(), cps.min()
     first, second = w.trees

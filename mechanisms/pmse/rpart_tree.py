@@ -102,11 +102,12 @@ from privlab.mechanisms.pmse.cart import _partition
 RPART_MAX_DEPTH = 30  # rpart.control: "Maximum depth is 30"
 
 # Integer node fields (columns of the (nodes, NI) int64 array) ...
-PARENT, DEPTH, N, ONES, RISK, FEATURE, LEFT, RIGHT, START, TIED, ISCALE, UPPER_LEFT = range(12)
-NI = 12
+(PARENT, DEPTH, N, ONES, RISK, FEATURE, LEFT, RIGHT, START, TIED, ISCALE, UPPER_LEFT, HAS_R, LOW_NONR, SIZE,
+ FRAGILE) = range(16)
+NI = 16
 # ... and float fields.
-THRESHOLD, IMPROVE = range(2)
-NF = 2
+THRESHOLD, IMPROVE, SUBMAX = range(3)
+NF = 3
 
 
 @njit(cache=True)
@@ -197,6 +198,85 @@ def _scan_feature(layout, f, s, e, ones, minbucket, a0, a1):
     return total - best, where, upper_is_left
 
 
+# A candidate whose exact score exceeds the running minimum by more than this relative margin
+# cannot win: rpart's float score is within a few ε of the exact one (module docstring).
+_FILTER_MARGIN = 64.0 * 2.0**-52
+
+
+@njit(cache=True)
+def _scan_feature_exact(layout, f, s, e, ones, minbucket, candidates):
+    """:func:`_scan_feature` for altered priors of exactly 1.0 (every pMSE stack), faster.
+
+    With ``a_j = 1`` rpart's score is, in exact arithmetic, ``2·(l₀l₁/L + r₀r₁/R)``. A first
+    pass keeps the cuts whose exact value (cross-multiplied, no divisions) is within
+    ``_FILTER_MARGIN`` of the running minimum, which always includes every cut that can reach
+    rpart's minimal float score; a second pass evaluates only those with rpart's float
+    formula, in scan order with strict ``<``, so the chosen cut is rpart's.
+    """
+    n_t = e - s
+    total1 = float(ones)
+    total0 = float(n_t - ones)
+    best_num = total0 * total1  # the unsplit node's l₀l₁/L, as num / den
+    best_den = float(n_t)
+    stored = 0
+    ones_left = 0
+    rtot = n_t
+    i = 0
+    while rtot > minbucket:
+        packed = layout[f, s + i]
+        ones_left += packed & 1
+        rtot -= 1
+        left = i + 1
+        if left >= minbucket and (layout[f, s + i + 1] >> 32) != (packed >> 32):
+            l_n = float(left)
+            r_n = float(rtot)
+            l1 = float(ones_left)
+            l0 = l_n - l1
+            r1 = total1 - l1
+            r0 = r_n - r1
+            num = l0 * l1 * r_n + r0 * r1 * l_n
+            den = l_n * r_n
+            if num * best_den <= best_num * den * (1.0 + _FILTER_MARGIN):
+                candidates[stored] = (np.int64(i) << 32) | ones_left
+                stored += 1
+                if num * best_den < best_num * den:
+                    best_num = num
+                    best_den = den
+        i += 1
+
+    rwt = float(n_t)
+    total = 0.0
+    p = total0 / rwt
+    total += rwt * (p * (1.0 - p))
+    p = total1 / rwt
+    total += rwt * (p * (1.0 - p))
+    best = total
+    where = -1
+    upper_is_left = 0
+    for k in range(stored):
+        i = candidates[k] >> 32
+        left1 = float(candidates[k] & 0xFFFFFFFF)
+        lwt = float(i + 1)
+        rwt = float(n_t) - lwt
+        left0 = lwt - left1
+        right1 = total1 - left1
+        right0 = rwt - right1
+        temp = 0.0
+        p = 1.0 * left0 / lwt
+        temp += lwt * (p * (1.0 - p))
+        p = 1.0 * right0 / rwt
+        temp += rwt * (p * (1.0 - p))
+        pl = 1.0 * left1 / lwt
+        temp += lwt * (pl * (1.0 - pl))
+        pr = 1.0 * right1 / rwt
+        temp += rwt * (pr * (1.0 - pr))
+        if temp < best:
+            best = temp
+            where = i
+            upper_is_left = 0 if pl < pr else 1
+    return total - best, where, upper_is_left
+
+
 @njit(cache=True)
 def _may_expand(n_t, risk, depth, minsplit, max_depth, alpha_min):
     return n_t >= minsplit and depth < max_depth and risk > alpha_min
@@ -215,28 +295,61 @@ def _grown(ints, floats, needed):
 
 
 @njit(cache=True)
-def grow(layout, row_rank, rank_value, max_depth, minsplit, minbucket, alpha_min, ints, floats, stack, buffer):
+def _copy_subtree(ints, floats, v, ref_ints, ref_floats, u, parent):
+    size = ref_ints[u, SIZE]
+    offset = v - u
+    for w in range(size):
+        for c in range(NI):
+            ints[v + w, c] = ref_ints[u + w, c]
+        for c in range(NF):
+            floats[v + w, c] = ref_floats[u + w, c]
+        if w > 0:
+            ints[v + w, PARENT] += offset
+        if ints[v + w, LEFT] >= 0:
+            ints[v + w, LEFT] += offset
+            ints[v + w, RIGHT] += offset
+    ints[v, PARENT] = parent
+    return size
+
+
+@njit(cache=True)
+def grow(layout, row_rank, rank_value, max_depth, minsplit, minbucket, alpha_min, r, ref_ints, ref_floats,
+         ints, floats, stack, buffer, candidates):
     """Split, in rpart's visiting order, every node some configuration could visit.
 
     ``layout``/``row_rank``/``rank_value`` are :mod:`.cart`'s packed sorted columns (modified
-    in place). Node ids are in visiting order (preorder, rpart's left child first). Returns
-    ``(ints, floats, count, stack, exact_priors)``; ``ints[v, ISCALE]`` flags the nodes whose
-    best improvement is at most ``10⁻¹⁰`` times the fit's largest (module docstring).
+    in place). Node ids are in visiting order (preorder, rpart's left child first).
+
+    ``r`` (−1 for none) is the row a neighbouring dataset changes. With a non-empty reference
+    tree (grown on the other version of row ``r``), a node whose rows equal those of a
+    reference node and contain ``r`` in neither tree holds identical data, so the reference
+    subtree is copied instead of re-grown, unless it holds a node whose decision could depend
+    on ``iscale`` (best improvement in ``(0, 10⁻¹⁰·N]``; ``iscale`` never exceeds ``N``); the
+    running ``iscale`` then absorbs the subtree's largest improvement, exactly as growing it
+    would. The result is bit-identical to an independent fit.
+
+    Returns ``(ints, floats, count, stack, exact_priors)``; ``ints[v, ISCALE]`` flags the nodes
+    whose best improvement is at most ``10⁻¹⁰`` times the fit's largest (module docstring).
     """
     q, n_total = layout.shape
+    use_ref = ref_ints.shape[0] > 0
+    fragile_limit = 1e-10 * n_total
     ones_total = 0
     for i in range(n_total):
         ones_total += layout[0, i] & 1
     a0, a1 = altered_priors(n_total - ones_total, ones_total)
+    exact = a0 == 1.0 and a1 == 1.0
     iscale = 0.0
 
-    # Stack columns: start, end, depth, parent, is_left, ones.
+    # Stack columns: start, end, depth, parent, is_left, ones, reference node, holds r.
     stack[0, 0] = 0
     stack[0, 1] = n_total
     stack[0, 2] = 0
     stack[0, 3] = -1
     stack[0, 4] = 0
     stack[0, 5] = ones_total
+    stack[0, 6] = 0 if use_ref else -1
+    stack[0, 7] = 1 if r >= 0 else 0
     top = 1
     count = 0
     while top > 0:
@@ -247,11 +360,19 @@ def grow(layout, row_rank, rank_value, max_depth, minsplit, minbucket, alpha_min
         parent = stack[top, 3]
         is_left = stack[top, 4]
         ones = stack[top, 5]
+        ref = stack[top, 6]
+        has_r = stack[top, 7]
         v = count
-        ints, floats = _grown(ints, floats, v + 1)
-        count += 1
         if parent >= 0:
             ints[parent, LEFT if is_left else RIGHT] = v
+        if ref >= 0 and has_r == 0 and ref_ints[ref, HAS_R] == 0 and ref_ints[ref, FRAGILE] == 0:
+            ints, floats = _grown(ints, floats, v + ref_ints[ref, SIZE])
+            count += _copy_subtree(ints, floats, v, ref_ints, ref_floats, ref, parent)
+            if ref_floats[ref, SUBMAX] > iscale:
+                iscale = ref_floats[ref, SUBMAX]
+            continue
+        ints, floats = _grown(ints, floats, v + 1)
+        count += 1
         n_t = e - s
         risk = min(n_t - ones, ones)
         ints[v, PARENT] = parent
@@ -266,8 +387,13 @@ def grow(layout, row_rank, rank_value, max_depth, minsplit, minbucket, alpha_min
         ints[v, TIED] = 0
         ints[v, ISCALE] = 0
         ints[v, UPPER_LEFT] = 0
+        ints[v, HAS_R] = has_r
+        ints[v, LOW_NONR] = 0
+        ints[v, SIZE] = 1
+        ints[v, FRAGILE] = 0
         floats[v, THRESHOLD] = np.nan
         floats[v, IMPROVE] = 0.0
+        floats[v, SUBMAX] = 0.0
         if not _may_expand(n_t, risk, depth, minsplit, max_depth, alpha_min):
             continue
 
@@ -280,7 +406,10 @@ def grow(layout, row_rank, rank_value, max_depth, minsplit, minbucket, alpha_min
         for f in range(q):
             if (layout[f, s] >> 32) == (layout[f, e - 1] >> 32):
                 continue  # constant in this node
-            improve, where, upper_left = _scan_feature(layout, f, s, e, ones, minbucket, a0, a1)
+            if exact:
+                improve, where, upper_left = _scan_feature_exact(layout, f, s, e, ones, minbucket, candidates)
+            else:
+                improve, where, upper_left = _scan_feature(layout, f, s, e, ones, minbucket, a0, a1)
             if improve > node_max:
                 node_max = improve
             if improve > iscale:
@@ -295,6 +424,8 @@ def grow(layout, row_rank, rank_value, max_depth, minsplit, minbucket, alpha_min
                 elif improve == best_improve:
                     tied = 1
         floats[v, IMPROVE] = node_max
+        if node_max > 0.0 and node_max <= fragile_limit:
+            ints[v, FRAGILE] = 1
         if best_feature < 0:
             continue
         f = best_feature
@@ -313,18 +444,33 @@ def grow(layout, row_rank, rank_value, max_depth, minsplit, minbucket, alpha_min
             ones_low += layout[f, i] & 1
         ones_high = ones - ones_low
         n_high = n_t - n_low
+        bound = layout[f, s + n_low - 1] >> 32
+        r_low = 1 if (has_r == 1 and row_rank[f, r] <= bound) else 0
         ints[v, FEATURE] = f
         ints[v, TIED] = tied
         ints[v, UPPER_LEFT] = best_upper_left
+        ints[v, LOW_NONR] = n_low - r_low
         floats[v, THRESHOLD] = threshold
-        bound = layout[f, s + n_low - 1] >> 32
-        need_low = _may_expand(n_low, min(n_low - ones_low, ones_low), depth + 1, minsplit, max_depth, alpha_min)
-        need_high = _may_expand(n_high, min(n_high - ones_high, ones_high), depth + 1, minsplit, max_depth,
-                                alpha_min)
+        low_ref = -1
+        high_ref = -1
+        if ref >= 0 and ref_ints[ref, FEATURE] == f and ref_ints[ref, LOW_NONR] == n_low - r_low:
+            upper_left_ref = ref_ints[ref, UPPER_LEFT] == 1
+            low_ref = ref_ints[ref, RIGHT] if upper_left_ref else ref_ints[ref, LEFT]
+            high_ref = ref_ints[ref, LEFT] if upper_left_ref else ref_ints[ref, RIGHT]
+        low_has_r = 1 if r_low == 1 else 0
+        high_has_r = 1 if (has_r == 1 and r_low == 0) else 0
+        copy_low = (low_ref >= 0 and low_has_r == 0 and ref_ints[low_ref, HAS_R] == 0
+                    and ref_ints[low_ref, FRAGILE] == 0)
+        copy_high = (high_ref >= 0 and high_has_r == 0 and ref_ints[high_ref, HAS_R] == 0
+                     and ref_ints[high_ref, FRAGILE] == 0)
+        need_low = not copy_low and _may_expand(
+            n_low, min(n_low - ones_low, ones_low), depth + 1, minsplit, max_depth, alpha_min)
+        need_high = not copy_high and _may_expand(
+            n_high, min(n_high - ones_high, ones_high), depth + 1, minsplit, max_depth, alpha_min)
         if need_low or need_high:
             _partition(layout, row_rank, f, bound, s, e, n_low, need_low, need_high, buffer)
         if top + 2 > stack.shape[0]:
-            grown_stack = np.empty((2 * stack.shape[0], 6), np.int64)
+            grown_stack = np.empty((2 * stack.shape[0], 8), np.int64)
             grown_stack[:top] = stack[:top]
             stack = grown_stack
         # The left child is explored first: push the right child, then the left one.
@@ -336,11 +482,23 @@ def grow(layout, row_rank, rank_value, max_depth, minsplit, minbucket, alpha_min
             stack[top, 3] = v
             stack[top, 4] = child
             stack[top, 5] = ones_high if upper else ones_low
+            stack[top, 6] = high_ref if upper else low_ref
+            stack[top, 7] = high_has_r if upper else low_has_r
             top += 1
+
+    for v in range(count - 1, -1, -1):  # subtree sizes, largest improvements, fragility (preorder ids)
+        if ints[v, FEATURE] >= 0:
+            left = ints[v, LEFT]
+            right = ints[v, RIGHT]
+            ints[v, SIZE] = 1 + ints[left, SIZE] + ints[right, SIZE]
+            floats[v, SUBMAX] = max(floats[v, IMPROVE], floats[left, SUBMAX], floats[right, SUBMAX])
+            ints[v, FRAGILE] = max(ints[v, FRAGILE], ints[left, FRAGILE], ints[right, FRAGILE])
+        else:
+            ints[v, SIZE] = 1
+            floats[v, SUBMAX] = floats[v, IMPROVE]
     for v in range(count):  # nodes whose split could depend on the order nodes were visited in
-        if floats[v, IMPROVE] > 0.0 and floats[v, IMPROVE] <= iscale * 1e-10:
-            ints[v, ISCALE] = 1
-    return ints, floats, count, stack, a0 == 1.0 and a1 == 1.0
+        ints[v, ISCALE] = 1 if (floats[v, IMPROVE] > 0.0 and floats[v, IMPROVE] <= iscale * 1e-10) else 0
+    return ints, floats, count, stack, exact
 
 
 @njit(cache=True)
