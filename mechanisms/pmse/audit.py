@@ -1,4 +1,4 @@
-"""Sensitivity audit of the pMSE under greedy CART (``privlab audit pmse``).
+"""Sensitivity audit of the pMSE under a top-down CART (``privlab audit pmse``; ``tree`` = rpart or greedy).
 
 The auditable ``pmse`` is the Table-1 study of Snoke & Slavković (Section 5) for one tree
 configuration: each trial draws the paper's neighbouring pair and synthetic data,
@@ -76,7 +76,7 @@ def section5_synthetic(params: PMSEAuditParams, rng: np.random.Generator) -> np.
 
 @register_auditable
 class PMSEAudit(SensitivityAuditable):
-    """Sensitivity audit of pMSE(X, Xˢ) with a greedy Gini tree against Δu = 1/n.
+    """Sensitivity audit of pMSE(X, Xˢ) with a CART (``tree``, default rpart's) against Δu = 1/n.
 
     Privacy:
         Theorem 2 bounds the pMSE's replace-one sensitivity by 1/n for globally optimal
@@ -90,7 +90,7 @@ class PMSEAudit(SensitivityAuditable):
 
     name = "pmse"
     Params = PMSEAuditParams
-    description = "pMSE of greedy CART (Section 5 data), Theorem 2's bound"
+    description = "pMSE of CART (tree = rpart | greedy; Section 5 data), Theorem 2's bound"
     neighbouring = "replace-one"
     claim = "Δu = 1/n (Theorem 2; proven for globally optimal trees only)"
     default_trials = 2_000

@@ -1,10 +1,23 @@
-"""Exact greedy CART (Gini) for in-sample propensity scores, built for millions of pMSE fits.
+"""The pMSE's classification trees, built for millions of pMSE fits: rpart's, and a greedy rule.
 
 The pMSE needs one thing from a classification tree: the in-sample fraction of label 1 in each
-row's leaf. This module grows the tree scikit-learn's
-``DecisionTreeClassifier(criterion="gini", min_impurity_decrease=cp * G(root))`` grows (up to
-the tie-breaking and float32 notes below) with numba kernels, and adds the two speed-ups the
-sensitivity trials of Snoke & Slavković (Table 1) need.
+row's leaf. Two tree rules are offered, chosen with ``tree``:
+
+- ``tree="rpart"`` (the default everywhere, because Snoke & Slavković fitted R's rpart): R's
+  rpart classification tree — Gini splitting as rpart scores it, ``minsplit``, ``minbucket``
+  (default ``round(minsplit/3)``), ``maxdepth`` and ``cp`` with rpart's cost-complexity
+  semantics (grow, then collapse every subtree whose complexity is ≤ cp × the root's risk;
+  ``xval = 0``), rpart's split points and tie order. :mod:`.rpart_tree` documents the
+  algorithm and every choice; tests/test_pmse_rpart.py holds it to R's rpart on 7,200 fits.
+- ``tree="greedy"``: the tree scikit-learn's
+  ``DecisionTreeClassifier(criterion="gini", min_impurity_decrease=cp * G(root))`` grows (up to
+  the tie-breaking and float32 notes below), which pre-prunes on the Gini decrease and has no
+  minsplit/minbucket. It was this module's only rule before issue 12; the rest of this
+  docstring describes it.
+
+Both share the sorted, packed column layout below, the one-fit-many-configurations readout and
+the neighbour-pair reuse; the two speed-ups the sensitivity trials of Snoke & Slavković
+(Table 1) need.
 
 **Growing.** Each feature is sorted once (numpy's SIMD sort on float keys that carry the row
 index in their lowest mantissa bits, then an exact repair pass). Every node owns a contiguous
@@ -36,8 +49,8 @@ as ``1 − (c₀² + c₁²)/(n·n)``, and the node is split iff ``improvement +
 (``ε_mach = 2⁻⁵²``, scikit-learn's ``EPSILON`` slack). Like scikit-learn this is *pre-pruning*:
 a split that fails (c) is never made, even if splits below it would have paid off. It is cp in
 rpart's sense (improvement relative to the root), but measured on the Gini impurity; rpart
-measures cp on its node risk and adds ``minsplit``/``minbucket`` defaults, so rpart trees can
-differ.
+measures cp on its node risk (misclassification count), prunes after growing and adds
+``minsplit``/``minbucket``, so rpart trees differ: that is ``tree="rpart"``.
 
 **All configurations from one fit.** The split chosen at a node depends only on that node's
 rows, and conditions (a) and (c) only ever cut, so a ``(max_depth, cp)`` tree is the

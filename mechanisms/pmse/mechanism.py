@@ -27,8 +27,8 @@ rather than hiding it: (i) a finite Metropolis chain only approximates f (the pa
 same), and with ``chains < releases`` the draws taken from one chain are correlated, while
 sequential composition assumes l independent draws (``chains = releases`` with ``thinning = 1``
 gives independent chains, one draw each); (ii) Theorem 2 proves Δu ≤ 1/n for *optimal*
-trees, and the greedy CART used here violates it on a small fraction of datasets (Table 1
-measures how often). The ledger records the nominal guarantee: l steps of ε/l (shares whose
+trees, and the top-down CARTs used here (rpart's by default, ``tree``) violate it on a small
+fraction of datasets (Table 1 measures how often). The ledger records the nominal guarantee: l steps of ε/l (shares whose
 ``math.fsum`` is exactly ε) with sensitivity 1/n and "noise scale" 2Δu/(ε/l) (the
 temperature of the exponential mechanism). All randomness (the chains and u's synthetic
 draws) comes from the run's random source.

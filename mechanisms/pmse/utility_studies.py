@@ -9,7 +9,8 @@ runs one synthesis method on it with the configuration's ε (charging the trial'
 scores what the method released:
 
 * ``pmse_comparison`` (Table 2 / Figure 3, Section 7): the pMSE of each released synthetic
-  dataset against X, from a greedy Gini CART of unlimited depth (:data:`METRIC_TREES`);
+  dataset against X, from a CART of unlimited depth (``tree``: rpart's by default, or the
+  greedy rule; :data:`METRIC_TREES`);
 * ``pmse_regression`` (Section 6, Figures 2 and 4): ``|β̂ − β̂priv|`` for the intercept and
   the slope of the OLS regression of X₂ on X₁, where β̂ is fitted on X and β̂priv is the mean
   of the per-dataset OLS fits over the released synthetic datasets (the point-estimate
