@@ -71,7 +71,7 @@ def test_one_fit_serves_every_configuration(fixture: tuple) -> None:
     for (i, config), prob in zip(fits, probabilities, strict=True):
         if (config.minsplit, config.minbucket) == (20, 7):
             by_dataset.setdefault(i, []).append((config, prob))
-    for i, entries in list(by_dataset.items())[::3]:
+    for i, entries in by_dataset.items():
         data = datasets[i]
         configs = [(c.maxdepth, c.cp) for c, _ in entries]
         together = cart.pmse_for_configurations(data.x, data.labels, configs)
@@ -119,6 +119,8 @@ def test_rpart_settings_are_validated() -> None:
         cart.fit_propensity_tree(z, labels, max_depth=2, cp=0.01, tree="cart")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"minsplit \(1\) must be an int ≥ 2"):
         cart.fit_propensity_tree(z, labels, max_depth=2, cp=0.01, minsplit=1)
+    with pytest.raises(TypeError, match=r"minsplit \(20\.0\) must be an int ≥ 2"):
+        cart.fit_propensity_tree(z, labels, max_depth=2, cp=0.01, minsplit=20.0)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"minbucket \(0\) must be an int ≥ 1"):
         cart.fit_propensity_tree(z, labels, max_depth=2, cp=0.01, minbucket=0)
     with pytest.raises(ValueError, match=r"max_depth \(31\) must be at most 30 with tree='rpart'"):

@@ -9,7 +9,7 @@ configuration: each trial draws the paper's neighbouring pair and synthetic data
 
 and compares ``|pMSE(X, Xˢ) − pMSE(X′, Xˢ)|`` with Theorem 2's claimed Δu = 1/n. The draws are
 made in the same order as :func:`privlab.mechanisms.pmse.studies.table1_trial`, so for one
-seed the difference is bit-identical to that function's column for the same ``(depth, cp)``
+seed the difference is bit-identical to that function's column for the same ``(depth, cp)`` and tree
 (tests/test_audit.py checks it); the Table-1 workload evaluates all eight configurations on
 common random numbers, this auditable one configuration per audit.
 """

@@ -825,6 +825,7 @@ class _Workspace:
         self.rank_value = np.empty((q, n_rows + 1), np.float64)
         self.buffer = np.empty(n_rows, np.int64)
         self.trees = (_TreeBuffers(n_rows, q), _TreeBuffers(n_rows, q))
+        self.rpart_trees: tuple[_RpartBuffers, _RpartBuffers] | None = None
 
     def sort(self, z: np.ndarray) -> None:
         """Rows and values of each column of ``z`` in ascending order, into ``order``/``values``."""
@@ -956,9 +957,13 @@ def check_rule(
     """
     check_tree(tree)
     emulate = _check_tie_break(tie_break)
-    if not isinstance(minsplit, Integral) or isinstance(minsplit, bool) or minsplit < 2:
+    if not isinstance(minsplit, Integral) or isinstance(minsplit, bool):
+        raise TypeError(f"minsplit ({minsplit!r}) must be an int ≥ 2")
+    if minsplit < 2:
         raise ValueError(f"minsplit ({minsplit!r}) must be an int ≥ 2")
-    if minbucket is not None and (not isinstance(minbucket, Integral) or isinstance(minbucket, bool) or minbucket < 1):
+    if minbucket is not None and (not isinstance(minbucket, Integral) or isinstance(minbucket, bool)):
+        raise TypeError(f"minbucket ({minbucket!r}) must be an int ≥ 1 or None (round(minsplit / 3))")
+    if minbucket is not None and minbucket < 1:
         raise ValueError(f"minbucket ({minbucket!r}) must be an int ≥ 1 or None (round(minsplit / 3))")
     if tree == "greedy":
         if minsplit != DEFAULT_MINSPLIT or minbucket is not None:
@@ -1004,10 +1009,11 @@ class _RpartBuffers:
         self.candidates = np.empty(n_rows, np.int64)
         self.count = 0
         self.exact_priors = True
+        self._kept = np.zeros(self.ints.shape[0], np.int64)  # per node: internal in the pruned tree
+        self._bound = np.zeros(self.ints.shape[0], np.float64)  # per node: rpart's complexity
 
     def _node_arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        kept = getattr(self, "_kept", None)
-        if kept is None or kept.shape[0] < self.count:
+        if self._kept.shape[0] < self.count:
             self._kept = np.zeros(self.ints.shape[0], np.int64)
             self._bound = np.zeros(self.ints.shape[0], np.float64)
         return self._kept, self._bound
@@ -1034,10 +1040,9 @@ class _RpartBuffers:
 
 
 def _rpart_buffers(workspace: _Workspace, index: int) -> _RpartBuffers:
-    buffers = getattr(workspace, "rpart_trees", None)
-    if buffers is None:
-        buffers = workspace.rpart_trees = (_RpartBuffers(workspace.shape[0]), _RpartBuffers(workspace.shape[0]))
-    return buffers[index]
+    if workspace.rpart_trees is None:  # made on first use: a greedy-only run never needs them
+        workspace.rpart_trees = (_RpartBuffers(workspace.shape[0]), _RpartBuffers(workspace.shape[0]))
+    return workspace.rpart_trees[index]
 
 
 def _alphas(cps: np.ndarray, labels: np.ndarray) -> np.ndarray:
