@@ -1031,6 +1031,16 @@ class _RpartBuffers:
             ref_floats, self.ints, self.floats, self.stack, buffer, self.candidates,
         )
 
+    def grow_single(self, layout, row_rank, rank_value, max_depth: int, rule: _Rule, alpha: float, buffer) -> float:
+        """rpart's recursion for one configuration, growing on visit; returns its pMSE."""
+        from privlab.mechanisms.pmse import rpart_tree as rt
+
+        (self.ints, self.floats, self._kept, self._bound, self.count, self.exact_priors) = rt.grow_single(
+            layout, row_rank, rank_value, max_depth, rule.minsplit, rule.minbucket, alpha, self.ints, self.floats,
+            self._kept, self._bound, self.frames, self.frame_floats, buffer, self.candidates,
+        )
+        return float(rt.pruned_pmse(self.ints, self._kept, self.frames))
+
     def pmse(self, depths: np.ndarray, alphas: np.ndarray, rule: _Rule) -> np.ndarray:
         from privlab.mechanisms.pmse import rpart_tree as rt
 
@@ -1063,6 +1073,18 @@ def _rpart_grow(
     return tree, depths, alphas
 
 
+def _rpart_single(
+    workspace: _Workspace, labels: np.ndarray, depth_limit: int, cp: float, rule: _Rule
+) -> tuple[_RpartBuffers, float]:
+    """One configuration: rpart's own recursion, splitting only the nodes rpart visits."""
+    depth = int(_rpart_depths(np.array([depth_limit], np.int64))[0])
+    alpha = float(_alphas(np.array([cp], np.float64), labels)[0])
+    tree = _rpart_buffers(workspace, 0)
+    pmse_value = tree.grow_single(workspace.layout, workspace.row_rank, workspace.rank_value, depth, rule, alpha,
+                                  workspace.buffer)
+    return tree, pmse_value
+
+
 def _grow_one(
     workspace: _Workspace, z: np.ndarray, labels: np.ndarray, depth_limit: int, cp: float, emulate: bool
 ) -> tuple[_TreeBuffers, float]:
@@ -1090,10 +1112,7 @@ def _fit_tree_checked(
         from privlab.mechanisms.pmse import rpart_tree as rt
 
         workspace.layout_of(z, labels)
-        depths, cps = np.array([depth_limit], np.int64), np.array([cp], np.float64)
-        rtree, depths, alphas = _rpart_grow(workspace, workspace.layout, workspace.row_rank, labels, depths, cps,
-                                            rule, 0)
-        pmse_value = float(rtree.pmse(depths, alphas, rule)[0])  # leaves kept/bound of this configuration
+        rtree, pmse_value = _rpart_single(workspace, labels, depth_limit, cp, rule)
         kept, _ = rtree._node_arrays()
         probabilities, leaves, depth, tied, iscale_nodes = rt.leaf_probabilities(
             rtree.ints, rtree.floats, z, kept, rtree.frames
@@ -1118,6 +1137,8 @@ def _configurations_checked(
     rule: _Rule = _GREEDY,
 ) -> np.ndarray:
     workspace.layout_of(z, labels)
+    if rule.tree == "rpart" and depths.shape[0] == 1:
+        return np.array([_rpart_single(workspace, labels, int(depths[0]), float(cps[0]), rule)[1]])
     if rule.tree == "rpart":
         tree, depths, alphas = _rpart_grow(workspace, workspace.layout, workspace.row_rank, labels, depths, cps,
                                            rule, 0)

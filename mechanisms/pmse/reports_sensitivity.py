@@ -36,7 +36,7 @@ def _key(entry: Mapping[str, Any]) -> tuple[str, float]:
 def tree_rule(results: StudyResults) -> str:
     """The tree rule of a run's entries: their ``tree`` param (runs before issue 12 had only the
     greedy rule and no such param)."""
-    rules = sorted({str(e["params"].get("tree", "greedy")) for e in results.entries})
+    rules = sorted({str(e["params"].get("params.tree", e["params"].get("tree", "greedy"))) for e in results.entries})
     return ", ".join(rules) if rules else "greedy"
 
 

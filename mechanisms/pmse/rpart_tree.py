@@ -61,21 +61,28 @@ bit-for-bit rpart's.
 
 **Where this module had to choose.**
 
-- *One grown tree, many configurations.* The split chosen at a node depends only on its rows
-  (and on ``iscale``, below), not on ``cp`` or ``maxdepth``; those only decide which nodes are
-  visited and which are collapsed. So :func:`grow` splits every node that any requested
-  configuration could visit (``n ≥ minsplit``, depth below the largest ``maxdepth``,
-  ``R > α_min``: rpart never visits a node with ``R ≤ α`` since ``min(R, C) ≤ R``), in
-  rpart's visiting order, and :func:`prune` replays partition()'s recursion over the stored
-  nodes for each ``(maxdepth, α)``. That replay is exact; it is not a weakest-link pruning of
-  the big tree (rpart's early-stopping bounds are not monotone in ``α``), it *is* rpart's
-  recursion. minsplit and minbucket change the splits themselves and are fixed per fit.
+- *One configuration* (:func:`grow_single`): rpart's recursion itself, searching a node's
+  split only when rpart visits it, in rpart's order; ``iscale`` is then rpart's exactly.
+- *One grown tree, many configurations* (:func:`grow` then :func:`prune`). The split chosen
+  at a node depends only on its rows (and on ``iscale``, below), not on ``cp`` or
+  ``maxdepth``; those only decide which nodes are visited and which are collapsed. So
+  :func:`grow` splits every node that any requested configuration could visit
+  (``n ≥ minsplit``, depth below the largest ``maxdepth``, ``R > α_min``: rpart never visits a
+  node with ``R ≤ α`` since ``min(R, C) ≤ R``), in rpart's visiting order, and :func:`prune`
+  replays partition()'s recursion over the stored nodes for each ``(maxdepth, α)``. The
+  replay is needed: rpart's early-stopping bounds are not monotone in ``α``, and a
+  ``maxdepth = d`` tree is often *not* the depth-``d`` truncation of the deeper tree (the
+  complexity of a node depends on the subtree below it; measured in experiments/pmse/RESULTS.md).
+  Snipping the small-cp tree at the nodes whose rpart complexity is ≤ the larger ``α``
+  (prune.rpart's rule) did give the larger-cp tree in every case measured there, but the
+  replay does not rely on it. minsplit and minbucket change the splits themselves and are
+  fixed per fit.
 - *iscale.* rpart's running maximum depends on which nodes it visited before, which differs
-  between configurations; here it is the running maximum over the grown tree's visiting
-  order. It can only matter at a node whose best improvement is positive but at most
-  ``10⁻¹⁰`` times the largest improvement of the fit (a split that changes the Gini by ~1e-7
-  of a count). Such nodes are counted (``iscale_nodes``) so tests can show they do not occur
-  in the compared fits.
+  between configurations; for several configurations it is the running maximum over the
+  grown tree's visiting order. It can only matter at a node whose best improvement is
+  positive but at most ``10⁻¹⁰`` times the largest improvement of the fit (a split that
+  changes the Gini by ~1e-7 of a count). Such nodes are counted (``iscale_nodes``) so tests
+  can show they do not occur in the compared fits; single fits are exact regardless.
 - *Order within tied values.* rpart sorts each feature once with its own (unstable)
   quicksort; here ties are ordered by row index. This only changes results when ``a_j ≠ 1``
   (unbalanced classes whose frequencies do not sum to exactly 1.0 in float64), where the
@@ -313,6 +320,80 @@ def _copy_subtree(ints, floats, v, ref_ints, ref_floats, u, parent):
 
 
 @njit(cache=True)
+def _best_split(layout, s, e, ones, minbucket, exact, a0, a1, iscale, candidates):
+    """rpart's bsplit() for segment ``[s, e)``: ``(feature, where, upper_is_left, node_max, tied,
+    iscale)``; feature −1 if no feature is eligible (``iscale`` is the updated running maximum)."""
+    q = layout.shape[0]
+    best_feature = -1
+    best_improve = 0.0
+    best_where = -1
+    best_upper_left = 0
+    node_max = 0.0
+    tied = 0
+    for f in range(q):
+        if (layout[f, s] >> 32) == (layout[f, e - 1] >> 32):
+            continue  # constant in this node
+        if exact:
+            improve, where, upper_left = _scan_feature_exact(layout, f, s, e, ones, minbucket, candidates)
+        else:
+            improve, where, upper_left = _scan_feature(layout, f, s, e, ones, minbucket, a0, a1)
+        if improve > node_max:
+            node_max = improve
+        if improve > iscale:
+            iscale = improve
+        if improve > iscale * 1e-10:
+            if best_feature < 0 or improve > best_improve:
+                best_feature = f
+                best_improve = improve
+                best_where = where
+                best_upper_left = upper_left
+                tied = 0
+            elif improve == best_improve:
+                tied = 1
+    return best_feature, best_where, best_upper_left, node_max, tied, iscale
+
+
+@njit(cache=True)
+def _cut(layout, rank_value, f, s, n_t, where):
+    """rpart's split point (midpoint) and the rows below it: ``(threshold, n_low, ones_low)``."""
+    low = rank_value[f, layout[f, s + where] >> 32]
+    high = rank_value[f, layout[f, s + where + 1] >> 32]
+    threshold = (low + high) / 2.0
+    n_low = where + 1
+    while n_low > 0 and rank_value[f, layout[f, s + n_low - 1] >> 32] >= threshold:
+        n_low -= 1
+    while n_low < n_t and rank_value[f, layout[f, s + n_low] >> 32] < threshold:
+        n_low += 1
+    ones_low = 0
+    for i in range(s, s + n_low):
+        ones_low += layout[f, i] & 1
+    return threshold, n_low, ones_low
+
+
+@njit(cache=True)
+def _new_node(ints, floats, v, parent, depth, s, n_t, ones, has_r):
+    ints[v, PARENT] = parent
+    ints[v, DEPTH] = depth
+    ints[v, N] = n_t
+    ints[v, ONES] = ones
+    ints[v, RISK] = min(n_t - ones, ones)
+    ints[v, FEATURE] = -1
+    ints[v, LEFT] = -1
+    ints[v, RIGHT] = -1
+    ints[v, START] = s
+    ints[v, TIED] = 0
+    ints[v, ISCALE] = 0
+    ints[v, UPPER_LEFT] = 0
+    ints[v, HAS_R] = has_r
+    ints[v, LOW_NONR] = 0
+    ints[v, SIZE] = 1
+    ints[v, FRAGILE] = 0
+    floats[v, THRESHOLD] = np.nan
+    floats[v, IMPROVE] = 0.0
+    floats[v, SUBMAX] = 0.0
+
+
+@njit(cache=True)
 def grow(layout, row_rank, rank_value, max_depth, minsplit, minbucket, alpha_min, r, ref_ints, ref_floats,
          ints, floats, stack, buffer, candidates):
     """Split, in rpart's visiting order, every node some configuration could visit.
@@ -374,74 +455,19 @@ def grow(layout, row_rank, rank_value, max_depth, minsplit, minbucket, alpha_min
         ints, floats = _grown(ints, floats, v + 1)
         count += 1
         n_t = e - s
-        risk = min(n_t - ones, ones)
-        ints[v, PARENT] = parent
-        ints[v, DEPTH] = depth
-        ints[v, N] = n_t
-        ints[v, ONES] = ones
-        ints[v, RISK] = risk
-        ints[v, FEATURE] = -1
-        ints[v, LEFT] = -1
-        ints[v, RIGHT] = -1
-        ints[v, START] = s
-        ints[v, TIED] = 0
-        ints[v, ISCALE] = 0
-        ints[v, UPPER_LEFT] = 0
-        ints[v, HAS_R] = has_r
-        ints[v, LOW_NONR] = 0
-        ints[v, SIZE] = 1
-        ints[v, FRAGILE] = 0
-        floats[v, THRESHOLD] = np.nan
-        floats[v, IMPROVE] = 0.0
-        floats[v, SUBMAX] = 0.0
-        if not _may_expand(n_t, risk, depth, minsplit, max_depth, alpha_min):
+        _new_node(ints, floats, v, parent, depth, s, n_t, ones, has_r)
+        if not _may_expand(n_t, ints[v, RISK], depth, minsplit, max_depth, alpha_min):
             continue
-
-        best_feature = -1
-        best_improve = 0.0
-        best_where = -1
-        best_upper_left = 0
-        node_max = 0.0
-        tied = 0
-        for f in range(q):
-            if (layout[f, s] >> 32) == (layout[f, e - 1] >> 32):
-                continue  # constant in this node
-            if exact:
-                improve, where, upper_left = _scan_feature_exact(layout, f, s, e, ones, minbucket, candidates)
-            else:
-                improve, where, upper_left = _scan_feature(layout, f, s, e, ones, minbucket, a0, a1)
-            if improve > node_max:
-                node_max = improve
-            if improve > iscale:
-                iscale = improve
-            if improve > iscale * 1e-10:
-                if best_feature < 0 or improve > best_improve:
-                    best_feature = f
-                    best_improve = improve
-                    best_where = where
-                    best_upper_left = upper_left
-                    tied = 0
-                elif improve == best_improve:
-                    tied = 1
+        f, where, best_upper_left, node_max, tied, iscale = _best_split(
+            layout, s, e, ones, minbucket, exact, a0, a1, iscale, candidates)
         floats[v, IMPROVE] = node_max
         if node_max > 0.0 and node_max <= fragile_limit:
             ints[v, FRAGILE] = 1
-        if best_feature < 0:
+        if f < 0:
             continue
-        f = best_feature
-        low = rank_value[f, layout[f, s + best_where] >> 32]
-        high = rank_value[f, layout[f, s + best_where + 1] >> 32]
-        threshold = (low + high) / 2.0
-        n_low = best_where + 1
-        while n_low > 0 and rank_value[f, layout[f, s + n_low - 1] >> 32] >= threshold:
-            n_low -= 1
-        while n_low < n_t and rank_value[f, layout[f, s + n_low] >> 32] < threshold:
-            n_low += 1
+        threshold, n_low, ones_low = _cut(layout, rank_value, f, s, n_t, where)
         if n_low == 0 or n_low == n_t:
             continue  # degenerate midpoint (module docstring)
-        ones_low = 0
-        for i in range(s, s + n_low):
-            ones_low += layout[f, i] & 1
         ones_high = ones - ones_low
         n_high = n_t - n_low
         bound = layout[f, s + n_low - 1] >> 32
@@ -502,6 +528,182 @@ def grow(layout, row_rank, rank_value, max_depth, minsplit, minbucket, alpha_min
 
 
 @njit(cache=True)
+def _grown_all(ints, floats, kept, bound, needed):
+    if needed <= ints.shape[0]:
+        return ints, floats, kept, bound
+    capacity = max(needed, 2 * ints.shape[0])
+    new_kept = np.zeros(capacity, np.int64)
+    new_bound = np.zeros(capacity, np.float64)
+    new_kept[: kept.shape[0]] = kept
+    new_bound[: bound.shape[0]] = bound
+    ints, floats = _grown(ints, floats, capacity)
+    return ints, floats, new_kept, new_bound
+
+
+@njit(cache=True)
+def grow_single(layout, row_rank, rank_value, max_depth, minsplit, minbucket, alpha, ints, floats, kept, bound,
+                frames, frame_floats, buffer, candidates):
+    """rpart's partition() recursion for one ``(maxdepth, α)``, splitting each node when visited.
+
+    The same recursion as :func:`prune`, but a node's split is searched only when rpart visits
+    it, in rpart's order, so nothing is grown that rpart does not grow and ``iscale`` is rpart's
+    running maximum exactly. Returns ``(ints, floats, kept, bound, count, exact_priors)`` with
+    ``kept``/``bound`` as :func:`prune` leaves them.
+    """
+    n_total = layout.shape[1]
+    ones_total = 0
+    for i in range(n_total):
+        ones_total += layout[0, i] & 1
+    a0, a1 = altered_priors(n_total - ones_total, ones_total)
+    exact = a0 == 1.0 and a1 == 1.0
+    iscale = 0.0
+    ints, floats, kept, bound = _grown_all(ints, floats, kept, bound, 1)
+    _new_node(ints, floats, 0, -1, 0, 0, n_total, ones_total, 0)
+    count = 1
+    bound[0] = float(ints[0, RISK])
+    frames[0, 0] = 0
+    frames[0, 1] = 0
+    top = 1
+    ret_split = 0
+    ret_risk = 0.0
+    while top > 0:
+        k = top - 1
+        v = frames[k, 0]
+        stage = frames[k, 1]
+        risk = float(ints[v, RISK])
+        if stage == 0:
+            t = risk
+            if v != 0 and t > bound[v]:
+                t = bound[v]
+            f = -1
+            s = ints[v, START]
+            n_t = ints[v, N]
+            ones = ints[v, ONES]
+            threshold = np.nan
+            n_low = 0
+            ones_low = 0
+            tied = 0
+            upper_left = 0
+            if not (n_t < minsplit or t <= alpha or ints[v, DEPTH] >= max_depth):
+                f, where, upper_left, node_max, tied, iscale = _best_split(
+                    layout, s, s + n_t, ones, minbucket, exact, a0, a1, iscale, candidates)
+                floats[v, IMPROVE] = node_max
+                if f >= 0:
+                    threshold, n_low, ones_low = _cut(layout, rank_value, f, s, n_t, where)
+                    if n_low == 0 or n_low == n_t:
+                        f = -1  # degenerate midpoint (module docstring)
+            if f < 0:
+                bound[v] = alpha
+                kept[v] = 0
+                ret_split = 0
+                ret_risk = risk
+                top -= 1
+                continue
+            n_high = n_t - n_low
+            ones_high = ones - ones_low
+            depth = ints[v, DEPTH]
+            need_low = _may_expand(n_low, min(n_low - ones_low, ones_low), depth + 1, minsplit, max_depth, alpha)
+            need_high = _may_expand(n_high, min(n_high - ones_high, ones_high), depth + 1, minsplit, max_depth,
+                                    alpha)
+            if need_low or need_high:
+                _partition(layout, row_rank, f, layout[f, s + n_low - 1] >> 32, s, s + n_t, n_low, need_low,
+                           need_high, buffer)
+            ints, floats, kept, bound = _grown_all(ints, floats, kept, bound, count + 2)
+            low, high = count, count + 1
+            count += 2
+            _new_node(ints, floats, low, v, depth + 1, s, n_low, ones_low, 0)
+            _new_node(ints, floats, high, v, depth + 1, s + n_low, n_high, ones_high, 0)
+            ints[v, FEATURE] = f
+            ints[v, TIED] = tied
+            ints[v, UPPER_LEFT] = upper_left
+            floats[v, THRESHOLD] = threshold
+            ints[v, LEFT] = high if upper_left == 1 else low
+            ints[v, RIGHT] = low if upper_left == 1 else high
+            left = ints[v, LEFT]
+            bound[left] = t - alpha
+            frames[k, 1] = 1
+            frames[top, 0] = left
+            frames[top, 1] = 0
+            top += 1
+        elif stage == 1:
+            left = ints[v, LEFT]
+            left_split = ret_split
+            left_risk = ret_risk
+            t = (risk - left_risk) / (left_split + 1)
+            t2 = risk - float(ints[left, RISK])
+            if t < t2:
+                t = t2
+            if t > bound[v]:
+                t = bound[v]
+            frames[k, 2] = left_split
+            frame_floats[k, 1] = left_risk
+            right = ints[v, RIGHT]
+            bound[right] = t - alpha
+            frames[k, 1] = 2
+            frames[top, 0] = right
+            frames[top, 1] = 0
+            top += 1
+        else:
+            ret_split, ret_risk = _collapse(ints, v, frames[k, 2], frame_floats[k, 1], ret_split, ret_risk,
+                                            alpha, kept, bound)
+            top -= 1
+    return ints, floats, kept, bound, count, exact
+
+
+@njit(cache=True)
+def _collapse(ints, v, left_split, left_risk, right_split, right_risk, alpha, kept, bound):
+    """The end of partition(): node ``v``'s complexity, and whether it collapses to a leaf.
+
+    Returns ``(splits, risk)`` of the subtree as it stands (``(0, R(v))`` if collapsed).
+    """
+    risk = float(ints[v, RISK])
+    left = ints[v, LEFT]
+    right = ints[v, RIGHT]
+    t = (risk - (left_risk + right_risk)) / (left_split + right_split + 1)
+    if bound[right] > bound[left]:
+        if t > bound[left]:
+            left_risk = float(ints[left, RISK])
+            left_split = 0
+            t = (risk - (left_risk + right_risk)) / (left_split + right_split + 1)
+            if t > bound[right]:
+                right_risk = float(ints[right, RISK])
+                right_split = 0
+    elif t > bound[right]:
+        right_split = 0
+        right_risk = float(ints[right, RISK])
+        t = (risk - (left_risk + right_risk)) / (left_split + right_split + 1)
+        if t > bound[left]:
+            left_risk = float(ints[left, RISK])
+            left_split = 0
+    bound[v] = (risk - (left_risk + right_risk)) / (left_split + right_split + 1)
+    if bound[v] <= alpha:
+        kept[v] = 0
+        return 0, risk
+    kept[v] = 1
+    return left_split + right_split + 1, left_risk + right_risk
+
+
+@njit(cache=True)
+def pruned_pmse(ints, kept, frames):
+    """``Σ_leaves n_t (p_t − ½)² / N`` over the leaves of the tree ``kept`` describes."""
+    total = 0.0
+    visit = frames[:, 0]
+    visit[0] = 0
+    top = 1
+    while top > 0:
+        top -= 1
+        v = visit[top]
+        if kept[v] == 1 and ints[v, FEATURE] >= 0:
+            visit[top] = ints[v, RIGHT]
+            visit[top + 1] = ints[v, LEFT]
+            top += 2
+        else:
+            p = ints[v, ONES] / ints[v, N]
+            total += ints[v, N] * (p - 0.5) * (p - 0.5)
+    return total / ints[0, N]
+
+
+@njit(cache=True)
 def prune(ints, count, max_depth, minsplit, alpha, kept, bound, frames, frame_floats):
     """Replay rpart's partition() recursion over a grown tree for one ``(maxdepth, α)``.
 
@@ -558,38 +760,9 @@ def prune(ints, count, max_depth, minsplit, alpha, kept, bound, frames, frame_fl
             frames[top, 1] = 0
             top += 1
         else:
-            left = ints[v, LEFT]
-            right = ints[v, RIGHT]
-            left_split = frames[k, 2]
-            left_risk = frame_floats[k, 1]
-            right_split = ret_split
-            right_risk = ret_risk
-            t = (risk - (left_risk + right_risk)) / (left_split + right_split + 1)
-            if bound[right] > bound[left]:
-                if t > bound[left]:
-                    left_risk = float(ints[left, RISK])
-                    left_split = 0
-                    t = (risk - (left_risk + right_risk)) / (left_split + right_split + 1)
-                    if t > bound[right]:
-                        right_risk = float(ints[right, RISK])
-                        right_split = 0
-            elif t > bound[right]:
-                right_split = 0
-                right_risk = float(ints[right, RISK])
-                t = (risk - (left_risk + right_risk)) / (left_split + right_split + 1)
-                if t > bound[left]:
-                    left_risk = float(ints[left, RISK])
-                    left_split = 0
-            bound[v] = (risk - (left_risk + right_risk)) / (left_split + right_split + 1)
+            ret_split, ret_risk = _collapse(ints, v, frames[k, 2], frame_floats[k, 1], ret_split, ret_risk,
+                                            alpha, kept, bound)
             top -= 1
-            if bound[v] <= alpha:
-                kept[v] = 0
-                ret_split = 0
-                ret_risk = risk
-            else:
-                kept[v] = 1
-                ret_split = left_split + right_split + 1
-                ret_risk = left_risk + right_risk
     return ret_split
 
 
@@ -600,21 +773,7 @@ def configuration_pmse(ints, count, depths, alphas, minsplit, kept, bound, frame
     out = np.empty(depths.shape[0], np.float64)
     for k in range(depths.shape[0]):
         prune(ints, count, depths[k], minsplit, alphas[k], kept, bound, frames, frame_floats)
-        total = 0.0
-        visit = frames[:, 0]
-        visit[0] = 0
-        top = 1
-        while top > 0:
-            top -= 1
-            v = visit[top]
-            if kept[v] == 1 and ints[v, FEATURE] >= 0:
-                visit[top] = ints[v, RIGHT]
-                visit[top + 1] = ints[v, LEFT]
-                top += 2
-            else:
-                p = ints[v, ONES] / ints[v, N]
-                total += ints[v, N] * (p - 0.5) * (p - 0.5)
-        out[k] = total / n_total
+        out[k] = pruned_pmse(ints, kept, frames)
     return out
 
 
