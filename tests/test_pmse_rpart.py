@@ -154,3 +154,16 @@ def test_live_against_r_rpart() -> None:
     probabilities, _ = oracle.run_rpart(datasets, fits)
     result = oracle.compare(datasets, fits, probabilities)
     assert result["agree"] == len(fits), result["disagreements"][:5]
+
+
+def test_reports_name_the_tree_of_the_run() -> None:
+    from privlab.mechanisms.pmse.reports_sensitivity import tree_rule
+    from privlab.platform.reports import StudyResults
+
+    def results(params: dict) -> StudyResults:
+        return StudyResults(study="s", workload="pmse_sensitivity", run_id="r", experiment="e", spec_name="x",
+                            root_seed=1, command=None, entries=({"params": params, "units": 1},), reservoirs={},
+                            timing={})
+
+    assert tree_rule(results({"params.tree": "rpart", "depth": 1, "cp": 0.01})) == "rpart"
+    assert tree_rule(results({"depth": 1, "cp": 0.01})) == "greedy"  # runs before issue 12
