@@ -167,3 +167,26 @@ def test_reports_name_the_tree_of_the_run() -> None:
 
     assert tree_rule(results({"params.tree": "rpart", "depth": 1, "cp": 0.01})) == "rpart"
     assert tree_rule(results({"depth": 1, "cp": 0.01})) == "greedy"  # runs before issue 12
+
+
+def test_filtered_scan_equals_rparts_full_scan() -> None:
+    """The division-free filter (altered priors exactly 1) never changes rpart's chosen cut."""
+    from privlab.mechanisms.pmse import rpart_tree as rt
+
+    rng = np.random.default_rng(7)
+    checked = 0
+    for _ in range(300):
+        n, q = int(rng.integers(4, 200)), int(rng.integers(1, 4))
+        z = np.round(rng.normal(size=(n, q)) * rng.choice([1.0, 3.0, 10.0]), int(rng.integers(0, 2)))
+        labels = (rng.random(n) < rng.uniform(0.1, 0.9)).astype(np.uint8)
+        workspace = cart._workspace(n, q)
+        workspace.layout_of(np.ascontiguousarray(z), labels)
+        ones = int(labels.sum())
+        candidates = np.empty(n, np.int64)
+        for f in range(q):
+            for minbucket in (1, 2, 7):
+                full = rt._scan_feature(workspace.layout, f, 0, n, ones, minbucket, 1.0, 1.0)
+                filtered = rt._scan_feature_exact(workspace.layout, f, 0, n, ones, minbucket, candidates)
+                assert full == filtered
+                checked += 1
+    assert checked >= 900
