@@ -15,14 +15,23 @@ q = 2, with the second argument of N(·, ·) a *variance* (as in the paper's not
 
 Printed, all from this run:
 
-1. ``single``: seconds per single-configuration pMSE, ours (``propensity.pmse``) vs
-   scikit-learn (``propensity.sklearn_pmse``), per configuration on the same datasets, and
-   overall (total time over all configurations). Target ≥ 10×.
+1. ``single``: seconds per single-configuration pMSE, ours with ``tree="greedy"``
+   (``propensity.pmse``) vs scikit-learn (``propensity.sklearn_pmse``, the same rule), per
+   configuration on the same datasets, and overall. Target ≥ 10×.
 2. ``trial``: seconds per full trial — ours ``pmse_neighbour_pair`` (all 8 configurations on
-   ``X`` and ``X′`` from one sort and two tree growths) vs scikit-learn fitting 16 trees.
-   Target ≥ 50×. Data generation is excluded from both sides.
-3. ``projection``: wall time for 1,000,000 complete trials (seeded generator, data
-   generation, pair fit) measured on 2 worker processes. Target ≤ 30 minutes.
+   ``X`` and ``X′`` from one sort and two tree growths; ``tree="rpart"``, the default, and
+   ``tree="greedy"``) vs scikit-learn fitting 16 trees. Data generation is excluded.
+3. ``rpart``: when ``Rscript`` with the rpart package is installed, R's rpart fits the same
+   trials (16 fits per trial: 8 configurations × {X, X′}, ``rpart.control`` defaults except cp,
+   maxdepth and xval = 0, each followed by ``predict`` and the pMSE;
+   benchmarks/rpart_timing.R times only that loop) and the pMSE values are compared with ours.
+4. ``projection``: wall time for 1,000,000 complete trials (seeded generator, data
+   generation, pair fit with the default tree) measured on 2 worker processes. Target ≤ 30
+   minutes.
+
+The last two lines are ``ratio_vs_rpart: X`` (R's 16 rpart fits / our rpart trial, target ≥
+20; ``n/a`` without R) and ``ratio_vs_sklearn: X`` (scikit-learn's 16 fits / our default-tree
+trial, target ≥ 50).
 
 It also prints how often ours and scikit-learn agree (to 1e-12) on the compared datasets and
 the Table-1 violation rates (``|pMSE(X) − pMSE(X′)| > 1/n``) of the throughput trials.
@@ -37,7 +46,11 @@ import argparse
 import math
 import multiprocessing
 import os
+import shutil
+import subprocess
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -104,14 +117,14 @@ def compare_single(datasets: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) ->
     disagreements = 0
     for k, (depth, cp) in enumerate(CONFIGS):
         start = time.perf_counter()
-        values = [pmse(x, synthetic, max_depth=depth, cp=cp) for x, _, synthetic in datasets]
+        values = [pmse(x, synthetic, max_depth=depth, cp=cp, tree="greedy") for x, _, synthetic in datasets]
         middle = time.perf_counter()
         references = [sklearn_pmse(x, synthetic, max_depth=depth, cp=cp) for x, _, synthetic in datasets]
         ours[k] = middle - start
         theirs[k] = time.perf_counter() - middle
         disagreements += int(np.sum(np.abs(np.subtract(values, references)) > 1e-12))
     m = len(datasets)
-    print(f"single-configuration pMSE, n = {N_ROWS}, q = 2, {m} datasets (ours vs scikit-learn, s/call):")
+    print(f"single-configuration pMSE, n = {N_ROWS}, q = 2, {m} datasets (ours greedy vs scikit-learn, s/call):")
     for k, config in enumerate(CONFIGS):
         print(f"  {label(config)}  ours {ours[k] / m:.6f}  sklearn {theirs[k] / m:.6f}  ratio {theirs[k] / ours[k]:6.1f}x")
     print(
@@ -122,11 +135,21 @@ def compare_single(datasets: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) ->
     return disagreements
 
 
-def compare_trials(datasets: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> int:
-    """Ours over every trial, then scikit-learn's 16 fits over the same trials."""
+def time_trials(datasets: list[tuple[np.ndarray, np.ndarray, np.ndarray]], tree: str) -> tuple[float, list]:
+    """Seconds for our full trials with ``tree`` (best of two passes) and the pMSE values."""
+    best = math.inf
+    values: list = []
+    for _ in range(2):
+        start = time.perf_counter()
+        values = [pmse_neighbour_pair(x, x_prime, s, CONFIGS, tree=tree) for x, x_prime, s in datasets]  # type: ignore[arg-type]
+        best = min(best, time.perf_counter() - start)
+    return best, values
+
+
+def compare_trials(datasets: list[tuple[np.ndarray, np.ndarray, np.ndarray]], ours_rpart: float) -> tuple[int, float]:
+    """Ours (greedy) over every trial, then scikit-learn's 16 fits over the same trials."""
+    ours, values = time_trials(datasets, "greedy")
     start = time.perf_counter()
-    values = [pmse_neighbour_pair(x, x_prime, synthetic, CONFIGS) for x, x_prime, synthetic in datasets]
-    middle = time.perf_counter()
     references = [
         np.array([
             [sklearn_pmse(x, synthetic, max_depth=d, cp=cp), sklearn_pmse(x_prime, synthetic, max_depth=d, cp=cp)]
@@ -134,14 +157,49 @@ def compare_trials(datasets: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) ->
         ])
         for x, x_prime, synthetic in datasets
     ]
-    theirs = time.perf_counter() - middle
-    ours = middle - start
+    theirs = time.perf_counter() - start
     m = len(datasets)
     print(
-        f"trial: ours {ours / m:.6f} s (pmse_neighbour_pair, 8 configurations x {{X, X'}}), "
-        f"sklearn {theirs / m:.6f} s (16 trees) per full trial -> {theirs / ours:.1f}x (target >= 50x)"
+        f"trial: ours rpart {ours_rpart / m:.6f} s, ours greedy {ours / m:.6f} s (pmse_neighbour_pair, "
+        f"8 configurations x {{X, X'}}), sklearn {theirs / m:.6f} s (16 trees) per full trial -> "
+        f"{theirs / ours_rpart:.1f}x rpart, {theirs / ours:.1f}x greedy (target >= 50x)"
     )
-    return sum(int(np.sum(np.abs(v - r) > 1e-12)) for v, r in zip(values, references))
+    return sum(int(np.sum(np.abs(v - r) > 1e-12)) for v, r in zip(values, references)), theirs / ours_rpart
+
+
+def rpart_available() -> bool:
+    if shutil.which("Rscript") is None:
+        return False
+    return subprocess.run(["Rscript", "-e", "library(rpart)"], capture_output=True, check=False).returncode == 0
+
+
+def compare_rpart(
+    datasets: list[tuple[np.ndarray, np.ndarray, np.ndarray]], ours_rpart: float, ours_values: list
+) -> float | None:
+    """R's rpart on the same trials (16 fits each); returns R's seconds / ours, or None without R."""
+    if not rpart_available():
+        print("rpart: Rscript with the rpart package not found; R's rpart not timed")
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        np.concatenate([np.concatenate([a.ravel(order="F") for a in trial]) for trial in datasets]).astype(
+            "<f8").tofile(directory / "trials.bin")
+        (directory / "trials.csv").write_text(f"n,trials\n{N_ROWS},{len(datasets)}\n")
+        (directory / "configs.csv").write_text(
+            "maxdepth,cp\n" + "".join(f"{30 if d is None else d},{cp!r}\n" for d, cp in CONFIGS)
+        )
+        script = Path(__file__).resolve().parent / "rpart_timing.R"
+        subprocess.run(["Rscript", str(script), str(directory)], check=True)
+        seconds = float((directory / "seconds.txt").read_text())
+        theirs = np.fromfile(directory / "pmse.bin", dtype="<f8").reshape(len(datasets), len(CONFIGS), 2)
+    differ = sum(int(np.sum(np.abs(v - r) > 1e-12)) for v, r in zip(ours_values, theirs))
+    m = len(datasets)
+    print(
+        f"rpart: R's rpart {seconds / m:.6f} s per full trial (16 fits), ours rpart {ours_rpart / m:.6f} s -> "
+        f"{seconds / ours_rpart:.1f}x (target >= 20x); pMSE values differing from R's by > 1e-12: {differ} of "
+        f"{m * 2 * len(CONFIGS)}"
+    )
+    return seconds / ours_rpart
 
 
 def busy_cores(seconds: float = 1.0) -> float | None:
@@ -181,7 +239,7 @@ def projection(root: int, trials_per_worker: int) -> None:
     wall = max(end for _, end, _ in reports) - min(start for start, _, _ in reports)
     trials = 2 * trials_per_worker
     print(
-        f"projection: {trials} complete trials (seeded generator, data, pair fit) on 2 worker processes took "
+        f"projection: {trials} complete trials (seeded generator, data, rpart pair fit) on 2 worker processes took "
         f"{wall:.2f} s wall ({2 * wall / trials * 1e3:.3f} ms per trial per worker) -> 1,000,000 trials: "
         f"{wall / trials * MILLION / 60:.1f} min (target <= 30 min)"
     )
@@ -201,20 +259,25 @@ def main() -> None:
     start = time.perf_counter()
     x, x_prime, synthetic = table1_data(N_ROWS, trial_rng(args.seed, WARM_UP, 0))
     pmse_neighbour_pair(x, x_prime, synthetic, CONFIGS)
+    pmse_neighbour_pair(x, x_prime, synthetic, CONFIGS, tree="greedy")
     for depth, cp in CONFIGS:
-        pmse(x, synthetic, max_depth=depth, cp=cp)
+        pmse(x, synthetic, max_depth=depth, cp=cp, tree="greedy")
         sklearn_pmse(x, synthetic, max_depth=depth, cp=cp)
     print(f"warm-up (numba kernels from cache, or compiled on first use): {time.perf_counter() - start:.2f} s")
 
     datasets = [table1_data(N_ROWS, trial_rng(args.seed, COMPARED, i)) for i in range(compared)]
     single_disagreements = compare_single(datasets)
-    trial_disagreements = compare_trials(datasets)
+    ours_rpart, rpart_values = time_trials(datasets, "rpart")
+    trial_disagreements, ratio_sklearn = compare_trials(datasets, ours_rpart)
     print(
-        f"agreement with scikit-learn (|diff| <= 1e-12): single {single_disagreements} of "
+        f"agreement of tree='greedy' with scikit-learn (|diff| <= 1e-12): single {single_disagreements} of "
         f"{compared * len(CONFIGS)} differ, trials {trial_disagreements} of {compared * 2 * len(CONFIGS)} differ "
         "(default tie-breaking; only exactly tied splits can differ, see privlab.mechanisms.pmse.cart)"
     )
+    ratio_rpart = compare_rpart(datasets, ours_rpart, rpart_values)
     projection(args.seed, trials_per_worker)
+    print(f"ratio_vs_rpart: {'n/a (no Rscript with rpart)' if ratio_rpart is None else f'{ratio_rpart:.1f}'}")
+    print(f"ratio_vs_sklearn: {ratio_sklearn:.1f}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,8 @@
 """The exact greedy CART behind the pMSE: agreement with scikit-learn, truncation, pairs, errors.
 
+Everything here is a property of ``tree="greedy"`` (scikit-learn's rule), so every call pins it;
+``tree="rpart"`` (the default) is tested against R's rpart in tests/test_pmse_rpart.py.
+
 Data come from the paper's model (Snoke & Slavković, Section 5; the second argument of N is a
 variance): real X₁ ~ N(2, 10), X₂ | X₁ ~ N(−2.5 + 0.5·x₁, 3), and for q = 3 our extension
 X₃ | X₁, X₂ ~ N(1 + 0.3·x₁ − 0.5·x₂, 2). Synthetic data follow the sequential linear-Gaussian
@@ -12,19 +15,27 @@ in inputs, not in the algorithm.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 import pytest
 
-from privlab.mechanisms.pmse import cart
-from privlab.mechanisms.pmse.propensity import (
-    pmse,
-    pmse_configurations,
-    pmse_neighbour_pair,
-    propensity_scores,
-    sklearn_pmse,
-)
+from privlab.mechanisms.pmse import cart as _cart
+from privlab.mechanisms.pmse import propensity as _propensity
+from privlab.mechanisms.pmse.propensity import sklearn_pmse
+
+_GREEDY = {"tree": "greedy"}
+pmse = functools.partial(_propensity.pmse, **_GREEDY)
+pmse_configurations = functools.partial(_propensity.pmse_configurations, **_GREEDY)
+pmse_neighbour_pair = functools.partial(_propensity.pmse_neighbour_pair, **_GREEDY)
+propensity_scores = functools.partial(_propensity.propensity_scores, **_GREEDY)
+
+
+class cart:  # noqa: N801 - stands in for the module, with the greedy rule pinned
+    fit_propensity_tree = functools.partial(_cart.fit_propensity_tree, **_GREEDY)
+    pmse_for_configurations = functools.partial(_cart.pmse_for_configurations, **_GREEDY)
+    pmse_pair = functools.partial(_cart.pmse_pair, **_GREEDY)
 
 CONFIGS: list[tuple[int | None, float]] = [(d, cp) for cp in (0.01, 0.001) for d in (1, 2, 5, None)]
 

@@ -23,7 +23,11 @@ def test_depth_one_never_violates_the_bound_and_deeper_trees_sometimes_do() -> N
     # with these 300 seeded trials at n = 500 every depth ≥ 2 configuration has violations
     # (3, 8, 9, 2, 5 and 20 of them; the paper reports rates of a few per cent), and the
     # unlimited-depth, cp = 0.001 tree has its first one within the first 50 trials.
-    params = SensitivityParams(n=500)
+    # The derivation is the greedy rule's (its depth-1 tree is the Gini-optimal stump), so the
+    # test pins tree="greedy". rpart's depth-1 tree is the best stump under minbucket or no
+    # split at all (cost-complexity), which Theorem 2 does not cover; under rpart the bound held
+    # in all 200,000 trials of experiments/pmse/RESULTS.md, an observation, not a theorem.
+    params = SensitivityParams(n=500, tree="greedy")
     bound = 1 / params.n
     differences = np.array([table1_trial(params, np.random.default_rng(seed)) for seed in range(300)])
     assert np.all(np.isfinite(differences)) and np.all(differences >= 0)

@@ -1,10 +1,23 @@
-"""Exact greedy CART (Gini) for in-sample propensity scores, built for millions of pMSE fits.
+"""The pMSE's classification trees, built for millions of pMSE fits: rpart's, and a greedy rule.
 
 The pMSE needs one thing from a classification tree: the in-sample fraction of label 1 in each
-row's leaf. This module grows the tree scikit-learn's
-``DecisionTreeClassifier(criterion="gini", min_impurity_decrease=cp * G(root))`` grows (up to
-the tie-breaking and float32 notes below) with numba kernels, and adds the two speed-ups the
-sensitivity trials of Snoke & Slavković (Table 1) need.
+row's leaf. Two tree rules are offered, chosen with ``tree``:
+
+- ``tree="rpart"`` (the default everywhere, because Snoke & Slavković fitted R's rpart): R's
+  rpart classification tree — Gini splitting as rpart scores it, ``minsplit``, ``minbucket``
+  (default ``round(minsplit/3)``), ``maxdepth`` and ``cp`` with rpart's cost-complexity
+  semantics (grow, then collapse every subtree whose complexity is ≤ cp × the root's risk;
+  ``xval = 0``), rpart's split points and tie order. :mod:`.rpart_tree` documents the
+  algorithm and every choice; tests/test_pmse_rpart.py holds it to R's rpart on 7,200 fits.
+- ``tree="greedy"``: the tree scikit-learn's
+  ``DecisionTreeClassifier(criterion="gini", min_impurity_decrease=cp * G(root))`` grows (up to
+  the tie-breaking and float32 notes below), which pre-prunes on the Gini decrease and has no
+  minsplit/minbucket. It was this module's only rule before issue 12; the rest of this
+  docstring describes it.
+
+Both share the sorted, packed column layout below, the one-fit-many-configurations readout and
+the neighbour-pair reuse; the two speed-ups the sensitivity trials of Snoke & Slavković
+(Table 1) need.
 
 **Growing.** Each feature is sorted once (numpy's SIMD sort on float keys that carry the row
 index in their lowest mantissa bits, then an exact repair pass). Every node owns a contiguous
@@ -36,8 +49,8 @@ as ``1 − (c₀² + c₁²)/(n·n)``, and the node is split iff ``improvement +
 (``ε_mach = 2⁻⁵²``, scikit-learn's ``EPSILON`` slack). Like scikit-learn this is *pre-pruning*:
 a split that fails (c) is never made, even if splits below it would have paid off. It is cp in
 rpart's sense (improvement relative to the root), but measured on the Gini impurity; rpart
-measures cp on its node risk and adds ``minsplit``/``minbucket`` defaults, so rpart trees can
-differ.
+measures cp on its node risk (misclassification count), prunes after growing and adds
+``minsplit``/``minbucket``, so rpart trees differ: that is ``tree="rpart"``.
 
 **All configurations from one fit.** The split chosen at a node depends only on that node's
 rows, and conditions (a) and (c) only ever cut, so a ``(max_depth, cp)`` tree is the
@@ -812,6 +825,7 @@ class _Workspace:
         self.rank_value = np.empty((q, n_rows + 1), np.float64)
         self.buffer = np.empty(n_rows, np.int64)
         self.trees = (_TreeBuffers(n_rows, q), _TreeBuffers(n_rows, q))
+        self.rpart_trees: tuple[_RpartBuffers, _RpartBuffers] | None = None
 
     def sort(self, z: np.ndarray) -> None:
         """Rows and values of each column of ``z`` in ascending order, into ``order``/``values``."""
@@ -859,9 +873,15 @@ _NO_REFERENCE = (np.empty((0, _NI), np.int64), np.empty((0, _NF), np.float64))
 # --------------------------------------------------------------------------- public API
 
 
+Tree = Literal["rpart", "greedy"]
+TREES: tuple[str, ...] = ("rpart", "greedy")
+#: rpart.control's defaults: minsplit = 20, minbucket = round(minsplit / 3).
+DEFAULT_MINSPLIT = 20
+
+
 @dataclass(frozen=True)
 class PropensityTree:
-    """In-sample results of one greedy Gini tree fit.
+    """In-sample results of one tree fit.
 
     Attributes:
         propensities: ``p̂_i``, the fraction of label 1 in row ``i``'s leaf, in input row order.
@@ -869,7 +889,11 @@ class PropensityTree:
         node_count: Number of nodes (internal and leaves).
         depth: Depth of the deepest leaf (root = 0).
         tied_nodes: Split nodes where a feature other than the chosen one reached exactly the
-            same best proxy, i.e. where the tie-breaking rule decided the split.
+            same best score, i.e. where the tie-breaking rule decided the split.
+        iscale_nodes: ``tree="rpart"`` only: nodes of the tree whose split decision could
+            depend on rpart's running ``iscale`` (:mod:`.rpart_tree`); 0 for ``"greedy"``.
+        exact_priors: ``tree="rpart"`` only: rpart's altered priors are exactly 1.0, so the
+            order of rows within tied values cannot matter (:mod:`.rpart_tree`).
     """
 
     propensities: np.ndarray
@@ -877,6 +901,21 @@ class PropensityTree:
     node_count: int
     depth: int
     tied_nodes: int
+    iscale_nodes: int = 0
+    exact_priors: bool = True
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """A validated tree rule: which tree, and its fixed-per-fit settings."""
+
+    tree: str
+    emulate: bool = False  # greedy only: replay scikit-learn's feature order
+    minsplit: int = DEFAULT_MINSPLIT  # rpart only
+    minbucket: int = 7  # rpart only
+
+
+_GREEDY = _Rule("greedy")
 
 
 @functools.cache
@@ -892,8 +931,158 @@ def _check_tie_break(tie_break: str) -> bool:
     return tie_break == "sklearn"
 
 
+def check_tree(tree: str) -> str:
+    """Validate a tree rule name (``"rpart"`` or ``"greedy"``)."""
+    if not isinstance(tree, str) or tree not in TREES:
+        raise ValueError(f"tree ({tree!r}) must be one of {', '.join(map(repr, TREES))}")
+    return tree
+
+
+def check_rule(
+    tree: str = "rpart", *, tie_break: str = "first", minsplit: int = DEFAULT_MINSPLIT, minbucket: int | None = None
+) -> _Rule:
+    """Validate a tree rule and its settings.
+
+    Args:
+        tree: ``"rpart"`` (R's rpart, :mod:`.rpart_tree`) or ``"greedy"`` (pre-pruned Gini
+            CART, this module's docstring).
+        tie_break: ``"first"`` or ``"sklearn"`` (greedy only).
+        minsplit: rpart's minsplit (rpart only), an int ≥ 2.
+        minbucket: rpart's minbucket (rpart only), an int ≥ 1; None means
+            ``round(minsplit / 3)`` (rpart's default; never a half, so rounding mode is moot),
+            at least 1.
+
+    Raises:
+        TypeError, ValueError: A bad value, or an rpart setting given for the greedy rule.
+    """
+    check_tree(tree)
+    emulate = _check_tie_break(tie_break)
+    if not isinstance(minsplit, Integral) or isinstance(minsplit, bool):
+        raise TypeError(f"minsplit ({minsplit!r}) must be an int ≥ 2")
+    if minsplit < 2:
+        raise ValueError(f"minsplit ({minsplit!r}) must be an int ≥ 2")
+    if minbucket is not None and (not isinstance(minbucket, Integral) or isinstance(minbucket, bool)):
+        raise TypeError(f"minbucket ({minbucket!r}) must be an int ≥ 1 or None (round(minsplit / 3))")
+    if minbucket is not None and minbucket < 1:
+        raise ValueError(f"minbucket ({minbucket!r}) must be an int ≥ 1 or None (round(minsplit / 3))")
+    if tree == "greedy":
+        if minsplit != DEFAULT_MINSPLIT or minbucket is not None:
+            raise ValueError(
+                f"minsplit ({minsplit!r}) and minbucket ({minbucket!r}) must be left at their defaults with "
+                "tree='greedy' (they are rpart's settings)"
+            )
+        return _Rule("greedy", emulate=emulate)
+    if emulate:
+        raise ValueError("tie_break ('sklearn') must be 'first' with tree='rpart' (it replays scikit-learn's order)")
+    bucket = max(1, round(int(minsplit) / 3)) if minbucket is None else int(minbucket)
+    return _Rule("rpart", minsplit=int(minsplit), minbucket=bucket)
+
+
+def _rpart_depths(depths: np.ndarray) -> np.ndarray:
+    from privlab.mechanisms.pmse.rpart_tree import RPART_MAX_DEPTH
+
+    limits = np.where(depths == _NO_DEPTH_LIMIT, RPART_MAX_DEPTH, depths)
+    too_deep = limits > RPART_MAX_DEPTH
+    if too_deep.any():
+        raise ValueError(
+            f"max_depth ({int(limits[too_deep][0])!r}) must be at most {RPART_MAX_DEPTH} with tree='rpart' "
+            "(rpart's limit; None means 30)"
+        )
+    return limits.astype(np.int64)
+
+
 # The *_checked functions take inputs already validated by the public functions here or in
 # privlab.mechanisms.pmse.propensity: float64 C-contiguous finite arrays, uint8 0/1 labels.
+
+
+class _RpartBuffers:
+    """Node, stack and pruning buffers of one rpart tree (grown in place)."""
+
+    def __init__(self, n_rows: int) -> None:
+        from privlab.mechanisms.pmse import rpart_tree as rt
+
+        self.ints = np.empty((min(2 * n_rows, 1024), rt.NI), np.int64)
+        self.floats = np.empty((self.ints.shape[0], rt.NF), np.float64)
+        self.stack = np.empty((64, 8), np.int64)
+        self.frames = np.empty((rt.RPART_MAX_DEPTH + 4, 3), np.int64)
+        self.frame_floats = np.empty((rt.RPART_MAX_DEPTH + 4, 2), np.float64)
+        self.candidates = np.empty(n_rows, np.int64)
+        self.count = 0
+        self.exact_priors = True
+        self._kept = np.zeros(self.ints.shape[0], np.int64)  # per node: internal in the pruned tree
+        self._bound = np.zeros(self.ints.shape[0], np.float64)  # per node: rpart's complexity
+
+    def _node_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._kept.shape[0] < self.count:
+            self._kept = np.zeros(self.ints.shape[0], np.int64)
+            self._bound = np.zeros(self.ints.shape[0], np.float64)
+        return self._kept, self._bound
+
+    def grow(self, layout, row_rank, rank_value, max_depth: int, rule: _Rule, alpha_min: float, buffer,
+             r: int = -1, reference: _RpartBuffers | None = None) -> None:
+        from privlab.mechanisms.pmse import rpart_tree as rt
+
+        if reference is None:
+            ref_ints, ref_floats = np.empty((0, rt.NI), np.int64), np.empty((0, rt.NF), np.float64)
+        else:
+            ref_ints, ref_floats = reference.ints[: reference.count], reference.floats[: reference.count]
+        (self.ints, self.floats, self.count, self.stack, self.exact_priors) = rt.grow(
+            layout, row_rank, rank_value, max_depth, rule.minsplit, rule.minbucket, alpha_min, r, ref_ints,
+            ref_floats, self.ints, self.floats, self.stack, buffer, self.candidates,
+        )
+
+    def grow_single(self, layout, row_rank, rank_value, max_depth: int, rule: _Rule, alpha: float, buffer) -> float:
+        """rpart's recursion for one configuration, growing on visit; returns its pMSE."""
+        from privlab.mechanisms.pmse import rpart_tree as rt
+
+        (self.ints, self.floats, self._kept, self._bound, self.count, self.exact_priors) = rt.grow_single(
+            layout, row_rank, rank_value, max_depth, rule.minsplit, rule.minbucket, alpha, self.ints, self.floats,
+            self._kept, self._bound, self.frames, self.frame_floats, buffer, self.candidates,
+        )
+        return float(rt.pruned_pmse(self.ints, self._kept, self.frames))
+
+    def pmse(self, depths: np.ndarray, alphas: np.ndarray, rule: _Rule) -> np.ndarray:
+        from privlab.mechanisms.pmse import rpart_tree as rt
+
+        kept, bound = self._node_arrays()
+        return rt.configuration_pmse(self.ints, self.count, depths, alphas, rule.minsplit, kept, bound,
+                                     self.frames, self.frame_floats)
+
+
+def _rpart_buffers(workspace: _Workspace, index: int) -> _RpartBuffers:
+    if workspace.rpart_trees is None:  # made on first use: a greedy-only run never needs them
+        workspace.rpart_trees = (_RpartBuffers(workspace.shape[0]), _RpartBuffers(workspace.shape[0]))
+    return workspace.rpart_trees[index]
+
+
+def _alphas(cps: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """rpart's ``α = cp × R(root)`` (``R(root) = min(n₀, n₁)``, an exact integer)."""
+    ones = int(np.count_nonzero(labels))
+    return cps * float(min(ones, labels.shape[0] - ones))
+
+
+def _rpart_grow(
+    workspace: _Workspace, layout, row_rank, labels, depths: np.ndarray, cps: np.ndarray, rule: _Rule, index: int,
+    r: int = -1, reference: _RpartBuffers | None = None,
+) -> tuple[_RpartBuffers, np.ndarray, np.ndarray]:
+    depths = _rpart_depths(depths)
+    alphas = _alphas(cps, labels)
+    tree = _rpart_buffers(workspace, index)
+    tree.grow(layout, row_rank, workspace.rank_value, int(depths.max()), rule, float(alphas.min()), workspace.buffer,
+              r, reference)
+    return tree, depths, alphas
+
+
+def _rpart_single(
+    workspace: _Workspace, labels: np.ndarray, depth_limit: int, cp: float, rule: _Rule
+) -> tuple[_RpartBuffers, float]:
+    """One configuration: rpart's own recursion, splitting only the nodes rpart visits."""
+    depth = int(_rpart_depths(np.array([depth_limit], np.int64))[0])
+    alpha = float(_alphas(np.array([cp], np.float64), labels)[0])
+    tree = _rpart_buffers(workspace, 0)
+    pmse_value = tree.grow_single(workspace.layout, workspace.row_rank, workspace.rank_value, depth, rule, alpha,
+                                  workspace.buffer)
+    return tree, pmse_value
 
 
 def _grow_one(
@@ -908,15 +1097,31 @@ def _grow_one(
 
 
 def _pmse_checked(
-    workspace: _Workspace, z: np.ndarray, labels: np.ndarray, depth_limit: int, cp: float, emulate: bool
+    workspace: _Workspace, z: np.ndarray, labels: np.ndarray, depth_limit: int, cp: float, rule: _Rule
 ) -> float:
-    return _grow_one(workspace, z, labels, depth_limit, cp, emulate)[1]
+    if rule.tree == "rpart":
+        depths, cps = np.array([depth_limit], np.int64), np.array([cp], np.float64)
+        return float(_configurations_checked(workspace, z, labels, depths, cps, rule)[0])
+    return _grow_one(workspace, z, labels, depth_limit, cp, rule.emulate)[1]
 
 
 def _fit_tree_checked(
-    workspace: _Workspace, z: np.ndarray, labels: np.ndarray, depth_limit: int, cp: float, emulate: bool
+    workspace: _Workspace, z: np.ndarray, labels: np.ndarray, depth_limit: int, cp: float, rule: _Rule
 ) -> PropensityTree:
-    tree, pmse = _grow_one(workspace, z, labels, depth_limit, cp, emulate)
+    if rule.tree == "rpart":
+        from privlab.mechanisms.pmse import rpart_tree as rt
+
+        workspace.layout_of(z, labels)
+        rtree, pmse_value = _rpart_single(workspace, labels, depth_limit, cp, rule)
+        kept, _ = rtree._node_arrays()
+        probabilities, leaves, depth, tied, iscale_nodes = rt.leaf_probabilities(
+            rtree.ints, rtree.floats, z, kept, rtree.frames
+        )
+        return PropensityTree(
+            propensities=probabilities, pmse=pmse_value, node_count=int(2 * leaves - 1), depth=int(depth),
+            tied_nodes=int(tied), iscale_nodes=int(iscale_nodes), exact_priors=bool(rtree.exact_priors),
+        )
+    tree, pmse = _grow_one(workspace, z, labels, depth_limit, cp, rule.emulate)
     nodes = tree.ints[: tree.count]
     return PropensityTree(
         propensities=_leaf_probabilities(tree.ints, tree.count, workspace.layout),
@@ -928,9 +1133,16 @@ def _fit_tree_checked(
 
 
 def _configurations_checked(
-    workspace: _Workspace, z: np.ndarray, labels: np.ndarray, depths: np.ndarray, cps: np.ndarray
+    workspace: _Workspace, z: np.ndarray, labels: np.ndarray, depths: np.ndarray, cps: np.ndarray,
+    rule: _Rule = _GREEDY,
 ) -> np.ndarray:
     workspace.layout_of(z, labels)
+    if rule.tree == "rpart" and depths.shape[0] == 1:
+        return np.array([_rpart_single(workspace, labels, int(depths[0]), float(cps[0]), rule)[1]])
+    if rule.tree == "rpart":
+        tree, depths, alphas = _rpart_grow(workspace, workspace.layout, workspace.row_rank, labels, depths, cps,
+                                           rule, 0)
+        return tree.pmse(depths, alphas, rule)
     tree = workspace.trees[0]
     tree.grow(workspace.layout, workspace.row_rank, workspace.rank_value, depths.max(), cps.min(), -1,
               *_NO_REFERENCE, False, 0, workspace.buffer)
@@ -938,7 +1150,8 @@ def _configurations_checked(
 
 
 def _pair_checked(
-    x: np.ndarray, x_prime: np.ndarray, x_synth: np.ndarray, depths: np.ndarray, cps: np.ndarray
+    x: np.ndarray, x_prime: np.ndarray, x_synth: np.ndarray, depths: np.ndarray, cps: np.ndarray,
+    rule: _Rule = _GREEDY,
 ) -> np.ndarray:
     changed, r = _changed_rows(x, x_prime)
     if changed > 1:
@@ -948,12 +1161,19 @@ def _pair_checked(
         )
     workspace, z, labels = _stacked(x, x_synth)
     if changed == 0:
-        single = _configurations_checked(workspace, z, labels, depths, cps)
+        single = _configurations_checked(workspace, z, labels, depths, cps, rule)
         return np.column_stack([single, single])
     w = workspace
     w.sort(z)
     _pair_layouts(w.order, w.values, labels, r, x_prime[r], w.layout, w.row_rank, w.layout_new, w.row_rank_new,
                   w.rank_value)
+    if rule.tree == "rpart":
+        # One sort for both (the layouts share dense ranks over both versions' values, which
+        # changes no split: ranks only order and compare values); the X′ tree copies every
+        # subtree of the X tree that row r does not reach (rpart_tree.grow).
+        first, rdepths, alphas = _rpart_grow(w, w.layout, w.row_rank, labels, depths, cps, rule, 0, r)
+        second, _, _ = _rpart_grow(w, w.layout_new, w.row_rank_new, labels, depths, cps, rule, 1, r, first)
+        return np.column_stack([first.pmse(rdepths, alphas, rule), second.pmse(rdepths, alphas, rule)])
     depth_limit, cp = depths.max(), cps.min()
     first, second = w.trees
     first.grow(w.layout, w.row_rank, w.rank_value, depth_limit, cp, r, *_NO_REFERENCE, False, 0, w.buffer)
@@ -969,88 +1189,124 @@ def fit_propensity_tree(
     max_depth: int | None,
     cp: float,
     tie_break: TieBreak = "first",
+    tree: Tree = "rpart",
+    minsplit: int = DEFAULT_MINSPLIT,
+    minbucket: int | None = None,
 ) -> PropensityTree:
-    """Fit the greedy Gini tree for one ``(max_depth, cp)`` and return in-sample propensities.
+    """Fit one ``(max_depth, cp)`` tree and return in-sample propensities.
 
     Args:
         Z: ``(N, q)`` finite features (cast to float64).
         labels: ``(N,)`` 0/1 labels (1 = synthetic).
-        max_depth: Depth limit (root depth 0), or None for unlimited.
-        cp: Complexity parameter; the module docstring says exactly how it is applied.
+        max_depth: Depth limit (root depth 0), or None for unlimited (30, rpart's maximum,
+            with ``tree="rpart"``).
+        cp: Complexity parameter: rpart's cost-complexity with ``tree="rpart"``
+            (:mod:`.rpart_tree`), the pre-pruning Gini rule of this module's docstring with
+            ``tree="greedy"``.
         tie_break: ``"first"`` (default) keeps the first of exactly tied splits in
             (feature index, threshold) order, like rpart; it depends only on the node's rows,
-            which is what makes truncation and :func:`pmse_pair` exact. ``"sklearn"`` replays
-            ``DecisionTreeClassifier(random_state=0)``'s per-node random feature order
-            (its ``our_rand_r`` generator and constant-feature bookkeeping, as in scikit-learn
-            1.9's ``BestSplitter``), so exact ties are broken as scikit-learn breaks them. That
-            order depends on how many nodes were split before, so it is offered for single
-            fits only, and it scans every node scikit-learn scans (slower).
+            which is what makes truncation and :func:`pmse_pair` exact. ``"sklearn"``
+            (``tree="greedy"`` only) replays ``DecisionTreeClassifier(random_state=0)``'s
+            per-node random feature order (its ``our_rand_r`` generator and constant-feature
+            bookkeeping, as in scikit-learn 1.9's ``BestSplitter``), so exact ties are broken
+            as scikit-learn breaks them. That order depends on how many nodes were split
+            before, so it is offered for single fits only, and it scans every node
+            scikit-learn scans (slower).
+        tree: ``"rpart"`` (default; R's rpart, the paper's tool) or ``"greedy"``.
+        minsplit: rpart's minsplit (``tree="rpart"`` only).
+        minbucket: rpart's minbucket (``tree="rpart"`` only; None = ``round(minsplit/3)``).
 
     Returns:
         A :class:`PropensityTree`.
 
     Raises:
-        TypeError, ValueError: Malformed ``Z``, ``labels``, configuration or ``tie_break``.
+        TypeError, ValueError: Malformed ``Z``, ``labels``, configuration, ``tie_break`` or
+            tree settings.
     """
     depth_limit, cp = check_configuration(max_depth, cp)
-    emulate = _check_tie_break(tie_break)
+    rule = check_rule(tree, tie_break=tie_break, minsplit=minsplit, minbucket=minbucket)
+    if rule.tree == "rpart":
+        _rpart_depths(np.array([depth_limit], np.int64))
     z = check_features("Z", Z)
     labels = _check_labels(labels, z.shape[0])
-    return _fit_tree_checked(_workspace(*z.shape), z, labels, depth_limit, cp, emulate)
+    return _fit_tree_checked(_workspace(*z.shape), z, labels, depth_limit, cp, rule)
 
 
 def pmse_for_configurations(
-    Z: np.ndarray, labels: np.ndarray, configs: Sequence[tuple[int | None, float]]
+    Z: np.ndarray,
+    labels: np.ndarray,
+    configs: Sequence[tuple[int | None, float]],
+    *,
+    tree: Tree = "rpart",
+    minsplit: int = DEFAULT_MINSPLIT,
+    minbucket: int | None = None,
 ) -> np.ndarray:
     """pMSE of every ``(max_depth, cp)`` configuration from one tree fit.
 
-    The tree is grown once with the largest requested depth and the smallest requested cp,
-    and each configuration's tree is read off by truncation (module docstring). The
-    configurations therefore share common random numbers: they are evaluated on the same
-    real and synthetic rows, so differences between them carry no extra sampling noise.
+    Greedy: the tree is grown once with the largest requested depth and the smallest
+    requested cp, and each configuration's tree is read off by truncation (module
+    docstring). rpart: every node any configuration could visit is split once, and rpart's
+    own grow-and-prune recursion is replayed per configuration (:mod:`.rpart_tree`). Either
+    way the configurations share common random numbers: they are evaluated on the same real
+    and synthetic rows, so differences between them carry no extra sampling noise.
 
     Args:
         Z: ``(N, q)`` finite features.
         labels: ``(N,)`` 0/1 labels.
         configs: ``(max_depth, cp)`` pairs; ``max_depth`` None means unlimited.
+        tree, minsplit, minbucket: As :func:`fit_propensity_tree`.
 
     Returns:
-        ``(len(configs),)`` pMSE values, bit-identical to one fit per configuration
-        (``tie_break="first"``).
+        ``(len(configs),)`` pMSE values, bit-identical to one fit per configuration.
 
     Raises:
-        TypeError, ValueError: Malformed ``Z``, ``labels`` or ``configs``.
+        TypeError, ValueError: Malformed ``Z``, ``labels``, ``configs`` or tree settings.
     """
     depths, cps = _configuration_arrays(configs)
+    rule = check_rule(tree, minsplit=minsplit, minbucket=minbucket)
+    if rule.tree == "rpart":
+        _rpart_depths(depths)
     z = check_features("Z", Z)
     labels = _check_labels(labels, z.shape[0])
-    return _configurations_checked(_workspace(*z.shape), z, labels, depths, cps)
+    return _configurations_checked(_workspace(*z.shape), z, labels, depths, cps, rule)
 
 
 def pmse_pair(
-    X: np.ndarray, X_prime: np.ndarray, X_synth: np.ndarray, configs: Sequence[tuple[int | None, float]]
+    X: np.ndarray,
+    X_prime: np.ndarray,
+    X_synth: np.ndarray,
+    configs: Sequence[tuple[int | None, float]],
+    *,
+    tree: Tree = "rpart",
+    minsplit: int = DEFAULT_MINSPLIT,
+    minbucket: int | None = None,
 ) -> np.ndarray:
     """pMSE of ``X`` and of its neighbour ``X′`` against the same ``Xˢ``, for every configuration.
 
-    Stacks ``[X; Xˢ]`` (labels 0 then 1), sorts it once, moves the one changed row to its new
-    place in each sorted order, and grows the ``X′`` tree against the ``X`` tree, copying
-    every subtree whose rows are unaffected (module docstring). One Table-1 trial.
+    Stacks ``[X; Xˢ]`` (labels 0 then 1) and sorts it once, moving the one changed row to its
+    new place in each sorted order. Greedy: grows the ``X′`` tree against the ``X`` tree,
+    copying every subtree whose rows are unaffected (module docstring). rpart: two fits from
+    the shared sort. One Table-1 trial.
 
     Args:
         X: ``(n, q)`` real data.
         X_prime: ``(n, q)``; equal to ``X`` except in at most one row (replace-one neighbour).
         X_synth: ``(n, q)`` synthetic data shared by both fits.
         configs: ``(max_depth, cp)`` pairs.
+        tree, minsplit, minbucket: As :func:`fit_propensity_tree`.
 
     Returns:
         ``(len(configs), 2)`` array: column 0 is pMSE(X, Xˢ), column 1 is pMSE(X′, Xˢ), each
         bit-identical to an independent :func:`pmse_for_configurations` fit.
 
     Raises:
-        TypeError, ValueError: Malformed arrays or ``configs``, shapes that differ, or ``X′``
-            differing from ``X`` in more than one row.
+        TypeError, ValueError: Malformed arrays, ``configs`` or tree settings, shapes that
+            differ, or ``X′`` differing from ``X`` in more than one row.
     """
     depths, cps = _configuration_arrays(configs)
+    rule = check_rule(tree, minsplit=minsplit, minbucket=minbucket)
+    if rule.tree == "rpart":
+        _rpart_depths(depths)
     x = check_features("X", X)
     x_prime = check_features("X_prime", X_prime)
     x_synth = check_features("X_synth", X_synth)
@@ -1059,4 +1315,4 @@ def pmse_pair(
             f"X, X_prime and X_synth (shapes {x.shape!r}, {x_prime.shape!r}, {x_synth.shape!r}) "
             "must have the same shape"
         )
-    return _pair_checked(x, x_prime, x_synth, depths, cps)
+    return _pair_checked(x, x_prime, x_synth, depths, cps, rule)

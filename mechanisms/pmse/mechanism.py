@@ -27,8 +27,8 @@ rather than hiding it: (i) a finite Metropolis chain only approximates f (the pa
 same), and with ``chains < releases`` the draws taken from one chain are correlated, while
 sequential composition assumes l independent draws (``chains = releases`` with ``thinning = 1``
 gives independent chains, one draw each); (ii) Theorem 2 proves Δu ≤ 1/n for *optimal*
-trees, and the greedy CART used here violates it on a small fraction of datasets (Table 1
-measures how often). The ledger records the nominal guarantee: l steps of ε/l (shares whose
+trees, and the top-down CARTs used here (rpart's by default, ``tree``) violate it on a small
+fraction of datasets (Table 1 measures how often). The ledger records the nominal guarantee: l steps of ε/l (shares whose
 ``math.fsum`` is exactly ε) with sensitivity 1/n and "noise scale" 2Δu/(ε/l) (the
 temperature of the exponential mechanism). All randomness (the chains and u's synthetic
 draws) comes from the run's random source.
@@ -72,8 +72,9 @@ class PMSEMechanismParams:
     epsilon: float  # total ε for the l releases
     releases: int = 10  # l: parameter draws, one synthetic dataset each, ε/l each
     synthetic_per_evaluation: int = 1  # m in equation (3)
-    max_depth: int | None = None  # CART depth (None = unlimited)
-    cp: float = 0.01  # CART complexity parameter (rpart's meaning)
+    max_depth: int | None = None  # CART depth (None = unlimited; 30, rpart's maximum, with tree="rpart")
+    cp: float = 0.01  # CART complexity parameter (rpart's cost-complexity with tree="rpart")
+    tree: str = "rpart"  # the pMSE's CART: "rpart" (R's rpart, the paper's tool) or "greedy"
     proposal_scale: float = 0.1
     burn_in: int = 500
     thinning: int = 10
@@ -89,6 +90,10 @@ class PMSEMechanismParams:
                "an integer ≥ 1 or None (unlimited)")
         _check("cp", self.cp, isinstance(self.cp, (int, float)) and not isinstance(self.cp, bool)
                and math.isfinite(self.cp) and 0 <= self.cp < 1, "in [0, 1)")
+        _check("tree", self.tree, self.tree in ("rpart", "greedy"), "'rpart' or 'greedy'")
+        if self.tree == "rpart":
+            _check("max_depth", self.max_depth, self.max_depth is None or self.max_depth <= 30,
+                   "at most 30 with tree='rpart' (rpart's limit) or None")
         _check("proposal_scale", self.proposal_scale, _is_positive(self.proposal_scale), "a positive finite number")
         _check("burn_in", self.burn_in, _is_int(self.burn_in, 0), "an integer ≥ 0")
         _check("thinning", self.thinning, _is_int(self.thinning, 1), "an integer ≥ 1")
@@ -139,7 +144,8 @@ class PMSEMechanism:
             return self._quality(real, synthetic)
         from privlab.mechanisms.pmse.propensity import pmse
 
-        return pmse(real, synthetic, max_depth=self.params.max_depth, cp=self.params.cp)
+        return pmse(real, synthetic, max_depth=self.params.max_depth, cp=self.params.cp,
+                    tree=self.params.tree)  # type: ignore[arg-type]
 
     def quality(self, data: np.ndarray, theta: np.ndarray, rng: np.random.Generator) -> float:
         """u(X, θ): the mean pMSE of m synthetic datasets drawn from g(θ) (equation 3)."""

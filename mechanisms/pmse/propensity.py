@@ -1,4 +1,4 @@
-"""The pMSE of synthetic data (Algorithm 1), via the exact greedy Gini CART of :mod:`.cart`.
+"""The pMSE of synthetic data (Algorithm 1), via the CARTs of :mod:`.cart` (rpart's by default).
 
 Stack the ``n`` real rows ``X`` (label 0) on the ``n`` synthetic rows ``Xˢ`` (label 1),
 ``N = 2n``; fit a classification tree predicting the label; take the in-sample predicted
@@ -13,10 +13,13 @@ fraction ``p_t`` are synthetic this is ``Σ_t N_t (p_t − ½)² / N``, and sinc
 ``pMSE = ¼ − (1/2N) Σ_t N_t G_t``: the pMSE falls as the tree's total Gini impurity rises.
 That identity is how Theorem 2 bounds the sensitivity.
 
-The tree's size is controlled by ``max_depth`` and the complexity parameter ``cp``: a node is
-split only if the split lowers the tree's total Gini impurity ``Σ_t N_t G_t`` by at least
-``cp`` times the root's, ``cp · N · G(root)`` (see :mod:`.cart` for the exact rule). With a
-balanced stack ``G(root) = ½``, so this is scikit-learn's ``min_impurity_decrease = cp / 2``.
+The tree is chosen with ``tree``. ``"rpart"`` (default; the paper fitted R's rpart) is R's
+rpart classification tree with ``minsplit`` (default 20), ``minbucket`` (default
+``round(minsplit/3)``), ``maxdepth`` and rpart's cost-complexity ``cp``: it grows, then
+collapses every subtree whose misclassification-risk reduction per split is ≤ ``cp`` times
+the root's risk (:mod:`.rpart_tree`). ``"greedy"`` splits a node only if the split lowers the
+tree's total Gini impurity ``Σ_t N_t G_t`` by at least ``cp · N · G(root)`` (with a balanced
+stack ``G(root) = ½``, scikit-learn's ``min_impurity_decrease = cp / 2``; :mod:`.cart`).
 
 Privacy:
     The pMSE is the quality function of the pMSE mechanism (the exponential mechanism over
@@ -43,7 +46,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from privlab.mechanisms.pmse import cart
-from privlab.mechanisms.pmse.cart import TieBreak
+from privlab.mechanisms.pmse.cart import DEFAULT_MINSPLIT, TieBreak, Tree
 
 
 def _check_pair(real: np.ndarray, synthetic: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -58,13 +61,16 @@ def _check_pair(real: np.ndarray, synthetic: np.ndarray) -> tuple[np.ndarray, np
 
 
 def _prepare(
-    real: np.ndarray, synthetic: np.ndarray, max_depth: int | None, cp: float, tie_break: TieBreak
-) -> tuple[cart._Workspace, np.ndarray, np.ndarray, int, float, bool]:
+    real: np.ndarray, synthetic: np.ndarray, max_depth: int | None, cp: float, tie_break: TieBreak, tree: Tree,
+    minsplit: int, minbucket: int | None,
+) -> tuple[cart._Workspace, np.ndarray, np.ndarray, int, float, cart._Rule]:
     depth_limit, cp = cart.check_configuration(max_depth, cp)
-    emulate = cart._check_tie_break(tie_break)
+    rule = cart.check_rule(tree, tie_break=tie_break, minsplit=minsplit, minbucket=minbucket)
+    if rule.tree == "rpart":
+        cart._rpart_depths(np.array([depth_limit], np.int64))
     # Algorithm 1, steps 1–2: Z = [X; Xˢ] with the indicator I = 1 on the synthetic rows.
     workspace, z, labels = cart._stacked(*_check_pair(real, synthetic))
-    return workspace, z, labels, depth_limit, cp, emulate
+    return workspace, z, labels, depth_limit, cp, rule
 
 
 def pmse(
@@ -74,20 +80,28 @@ def pmse(
     max_depth: int | None,
     cp: float,
     tie_break: TieBreak = "first",
+    tree: Tree = "rpart",
+    minsplit: int = DEFAULT_MINSPLIT,
+    minbucket: int | None = None,
 ) -> float:
-    """The pMSE of ``synthetic`` against ``real`` with a greedy Gini tree (Algorithm 1).
+    """The pMSE of ``synthetic`` against ``real`` (Algorithm 1) with rpart's tree or the greedy one.
 
     Args:
         real: ``(n, q)`` finite real data ``X``.
         synthetic: ``(n, q)`` finite synthetic data ``Xˢ`` (same shape).
-        max_depth: Tree depth limit (root depth 0), or None for unlimited.
-        cp: Complexity parameter ≥ 0: a split must lower the total Gini impurity by at least
-            ``cp · N · G(root)`` (rpart's cp in spirit; scikit-learn's
-            ``min_impurity_decrease = cp/2``).
+        max_depth: Tree depth limit (root depth 0), or None for unlimited (30, rpart's
+            maximum, with ``tree="rpart"``).
+        cp: Complexity parameter ≥ 0: rpart's cost-complexity with ``tree="rpart"``; with
+            ``tree="greedy"`` a split must lower the total Gini impurity by at least
+            ``cp · N · G(root)`` (scikit-learn's ``min_impurity_decrease = cp/2``).
         tie_break: ``"first"`` (default; rpart-like, depends only on the data) or
             ``"sklearn"`` (replays ``DecisionTreeClassifier(random_state=0)``'s random feature
             order, so exact ties go the way :func:`sklearn_pmse` sends them); see
-            :func:`privlab.mechanisms.pmse.cart.fit_propensity_tree`.
+            :func:`privlab.mechanisms.pmse.cart.fit_propensity_tree`. ``"sklearn"`` needs
+            ``tree="greedy"``.
+        tree: ``"rpart"`` (default) or ``"greedy"``.
+        minsplit, minbucket: rpart's settings (``tree="rpart"`` only; defaults 20 and
+            ``round(minsplit/3)``).
 
     Returns:
         ``(1/2n) Σᵢ (p̂ᵢ − ½)²`` over all ``2n`` stacked rows, in ``[0, 0.25]``.
@@ -105,7 +119,7 @@ def pmse(
     References:
         Snoke & Slavković (2018), Algorithm 1 and Section 3.2.
     """
-    return cart._pmse_checked(*_prepare(real, synthetic, max_depth, cp, tie_break))
+    return cart._pmse_checked(*_prepare(real, synthetic, max_depth, cp, tie_break, tree, minsplit, minbucket))
 
 
 def propensity_scores(
@@ -115,23 +129,36 @@ def propensity_scores(
     max_depth: int | None,
     cp: float,
     tie_break: TieBreak = "first",
+    tree: Tree = "rpart",
+    minsplit: int = DEFAULT_MINSPLIT,
+    minbucket: int | None = None,
 ) -> np.ndarray:
     """Algorithm 1, step 4: in-sample ``p̂`` for the ``2n`` stacked rows (real rows first).
 
     Arguments, errors and privacy as in :func:`pmse`; ``pmse == mean((p̂ − 0.5)**2)`` up to
     rounding.
     """
-    return cart._fit_tree_checked(*_prepare(real, synthetic, max_depth, cp, tie_break)).propensities
+    return cart._fit_tree_checked(
+        *_prepare(real, synthetic, max_depth, cp, tie_break, tree, minsplit, minbucket)
+    ).propensities
 
 
 def pmse_configurations(
-    real: np.ndarray, synthetic: np.ndarray, configs: Sequence[tuple[int | None, float]]
+    real: np.ndarray,
+    synthetic: np.ndarray,
+    configs: Sequence[tuple[int | None, float]],
+    *,
+    tree: Tree = "rpart",
+    minsplit: int = DEFAULT_MINSPLIT,
+    minbucket: int | None = None,
 ) -> np.ndarray:
     """The pMSE for several ``(max_depth, cp)`` configurations from one tree fit.
 
-    A depth- or cp-limited greedy tree is a truncation of the tree grown with the largest
-    depth and smallest cp (the split at a node depends only on that node's rows), so one fit
-    serves every configuration, bit-identically to separate fits with ``tie_break="first"``.
+    The split at a node depends only on that node's rows, so one grown tree serves every
+    configuration, bit-identically to separate fits: a depth- or cp-limited greedy tree is a
+    truncation of the tree grown with the largest depth and smallest cp, and rpart's
+    grow-and-prune recursion is replayed per configuration over one tree split as far as any
+    configuration could go (:mod:`.rpart_tree`).
     All configurations see the same synthetic rows (common random numbers), so their
     differences are free of synthesis noise.
 
@@ -139,6 +166,7 @@ def pmse_configurations(
         real: ``(n, q)`` real data.
         synthetic: ``(n, q)`` synthetic data.
         configs: ``(max_depth, cp)`` pairs (``max_depth`` None = unlimited).
+        tree, minsplit, minbucket: As :func:`pmse`.
 
     Returns:
         ``(len(configs),)`` pMSE values, in the order of ``configs``.
@@ -153,8 +181,11 @@ def pmse_configurations(
         Snoke & Slavković (2018), Algorithm 1; Breiman et al. (1984) for greedy CART.
     """
     depths, cps = cart._configuration_arrays(configs)
+    rule = cart.check_rule(tree, minsplit=minsplit, minbucket=minbucket)
+    if rule.tree == "rpart":
+        cart._rpart_depths(depths)
     workspace, z, labels = cart._stacked(*_check_pair(real, synthetic))
-    return cart._configurations_checked(workspace, z, labels, depths, cps)
+    return cart._configurations_checked(workspace, z, labels, depths, cps, rule)
 
 
 def pmse_neighbour_pair(
@@ -162,6 +193,10 @@ def pmse_neighbour_pair(
     real_neighbour: np.ndarray,
     synthetic: np.ndarray,
     configs: Sequence[tuple[int | None, float]],
+    *,
+    tree: Tree = "rpart",
+    minsplit: int = DEFAULT_MINSPLIT,
+    minbucket: int | None = None,
 ) -> np.ndarray:
     """pMSE of ``X`` and of its replace-one neighbour ``X′`` against one ``Xˢ`` (a Table-1 trial).
 
@@ -175,6 +210,7 @@ def pmse_neighbour_pair(
         real_neighbour: ``(n, q)`` data ``X′`` equal to ``X`` except in at most one row.
         synthetic: ``(n, q)`` synthetic data ``Xˢ`` shared by both fits.
         configs: ``(max_depth, cp)`` pairs.
+        tree, minsplit, minbucket: As :func:`pmse`.
 
     Returns:
         ``(len(configs), 2)`` array ``[[pMSE(X, Xˢ), pMSE(X′, Xˢ)], …]``, bit-identical to
@@ -192,6 +228,9 @@ def pmse_neighbour_pair(
         Snoke & Slavković (2018), Theorem 2 and Section 5 (Table 1).
     """
     depths, cps = cart._configuration_arrays(configs)
+    rule = cart.check_rule(tree, minsplit=minsplit, minbucket=minbucket)
+    if rule.tree == "rpart":
+        cart._rpart_depths(depths)
     x = cart.check_features("real", real)
     x_prime = cart.check_features("real_neighbour", real_neighbour)
     s = cart.check_features("synthetic", synthetic)
@@ -200,7 +239,7 @@ def pmse_neighbour_pair(
             f"real, real_neighbour and synthetic (shapes {x.shape!r}, {x_prime.shape!r}, {s.shape!r}) "
             "must have the same shape"
         )
-    return cart._pair_checked(x, x_prime, s, depths, cps)
+    return cart._pair_checked(x, x_prime, s, depths, cps, rule)
 
 
 def sklearn_pmse(real: np.ndarray, synthetic: np.ndarray, *, max_depth: int | None, cp: float) -> float:

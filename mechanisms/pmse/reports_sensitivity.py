@@ -33,6 +33,13 @@ def _key(entry: Mapping[str, Any]) -> tuple[str, float]:
     return str(entry["params"]["depth"]), float(entry["params"]["cp"])
 
 
+def tree_rule(results: StudyResults) -> str:
+    """The tree rule of a run's entries: their ``tree`` param (runs before issue 12 had only the
+    greedy rule and no such param)."""
+    rules = sorted({str(e["params"].get("params.tree", e["params"].get("tree", "greedy"))) for e in results.entries})
+    return ", ".join(rules) if rules else "greedy"
+
+
 def _percent(x: float) -> str:
     if x == 0 or x >= 1e-4:
         return f"{100 * x:.2f}%"
@@ -42,7 +49,7 @@ def _percent(x: float) -> str:
 def table1_markdown(results: StudyResults) -> str:
     """Table 1 as markdown: our violation rates with Wilson intervals beside the paper's."""
     lines = [
-        f"## Table 1: greedy-CART violations of Δu ≤ 1/n ({results.study})",
+        f"## Table 1: CART violations of Δu ≤ 1/n ({results.study}; tree = {tree_rule(results)})",
         "",
         f"Run `{results.run_id}` (experiment `{results.experiment}`), root seed {results.root_seed}, "
         f"{results.units:,} trials per configuration; all eight configurations share each trial's "

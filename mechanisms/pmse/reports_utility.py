@@ -24,6 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from privlab.mechanisms.pmse.utility_studies import FAMILY_LABELS, METHODS, Method  # noqa: E402
+from privlab.mechanisms.pmse.reports_sensitivity import tree_rule
 from privlab.platform.reports import StudyResults  # noqa: E402
 
 #: Table 2 of Snoke & Slavković: ε → method → (mean, variance) of the pMSE over 2,500 simulations.
@@ -129,7 +130,8 @@ def table2_markdown(results: StudyResults) -> str:
     """Table 2 with our mean and variance of the pMSE beside the paper's, per ε and method."""
     rows = sorted(results.entries, key=lambda e: (_epsilon(e), _variant_order(_variant(e))))
     lines = _header(results, f"Table 2: pMSE of the released synthetic datasets ({results.study})",
-                    "pMSE from a greedy Gini CART of unlimited depth on the stacked real and synthetic data.")
+                    f"pMSE from a CART of unlimited depth (tree = {tree_rule(results)}) on the stacked real "
+                    "and synthetic data.")
     lines += [
         "",
         "`pmse` is the mean over the l released datasets of one simulation, `single` the first dataset "

@@ -1,6 +1,7 @@
 """Workloads for the pMSE paper's studies (registered by name for specs).
 
-``pmse_sensitivity`` — Table 1 / Figure 1 (Section 5): how often the greedy CART breaks the
+``pmse_sensitivity`` — Table 1 / Figure 1 (Section 5): how often the CART (``tree``: rpart's,
+the default and the paper's, or the greedy rule; :mod:`.cart`) breaks the
 sensitivity bound Δu ≤ 1/n of Theorem 2. One trial draws
 
     X:  X₁ ~ N(2, 10),  X₂ ~ N(−2.5 + 0.5·x₁, 3)            (second argument = variance)
@@ -8,8 +9,8 @@ sensitivity bound Δu ≤ 1/n of Theorem 2. One trial draws
     Xˢ: X₁ˢ ~ N(θ₁, |θ₂|), X₂ˢ ~ N(θ₃ + θ₄x₁ˢ, |θ₅|),  θᵢ ~ N(0, 10)
 
 and computes pMSE(X, Xˢ) and pMSE(X′, Xˢ) for all eight configurations depth ∈ {1, 2, 5,
-unlimited} × cp ∈ {0.01, 0.001} from one pair of fits (a depth/cp-limited greedy tree is a
-truncation of the unlimited smallest-cp one), so the eight configurations share common random
+unlimited} × cp ∈ {0.01, 0.001} from one pair of fits (one grown tree serves every
+configuration exactly, :func:`~privlab.mechanisms.pmse.propensity.pmse_configurations`), so the eight configurations share common random
 numbers — the same X, X′, Xˢ — and their rates are paired, not independent. The paper does not
 say how a negative variance draw θ₂ or θ₅ is handled; we use its absolute value.
 
@@ -45,10 +46,13 @@ class SensitivityParams:
     n: int = 5000
     neighbour_variance: float = 25.0
     theta_variance: float = 10.0
+    tree: str = "rpart"  # the CART: "rpart" (R's rpart, the paper's tool) or "greedy"
 
     def __post_init__(self) -> None:
         if not isinstance(self.n, int) or isinstance(self.n, bool) or self.n < 10:
             raise ValueError(f"n ({self.n!r}) must be an integer ≥ 10")
+        if self.tree not in ("rpart", "greedy"):
+            raise ValueError(f"tree ({self.tree!r}) must be 'rpart' or 'greedy'")
         for name in ("neighbour_variance", "theta_variance"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
@@ -67,13 +71,13 @@ def table1_trial(params: SensitivityParams, rng: np.random.Generator) -> np.ndar
     synthetic = np.column_stack([s1, rng.normal(theta[2] + theta[3] * s1, np.sqrt(abs(theta[4])))])
     from privlab.mechanisms.pmse.propensity import pmse_neighbour_pair  # numba: only where trees are fitted
 
-    pair = pmse_neighbour_pair(x, x_prime, synthetic, TABLE1_CONFIGS)
+    pair = pmse_neighbour_pair(x, x_prime, synthetic, TABLE1_CONFIGS, tree=params.tree)  # type: ignore[arg-type]
     return np.abs(pair[:, 0] - pair[:, 1])
 
 
 @register_workload
 class PMSESensitivity(Workload):
-    """Table 1: rate at which greedy CART violates the pMSE sensitivity bound 1/n.
+    """Table 1: rate at which the CART (``tree``) violates the pMSE sensitivity bound 1/n.
 
     Each Table-1 configuration is a facet (see :meth:`Workload.facets`): all eight are read off
     the same fits in every trial, and the summary lists one entry per configuration with

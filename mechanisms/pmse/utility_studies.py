@@ -9,7 +9,8 @@ runs one synthesis method on it with the configuration's ε (charging the trial'
 scores what the method released:
 
 * ``pmse_comparison`` (Table 2 / Figure 3, Section 7): the pMSE of each released synthetic
-  dataset against X, from a greedy Gini CART of unlimited depth (:data:`METRIC_TREES`);
+  dataset against X, from a CART of unlimited depth (``tree``: rpart's by default, or the
+  greedy rule; :data:`METRIC_TREES`);
 * ``pmse_regression`` (Section 6, Figures 2 and 4): ``|β̂ − β̂priv|`` for the intercept and
   the slope of the OLS regression of X₂ on X₁, where β̂ is fitted on X and β̂priv is the mean
   of the per-dataset OLS fits over the released synthetic datasets (the point-estimate
@@ -231,6 +232,8 @@ class UtilityParams:
         releases: l, synthetic datasets released by ``non_dp``, the pMSE mechanism and the
             noisy BPPD (each DP release gets ε/l).
         cp: the pMSE mechanism's CART complexity parameter.
+        tree: the CART of the pMSE mechanism's quality function and of the pMSE metric:
+            ``"rpart"`` (R's rpart, the paper's tool; default) or ``"greedy"``.
         proposal_scale, burn_in, thinning, chains, synthetic_per_evaluation, prior_variance:
             the pMSE mechanism's Metropolis sampler (:class:`~.mechanism.PMSEMechanismParams`).
         bins: the smooth histogram's bins per column.
@@ -248,6 +251,7 @@ class UtilityParams:
     x2_variance: float = 3.0
     releases: int = 10
     cp: float = 0.01
+    tree: str = "rpart"
     proposal_scale: float = 0.25
     burn_in: int = 1000
     thinning: int = 100
@@ -268,6 +272,7 @@ class UtilityParams:
             _check(name, value, _is_real(value) and value > 0, "a positive finite number")
         _check("releases", self.releases, _is_int(self.releases, 1), "an integer ≥ 1")
         _check("bins", self.bins, _is_int(self.bins, 1), "an integer ≥ 1")
+        _check("tree", self.tree, self.tree in ("rpart", "greedy"), "'rpart' or 'greedy'")
         # The mechanism's and the histogram's own checks, run now so a bad spec fails at load.
         if variant.name == "pmse_mechanism":
             self.mechanism_params(variant)
@@ -298,7 +303,7 @@ class UtilityParams:
     def mechanism_params(self, variant: Method) -> PMSEMechanismParams:
         return PMSEMechanismParams(
             epsilon=self.epsilon, releases=self.releases, synthetic_per_evaluation=self.synthetic_per_evaluation,
-            max_depth=variant.max_depth, cp=self.cp, proposal_scale=self.proposal_scale, burn_in=self.burn_in,
+            max_depth=variant.max_depth, cp=self.cp, tree=self.tree, proposal_scale=self.proposal_scale, burn_in=self.burn_in,
             thinning=self.thinning, chains=self.chains, prior_variance=self.prior_variance,
         )
 
@@ -444,7 +449,9 @@ class PMSEComparison(_UtilityWorkload):
         released = release(params, private, ledger=ledger, source=source)
         from privlab.mechanisms.pmse.propensity import pmse_configurations  # numba: only where trees are fitted
 
-        scores = np.array([pmse_configurations(private, synthetic, METRIC_TREES) for synthetic in released.datasets])
+        tree = params.tree
+        scores = np.array([pmse_configurations(private, synthetic, METRIC_TREES, tree=tree)  # type: ignore[arg-type]
+                           for synthetic in released.datasets])
         return {
             "pmse": float(scores[:, 0].mean()),
             "pmse_single": float(scores[0, 0]),
