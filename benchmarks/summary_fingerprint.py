@@ -1,7 +1,8 @@
 """Fingerprints of seeded run summaries, to show that a refactoring changed no result.
 
-Runs the quickstart and a slice of the births grid search (4 seeded grid points per study,
-2 attempts each; needs ../shared/data/nvss) serially into a temporary tracking store, and
+Runs the quickstart, a slice of the births grid search (4 seeded grid points per study,
+2 attempts each; needs ../shared/data/nvss) and the pMSE regression study on small data (every
+pMSE method, one simulation per configuration) serially into a temporary tracking store, and
 prints the SHA-256 of each summary's results (configurations, root seed, total ε) with the
 checkout's path masked, e.g.::
 
@@ -9,6 +10,7 @@ checkout's path masked, e.g.::
 
     quickstart_fingerprint: cc243c2a…
     births_slice_fingerprint: 48d8fe2a…
+    pmse_regression_small_fingerprint: 0d1e2f3a…
 
 Equal lines before and after mean bit-identical results.
 """
@@ -26,9 +28,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BIRTHS_SLICE = [f"study.{study}.{key}={value}" for study in ("privbayes_theta", "privbayes_degree")
                 for key, value in (("grid_points", 4), ("repetitions", 2))]
+# Every pMSE-paper method (the mechanism and the three baselines) on small data: cheap, and
+# the only place the baselines' draws enter a fingerprint.
+PMSE_SMALL = ["repetitions=1", "params.n=300", "params.burn_in=20", "params.thinning=2"]
 RUNS = {
     "quickstart": (ROOT / "experiments" / "quickstart.toml", []),
     "births_slice": (ROOT / "experiments" / "births" / "grid.toml", BIRTHS_SLICE),
+    "pmse_regression_small": (ROOT / "experiments" / "pmse" / "regression.toml", PMSE_SMALL),
 }
 
 
@@ -47,7 +53,7 @@ def fingerprint(summary: dict) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=sorted(RUNS), help="run one of the two")
+    parser.add_argument("--only", choices=sorted(RUNS), help="run one of them")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="privlab-fingerprint-") as folder:
         store = f"sqlite:///{Path(folder) / 'mlflow.db'}"
