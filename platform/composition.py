@@ -24,6 +24,7 @@ import numbers
 from collections.abc import Sequence
 
 from privlab.platform.errors import LedgerError
+from privlab.platform.validation import check_real
 
 __all__ = [
     "advanced",
@@ -35,22 +36,15 @@ __all__ = [
 ]
 
 
-def _real(name: str, value: object) -> float:
-    """``value`` as a float; TypeError unless it is a real number (bool excluded)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} ({value!r}) must be a real number")
-    return float(value)
-
-
 def _finite_at_least_zero(name: str, value: object) -> float:
-    x = _real(name, value)
+    x = check_real(name, value)
     if not (math.isfinite(x) and x >= 0.0):
         raise LedgerError(f"{name} ({value!r}) must be finite and >= 0")
     return x
 
 
 def _delta(name: str, value: object) -> float:
-    x = _real(name, value)
+    x = check_real(name, value)
     if not 0.0 <= x < 1.0:
         raise LedgerError(f"{name} ({value!r}) must be in [0, 1)")
     return x
@@ -127,7 +121,7 @@ def advanced(*, epsilon: float, delta: float, k: int, delta_slack: float) -> tup
         raise TypeError(f"k ({k!r}) must be an integer")
     if k < 1:
         raise LedgerError(f"k ({k!r}) must be >= 1")
-    slack = _real("delta_slack", delta_slack)
+    slack = check_real("delta_slack", delta_slack)
     if not 0.0 < slack < 1.0:
         raise LedgerError(f"delta_slack ({delta_slack!r}) must be in (0, 1)")
     k = int(k)
@@ -166,7 +160,7 @@ def amplify_by_subsampling(*, epsilon: float, delta: float, rate: float) -> tupl
     """
     eps = _finite_at_least_zero("epsilon", epsilon)
     dlt = _delta("delta", delta)
-    p = _real("rate", rate)
+    p = check_real("rate", rate)
     if not 0.0 < p <= 1.0:
         raise LedgerError(f"rate ({rate!r}) must be in (0, 1]")
     if not p > dlt:
@@ -235,13 +229,13 @@ def private_selection_known_threshold(
     References:
         Liu & Talwar (STOC 2019); Hod & Canetti, Theorem 3.
     """
-    eps1 = _real("epsilon1", epsilon1)
+    eps1 = check_real("epsilon1", epsilon1)
     if not (math.isfinite(eps1) and eps1 > 0.0):
         raise LedgerError(f"epsilon1 ({epsilon1!r}) must be finite and > 0")
-    eps0 = _real("epsilon0", epsilon0)
+    eps0 = check_real("epsilon0", epsilon0)
     if not 0.0 <= eps0 <= 1.0:
         raise LedgerError(f"epsilon0 ({epsilon0!r}) must be in [0, 1]")
-    d1 = _real("delta1", delta1)
+    d1 = check_real("delta1", delta1)
     if d1 != 0.0:
         raise LedgerError(
             f"delta1 ({delta1!r}) must be 0: the (2ε₁+ε₀) guarantee of private selection with a "
@@ -274,13 +268,13 @@ def validate_private_selection(*, steps: float, gamma: float, epsilon0: float) -
     References:
         Liu & Talwar (STOC 2019); Hod & Canetti, Theorem 3.
     """
-    t = _real("steps", steps)
+    t = check_real("steps", steps)
     if not (t == math.inf or (math.isfinite(t) and t >= 1.0 and t.is_integer())):
         raise LedgerError(f"steps ({steps!r}) must be a positive integer or math.inf")
-    g = _real("gamma", gamma)
+    g = check_real("gamma", gamma)
     if not 0.0 <= g <= 1.0:
         raise LedgerError(f"gamma ({gamma!r}) must be in [0, 1]")
-    eps0 = _real("epsilon0", epsilon0)
+    eps0 = check_real("epsilon0", epsilon0)
     if not 0.0 <= eps0 <= 1.0:
         raise LedgerError(f"epsilon0 ({epsilon0!r}) must be in [0, 1]")
     if g == 0.0:

@@ -18,6 +18,7 @@ from typing import Any
 
 from privlab.platform import composition
 from privlab.platform.errors import BudgetExceededError, LedgerError
+from privlab.platform.validation import check_real
 
 __all__ = ["ACCOUNTANTS", "CAP_RELATIVE_TOLERANCE", "Budget", "Ledger", "PrivacyEvent"]
 
@@ -31,12 +32,6 @@ CAP_RELATIVE_TOLERANCE = 1e-12
 DetailValue = int | float | str
 
 
-def _real(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} ({value!r}) must be a real number")
-    return float(value)
-
-
 def _text(name: str, value: object, *, empty_ok: bool = False) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{name} ({value!r}) must be a str")
@@ -48,7 +43,7 @@ def _text(name: str, value: object, *, empty_ok: bool = False) -> str:
 def _optional_nonnegative(name: str, value: object) -> float | None:
     if value is None:
         return None
-    x = _real(name, value)
+    x = check_real(name, value)
     if not (math.isfinite(x) and x >= 0.0):
         raise LedgerError(f"{name} ({value!r}) must be finite and >= 0 when given")
     return x
@@ -139,15 +134,15 @@ class PrivacyEvent:
         _text("mechanism", self.mechanism)
         _text("scope", self.scope)
         _text("step", self.step, empty_ok=True)
-        epsilon = _real("epsilon", self.epsilon)
+        epsilon = check_real("epsilon", self.epsilon)
         if not (math.isfinite(epsilon) and epsilon > 0.0):
             raise LedgerError(f"epsilon ({self.epsilon!r}) must be finite and > 0")
-        delta = _real("delta", self.delta)
+        delta = check_real("delta", self.delta)
         if not 0.0 <= delta < 1.0:
             raise LedgerError(f"delta ({self.delta!r}) must be in [0, 1)")
         rate = None
         if self.sampling_rate is not None:
-            rate = _real("sampling_rate", self.sampling_rate)
+            rate = check_real("sampling_rate", self.sampling_rate)
             if not 0.0 < rate <= 1.0:
                 raise LedgerError(f"sampling_rate ({self.sampling_rate!r}) must be in (0, 1]")
             if not rate > delta:
@@ -292,20 +287,20 @@ class Ledger:
         if neighbouring not in NEIGHBOURING:
             raise LedgerError(f"neighbouring ({neighbouring!r}) must be one of {list(NEIGHBOURING)}")
         if epsilon_cap is not None:
-            epsilon_cap = _real("epsilon_cap", epsilon_cap)
+            epsilon_cap = check_real("epsilon_cap", epsilon_cap)
             if not (math.isfinite(epsilon_cap) and epsilon_cap > 0.0):
                 raise LedgerError(
                     f"epsilon_cap ({epsilon_cap!r}) must be finite and > 0, or None for uncapped"
                 )
         if delta_cap is not None:
-            delta_cap = _real("delta_cap", delta_cap)
+            delta_cap = check_real("delta_cap", delta_cap)
             if not 0.0 <= delta_cap < 1.0:
                 raise LedgerError(f"delta_cap ({delta_cap!r}) must be in [0, 1), or None")
         _text("accountant", accountant, empty_ok=True)
         if accountant not in ACCOUNTANTS:
             raise LedgerError(f"accountant ({accountant!r}) must be one of {list(ACCOUNTANTS)}")
         if delta_slack is not None:
-            delta_slack = _real("delta_slack", delta_slack)
+            delta_slack = check_real("delta_slack", delta_slack)
             if not 0.0 < delta_slack < 1.0:
                 raise LedgerError(f"delta_slack ({delta_slack!r}) must be in (0, 1), or None")
         if accountant == "advanced":

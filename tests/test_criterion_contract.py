@@ -5,7 +5,7 @@ MAE criterion reusing the coefficients criterion's DP fit) over the coarse birth
 transformation, on seeded random codes: the contract does not depend on the data.
 
 For each criterion: the ledger is charged before anything is drawn (a plan that does not fit is
-refused with nothing charged), exactly the planned steps are charged, the result reports the
+refused with nothing charged or drawn), the inputs are left alone, exactly the planned steps are charged, the result reports the
 sensitivity and noise scale the ledger recorded, the decision is ``dp_value < threshold``, the
 same seed gives the same value, research results carry the exact value and release results
 never do, and the criterion's public checks accept the domain.
@@ -14,6 +14,8 @@ never do, and the criterion's public checks accept the domain.
 from __future__ import annotations
 
 from pathlib import Path
+
+import dataclasses
 
 import numpy as np
 import pandas as pd
@@ -30,7 +32,10 @@ from privlab.platform.transcript import TranscriptWriter
 
 BIRTHS = Path(__file__).resolve().parents[1] / "experiments" / "births"
 SETTINGS = load_settings(BIRTHS / "flow.toml")
-CRITERIA_BY_NAME = {c.name: c for c in SETTINGS.criteria}
+_MAE = next(c for c in SETTINGS.criteria if c.kind == "regression_mae")
+# Every flow criterion, and the MAE criterion once more with a DP fit of its own.
+CRITERIA_BY_NAME = {c.name: c for c in (*SETTINGS.criteria,
+                                        dataclasses.replace(_MAE, name="mae_own_fit", fit_epsilon=0.43))}
 N = 3000
 
 
@@ -99,12 +104,23 @@ def test_a_plan_that_does_not_fit_is_refused_before_any_draw(name: str, domain: 
     ledger = Ledger(epsilon_cap=criterion.epsilon / 2)
 
     class NoDraws(SeededSource):
-        def _draw_laplace(self, scale: float, shape: object) -> object:  # type: ignore[override]
-            raise AssertionError("noise was drawn although the budget does not fit")
+        def _refuse(self, *args: object) -> object:
+            raise AssertionError("a draw was made although the budget does not fit")
+
+        _draw_laplace = _draw_integers = _draw_uniform = _draw_bernoulli = _generator = _refuse  # type: ignore[assignment]
 
     with pytest.raises(BudgetExceededError):
         _release(criterion, frames, domain, source=NoDraws(np.random.default_rng(0)), ledger=ledger)
     assert len(ledger) == 0
+
+
+@pytest.mark.parametrize("name", sorted(CRITERIA_BY_NAME))
+def test_it_leaves_its_inputs_alone(name: str, domain: Domain, frames) -> None:
+    copies = tuple(frame.copy(deep=True) for frame in frames)
+    _release(CRITERIA_BY_NAME[name], frames, domain, source=SeededSource(np.random.default_rng(4)),
+             ledger=Ledger(epsilon_cap=None))
+    for frame, copy in zip(frames, copies, strict=True):
+        pd.testing.assert_frame_equal(frame, copy)
 
 
 @pytest.mark.parametrize("name", sorted(CRITERIA_BY_NAME))

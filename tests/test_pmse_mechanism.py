@@ -55,7 +55,7 @@ def test_ledger_shows_l_steps_of_epsilon_over_l_and_overruns_charge_nothing() ->
     assert ledger.total().epsilon == 1.0
     assert all(e.sensitivity == 1 / 50 and e.noise_scale == 2 * (1 / 50) / 0.25 for e in ledger.events)
     assert mechanism.thetas_.shape == (4, 2)
-    datasets = mechanism.sample(50, rng=np.random.default_rng(2))
+    datasets = mechanism.sample_datasets(50, rng=np.random.default_rng(2))
     assert len(datasets) == 4 and all(d.shape == (50, 1) for d in datasets)
     assert not any(v is data for v in vars(mechanism).values())
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from privlab.mechanisms.release import record_count
 from privlab.mechanisms.tabular.space import load_release_space

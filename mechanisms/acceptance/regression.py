@@ -65,7 +65,7 @@ from privlab.mechanisms.acceptance.base import (
     release_laplace_measure,
     require_columns,
 )
-from privlab.mechanisms.pmse.baselines import clip_and_scale
+from privlab.mechanisms.pmse.numeric_data import clip_and_scale
 from privlab.platform.budget import preflight
 from privlab.mechanisms.pmse.functional_mechanism import (
     functional_mechanism_regression,

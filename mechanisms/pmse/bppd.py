@@ -30,26 +30,23 @@ import dataclasses
 import math
 
 import numpy as np
-import pandas as pd
 from scipy import linalg
 
 from privlab.mechanisms.basic.laplace import laplace_mechanism
-from privlab.mechanisms.pmse.baselines import (
-    as_generator,
-    as_source,
+from privlab.mechanisms.pmse.continuous import ContinuousSynthesizer
+from privlab.mechanisms.pmse.numeric_data import (
     check_count,
     check_epsilon,
     check_fraction,
     clip_and_scale,
     data_matrix,
-    preflight,
-    split_epsilon,
-    stack_datasets,
     validate_bounds,
 )
 from privlab.mechanisms.pmse.synthesis import SequentialLinearGaussian
-from privlab.platform.errors import ModeError, SchemaError
+from privlab.platform.budget import split_epsilon
+from privlab.platform.errors import SchemaError
 from privlab.platform.ledger import Ledger, PrivacyEvent
+from privlab.platform.randomness import RandomSource
 
 __all__ = [
     "BPPDParams",
@@ -128,25 +125,6 @@ def floor_eigenvalues(matrix: np.ndarray, floor: float) -> np.ndarray:
     return (out + out.T) / 2.0
 
 
-def _check_n(n: object) -> int:
-    return check_count("n", n)
-
-
-def _frames(
-    model: SequentialLinearGaussian, thetas: np.ndarray, columns: tuple[str, ...], n: int, rng: object, purpose: str
-) -> list[pd.DataFrame]:
-    gen = as_generator(rng, purpose=purpose)
-    return [pd.DataFrame(model.sample(theta, n, gen), columns=list(columns)) for theta in thetas]
-
-
-def _fitted(synthesizer: BPPDSynthesizer | NoisyBPPDSynthesizer) -> tuple[SequentialLinearGaussian, np.ndarray]:
-    if not hasattr(synthesizer, "thetas_"):
-        raise RuntimeError(
-            f"{type(synthesizer).__name__} is not fitted; call fit(data, ledger=..., rng=...) first"
-        )
-    return synthesizer.model_, synthesizer.thetas_
-
-
 # --- non-DP BPPD ----------------------------------------------------------------------------
 
 
@@ -164,7 +142,7 @@ class BPPDParams:
         check_count("datasets", self.datasets)
 
 
-class BPPDSynthesizer:
+class BPPDSynthesizer(ContinuousSynthesizer):
     """Non-DP synthetic data from the posterior predictive of the sequential normal model.
 
     ``fit`` makes ``datasets`` independent draws of all ``(β_j, σ_j²)`` from the posterior
@@ -188,40 +166,36 @@ class BPPDSynthesizer:
         Data Analysis*, 3rd ed., Section 14.2.
     """
 
-    def __init__(self, params: BPPDParams) -> None:
-        if not isinstance(params, BPPDParams):
-            raise TypeError(f"params ({params!r}) must be a BPPDParams")
-        self.params = params
+    name = "bppd"
+    Params = BPPDParams
+    release_safe = False
 
-    def fit(self, data: object, *, ledger: Ledger | None = None, rng: object) -> BPPDSynthesizer:
-        """Draw the posterior parameters.
+    def _research_only_reason(self) -> str:
+        return "the non-DP BPPD is a research baseline; use NoisyBPPDSynthesizer"
 
-        Args:
-            data: DataFrame (or 2-D array) of ``q`` numeric columns in model order, ``n > q``.
-            ledger: unused (nothing DP happens); accepted so every synthesizer is called alike.
-            rng: a ``numpy.random.Generator`` or a research :class:`RandomSource`.
+    def planned_events(self, records: int, columns: int, *, scope: str = "data") -> list[PrivacyEvent]:
+        """None: nothing DP happens, so nothing is charged."""
+        check_count("records", records)
+        check_count("columns", columns)
+        return []
 
-        Returns:
-            ``self``.
-
-        Raises:
-            ModeError: ``rng`` is a release-mode source.
-            SchemaError: bad data, or collinear columns.
-        """
-        source = as_source(rng)
-        if source.mode == "release":
-            raise ModeError(
-                "the non-DP BPPD is a research baseline and is refused in release mode; use "
-                "NoisyBPPDSynthesizer"
-            )
+    def _read(self, data: object) -> tuple[np.ndarray, tuple[str, ...]]:
         matrix, columns = data_matrix(data)
         n, q = matrix.shape
         if n <= q:
             raise SchemaError(f"data has {n} rows; the BPPD needs more rows than columns ({q})")
+        constant = np.flatnonzero(matrix.std(axis=0) == 0.0)
+        if constant.size:
+            raise SchemaError(f"column(s) {[columns[j] for j in constant]} are constant")
+        return matrix, columns
+
+    def _fit(
+        self, matrix: np.ndarray, *, plan: list[PrivacyEvent], ledger: Ledger, source: RandomSource, scope: str
+    ) -> None:
+        """Draw ``datasets`` parameter vectors from the posterior given the exact data."""
+        n, q = matrix.shape
         mean = matrix.mean(axis=0)
         sd = matrix.std(axis=0)
-        if np.any(sd == 0.0):
-            raise SchemaError(f"column(s) {[columns[j] for j in np.flatnonzero(sd == 0.0)]} are constant")
         w = np.column_stack([np.ones(n), (matrix - mean) / sd])
         gram = w.T @ w
         gen = source.generator(purpose="bppd.posterior")
@@ -232,19 +206,9 @@ class BPPDSynthesizer:
             thetas.append(model.from_scaled(coefs, sds, lower=mean - sd, upper=mean + sd))
         self.model_ = model
         self.thetas_ = np.array(thetas)
-        self.columns_ = columns
-        return self
 
-    def sample_datasets(self, n: int, *, rng: object) -> list[pd.DataFrame]:
-        """One synthetic DataFrame of ``n`` rows per parameter draw."""
-        return _frames(*_fitted(self), self.columns_, _check_n(n), rng, "bppd.sample")
-
-    def sample(self, n: int, *, rng: object) -> pd.DataFrame:
-        """The synthetic datasets stacked, indexed by ``(dataset, row)``: ``datasets × n`` rows.
-
-        ``frame.loc[k]`` is dataset ``k``; with ``datasets = 1`` that is ``frame.loc[0]``.
-        """
-        return stack_datasets(self.sample_datasets(n, rng=rng))
+    def _sample_arrays(self, n: int, rng: np.random.Generator) -> list[np.ndarray]:
+        return [self.model_.sample(theta, n, rng) for theta in self.thetas_]
 
 
 # --- noisy BPPD (Bowen & Liu 2016) -----------------------------------------------------------
@@ -279,7 +243,7 @@ class NoisyBPPDParams:
         object.__setattr__(self, "variance_floor", check_fraction("variance_floor", self.variance_floor))
 
 
-class NoisyBPPDSynthesizer:
+class NoisyBPPDSynthesizer(ContinuousSynthesizer):
     """The noisy BPPD: posterior draws from Laplace-perturbed sufficient statistics.
 
     For each of the ``l = datasets`` releases: clip the data to the public bounds and scale
@@ -319,48 +283,51 @@ class NoisyBPPDSynthesizer:
         Gelman et al., *Bayesian Data Analysis*, 3rd ed., Section 14.2.
     """
 
-    def __init__(self, params: NoisyBPPDParams) -> None:
-        if not isinstance(params, NoisyBPPDParams):
-            raise TypeError(f"params ({params!r}) must be a NoisyBPPDParams")
-        self.params = params
+    name = "noisy_bppd"
+    Params = NoisyBPPDParams
 
-    def fit(self, data: object, *, ledger: Ledger, rng: object) -> NoisyBPPDSynthesizer:
-        """Release the noisy statistics ``datasets`` times and draw parameters from each.
+    def _read(self, data: object) -> tuple[np.ndarray, tuple[str, ...]]:
+        q = len(self.params.lower)
+        return data_matrix(data, columns=q, min_rows=q + 1)
 
-        Args:
-            data: DataFrame (or 2-D array) with one column per bound, in model order, n > q.
-            ledger: charged ``datasets`` Laplace steps of ε/l, before any noise is drawn; the
-                whole plan is checked against the cap first.
-            rng: the run's :class:`RandomSource` (release mode works) or a Generator.
+    def planned_events(self, records: int, columns: int, *, scope: str = "data") -> list[PrivacyEvent]:
+        """The ledger steps :meth:`fit` charges for data with ``columns`` columns, in order.
 
-        Returns:
-            ``self``.
-
-        Raises:
-            BudgetExceededError: the releases would exceed the ledger's cap (none runs).
-            SchemaError: bad data (wrong column count, NaN, n ≤ q).
+        One Laplace step per release k: share ε/l of ε (the shares' ``math.fsum`` is exactly
+        ε), sensitivity ``(q + 1)² − 1`` and noise scale sensitivity/share (research mode; in
+        release mode :func:`~privlab.mechanisms.basic.laplace.laplace_mechanism` records its
+        lattice scale instead). ``records`` does not enter (n is public and not released).
         """
+        check_count("records", records)
+        q = check_count("columns", columns)
+        sensitivity = gram_sensitivity(q)
+        shares = split_epsilon(self.params.epsilon, [1.0] * self.params.datasets)
+        return [
+            PrivacyEvent(name="noisy_bppd.sufficient_statistics", mechanism="laplace", epsilon=share,
+                         sensitivity=sensitivity, noise_scale=sensitivity / share, scope=scope,
+                         step=f"noisy_bppd.dataset[{k}]")
+            for k, share in enumerate(shares)
+        ]
+
+    def _fit(
+        self, matrix: np.ndarray, *, plan: list[PrivacyEvent], ledger: Ledger, source: RandomSource, scope: str
+    ) -> None:
+        """Release the noisy statistics ``datasets`` times and draw parameters from each."""
         p = self.params
-        source = as_source(rng)
-        q = len(p.lower)
-        matrix, columns = data_matrix(data, columns=q, min_rows=q + 1)
-        n = matrix.shape[0]
+        n, q = matrix.shape
         w = np.column_stack([np.ones(n), clip_and_scale(matrix, p.lower, p.upper)])
         gram = w.T @ w
         rows, cols = np.triu_indices(q + 1)
         keep = ~((rows == 0) & (cols == 0))
         rows, cols = rows[keep], cols[keep]
         statistics = gram[rows, cols]
-
-        plan = self.planned_events(q)
-        preflight(ledger, plan)
         gen = source.generator(purpose="noisy_bppd.posterior")
         model = SequentialLinearGaussian(q)
         thetas = []
         sensitivity = gram_sensitivity(q)
         for event in plan:
-            noisy = laplace_mechanism(statistics, sensitivity=sensitivity, epsilon=event.epsilon,
-                                      source=source, ledger=ledger, name=event.name, step=event.step)
+            noisy = laplace_mechanism(statistics, sensitivity=sensitivity, epsilon=event.epsilon, source=source,
+                                      ledger=ledger, name=event.name, scope=scope, step=event.step)
             g = np.empty((q + 1, q + 1))
             g[rows, cols] = noisy
             g[cols, rows] = noisy
@@ -370,36 +337,8 @@ class NoisyBPPDSynthesizer:
             thetas.append(model.from_scaled(coefs, sds, lower=p.lower, upper=p.upper))
         self.model_ = model
         self.thetas_ = np.array(thetas)
-        self.columns_ = columns
         self.sensitivity_ = sensitivity
-        return self
 
-    def planned_events(self, columns: int) -> list[PrivacyEvent]:
-        """The ledger steps :meth:`fit` charges for data with ``columns`` columns, in order.
-
-        One Laplace step per release k: share ε/l of ε (the shares' ``math.fsum`` is exactly
-        ε), sensitivity ``(q + 1)² − 1`` and noise scale sensitivity/share (research mode; in
-        release mode :func:`~privlab.mechanisms.basic.laplace.laplace_mechanism` records its
-        lattice scale instead).
-        """
-        q = check_count("columns", columns)
-        sensitivity = gram_sensitivity(q)
-        shares = split_epsilon(self.params.epsilon, [1.0] * self.params.datasets)
-        return [
-            PrivacyEvent(name="noisy_bppd.sufficient_statistics", mechanism="laplace", epsilon=share,
-                         sensitivity=sensitivity, noise_scale=sensitivity / share, step=f"noisy_bppd.dataset[{k}]")
-            for k, share in enumerate(shares)
-        ]
-
-    def sample_datasets(self, n: int, *, rng: object) -> list[pd.DataFrame]:
-        """One synthetic DataFrame of ``n`` rows per release (post-processing)."""
-        return _frames(*_fitted(self), self.columns_, _check_n(n), rng, "noisy_bppd.sample")
-
-    def sample(self, n: int, *, rng: object) -> pd.DataFrame:
-        """The ``datasets`` synthetic datasets stacked, indexed by ``(dataset, row)``.
-
-        ``datasets × n`` rows; ``frame.loc[k]`` is the dataset drawn from release ``k``.
-        Values are not clipped to the bounds (the model is normal).
-        """
-        return stack_datasets(self.sample_datasets(n, rng=rng))
-
+    def _sample_arrays(self, n: int, rng: np.random.Generator) -> list[np.ndarray]:
+        """One dataset per release; values are not clipped to the bounds (the model is normal)."""
+        return [self.model_.sample(theta, n, rng) for theta in self.thetas_]

@@ -19,24 +19,21 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import pandas as pd
 
 from privlab.mechanisms.basic.laplace import laplace_mechanism
-from privlab.mechanisms.pmse.baselines import (
-    as_generator,
-    as_source,
+from privlab.mechanisms.pmse.continuous import ContinuousSynthesizer
+from privlab.mechanisms.pmse.numeric_data import (
     check_count,
     check_epsilon,
     check_fraction,
     check_nonnegative,
     clip_and_scale,
     data_matrix,
-    preflight,
-    split_epsilon,
     validate_bounds,
 )
 from privlab.mechanisms.pmse.synthesis import SequentialLinearGaussian
-from privlab.platform.errors import ModeError
+from privlab.platform.budget import split_epsilon
+from privlab.platform.errors import ModeError, SchemaError
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import RandomSource
 
@@ -252,7 +249,7 @@ class FunctionalMechanismParams:
         object.__setattr__(self, "variance_floor", check_fraction("variance_floor", self.variance_floor))
 
 
-class FunctionalMechanismSynthesizer:
+class FunctionalMechanismSynthesizer(ContinuousSynthesizer):
     """Sequential normal synthesis from a DP marginal and functional-mechanism regressions.
 
     ``fit`` clips the data to the public bounds and scales every column to [−1, 1], then:
@@ -289,48 +286,48 @@ class FunctionalMechanismSynthesizer:
         Slavković, Section 6 (the functional mechanism on data truncated at public bounds).
     """
 
-    def __init__(self, params: FunctionalMechanismParams) -> None:
-        if not isinstance(params, FunctionalMechanismParams):
-            raise TypeError(f"params ({params!r}) must be a FunctionalMechanismParams")
-        self.params = params
+    name = "functional_mechanism"
+    Params = FunctionalMechanismParams
 
-    def fit(self, data: object, *, ledger: Ledger, rng: object) -> FunctionalMechanismSynthesizer:
-        """Release the marginal moments and the regressions' noisy objectives.
+    def _read(self, data: object) -> tuple[np.ndarray, tuple[str, ...]]:
+        q = len(self.params.lower)
+        return data_matrix(data, columns=q, min_rows=q + 1)
 
-        Args:
-            data: DataFrame (or 2-D array) with one column per bound, in model order, n > q.
-            ledger: charged one Laplace step per release; the plan is checked first.
-            rng: the run's :class:`RandomSource` (release mode works) or a Generator.
+    def planned_events(self, records: int, columns: int, *, scope: str = "data") -> list[PrivacyEvent]:
+        """One Laplace step for the marginal moments, then one per regression, in order.
 
-        Returns:
-            ``self``.
-
-        Raises:
-            BudgetExceededError: the releases would exceed the ledger's cap (none runs).
-            SchemaError: bad data (wrong column count, NaN, n ≤ q).
+        Shares: ``marginal_fraction · ε`` for the moments (all of ε when q = 1), the rest
+        equally over the q − 1 regressions (:func:`split_epsilon`: the shares sum to exactly ε).
+        ``records`` does not enter (n is public and not released).
         """
         p = self.params
-        source = as_source(rng)
+        check_count("records", records)
         q = len(p.lower)
-        matrix, columns = data_matrix(data, columns=q, min_rows=q + 1)
-        n = matrix.shape[0]
-        scaled = clip_and_scale(matrix, p.lower, p.upper)
+        if check_count("columns", columns) != q:
+            raise SchemaError(f"data has {columns} column(s) but the public bounds declare {q}")
         weights = [1.0] if q == 1 else [p.marginal_fraction] + [(1 - p.marginal_fraction) / (q - 1)] * (q - 1)
         shares = split_epsilon(p.epsilon, weights)
         names = ["functional_mechanism.marginal_moments"] + [
             f"functional_mechanism.objective[{j}]" for j in range(1, q)
         ]
         sensitivities = [MARGINAL_SENSITIVITY] + [functional_mechanism_sensitivity(j + 1) for j in range(1, q)]
-        preflight(ledger, [
-            PrivacyEvent(name=nm, mechanism="laplace", epsilon=s, sensitivity=sens,
-                         noise_scale=sens / s, step="functional_mechanism")
-            for nm, s, sens in zip(names, shares, sensitivities, strict=True)
-        ])
+        return [
+            PrivacyEvent(name=name, mechanism="laplace", epsilon=share, sensitivity=sensitivity,
+                         noise_scale=sensitivity / share, scope=scope, step="functional_mechanism")
+            for name, share, sensitivity in zip(names, shares, sensitivities, strict=True)
+        ]
 
+    def _fit(
+        self, matrix: np.ndarray, *, plan: list[PrivacyEvent], ledger: Ledger, source: RandomSource, scope: str
+    ) -> None:
+        """Release the marginal moments and the regressions' noisy objectives."""
+        p = self.params
+        n, q = matrix.shape
+        scaled = clip_and_scale(matrix, p.lower, p.upper)
         x = scaled[:, 0]
         moments = laplace_mechanism(
-            np.array([x.sum(), x @ x]), sensitivity=MARGINAL_SENSITIVITY, epsilon=shares[0],
-            source=source, ledger=ledger, name=names[0], step="functional_mechanism",
+            np.array([x.sum(), x @ x]), sensitivity=MARGINAL_SENSITIVITY, epsilon=plan[0].epsilon,
+            source=source, ledger=ledger, name=plan[0].name, scope=scope, step=plan[0].step,
         )
         mean = float(np.clip(moments[0] / n, -1.0, 1.0))
         variance = float(np.clip(moments[1] / n - mean**2, p.variance_floor, 1.0))
@@ -339,23 +336,14 @@ class FunctionalMechanismSynthesizer:
         for j in range(1, q):
             features = np.column_stack([np.ones(n), scaled[:, :j]])
             omega, rss = functional_mechanism_regression(
-                features, scaled[:, j], epsilon=shares[j], source=source, ledger=ledger,
-                ridge=p.ridge, trim=p.variance_floor, name=names[j], step="functional_mechanism",
+                features, scaled[:, j], epsilon=plan[j].epsilon, source=source, ledger=ledger,
+                ridge=p.ridge, trim=p.variance_floor, name=plan[j].name, scope=scope, step=plan[j].step,
             )
             coefficients.append(omega)
             sds.append(np.sqrt(np.clip(rss / (n - (j + 1)), p.variance_floor, 1.0)))
         self.model_ = SequentialLinearGaussian(q)
         self.theta_ = self.model_.from_scaled(coefficients, sds, lower=p.lower, upper=p.upper)
-        self.columns_ = columns
-        return self
 
-    def sample(self, n: int, *, rng: object) -> pd.DataFrame:
-        """``n`` synthetic records from the DP model (post-processing; values not clipped)."""
-        gen = as_generator(rng, purpose="functional_mechanism.sample")
-        if not hasattr(self, "theta_"):
-            raise RuntimeError(
-                "FunctionalMechanismSynthesizer is not fitted; call fit(data, ledger=..., rng=...) first"
-            )
-        values = self.model_.sample(self.theta_, check_count("n", n), gen)
-        return pd.DataFrame(values, columns=list(self.columns_))
-
+    def _sample_arrays(self, n: int, rng: np.random.Generator) -> list[np.ndarray]:
+        """One dataset of ``n`` records from the DP model (values not clipped)."""
+        return [self.model_.sample(self.theta_, n, rng)]

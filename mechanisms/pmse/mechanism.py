@@ -44,10 +44,13 @@ from collections.abc import Callable
 
 import numpy as np
 
+from privlab.mechanisms.pmse.continuous import ContinuousSynthesizer
+from privlab.mechanisms.pmse.numeric_data import data_matrix
 from privlab.mechanisms.pmse.synthesis import SynthesisModel
-from privlab.platform.errors import NotFittedError
+from privlab.platform.budget import split_epsilon
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import RandomSource
+from privlab.platform.validation import check_count
 
 QualityFunction = Callable[[np.ndarray, np.ndarray], float]
 
@@ -120,24 +123,40 @@ def effective_sample_size(trace: np.ndarray) -> float:
     return float(n / max(2 * total - 1, 1.0))
 
 
-class PMSEMechanism:
+class PMSEMechanism(ContinuousSynthesizer):
     """Algorithm 2: l private θ draws by Metropolis sampling, one synthetic dataset per draw.
 
     Usage::
 
         mechanism = PMSEMechanism(params, model=SequentialLinearGaussian(2))
         mechanism.fit(X, ledger=ledger, source=source)
-        datasets = mechanism.sample(len(X), rng=source.generator(purpose="pmse-synthesis"))
+        datasets = mechanism.sample_datasets(len(X), rng=source.generator(purpose="pmse-synthesis"))
+
+    Args:
+        params: a :class:`PMSEMechanismParams`.
+        model: the synthesis model g(θ) (public).
+        quality: u's per-dataset score ``(real, synthetic) -> float``; the pMSE by default.
 
     Learned state: ``thetas_`` (l × dim), ``acceptance_rate_``, ``effective_sample_size_``,
     ``u_trace_`` (the quality along the first chain). No reference to X is kept.
+
+    Research only: the chain's draws *are* the exponential mechanism's output, and they come
+    from a seeded PRNG with floating-point densities (module docstring), so release mode
+    refuses it before anything is charged.
     """
+
+    name = "pmse_mechanism"
+    Params = PMSEMechanismParams
+    release_safe = False
 
     def __init__(self, params: PMSEMechanismParams, *, model: SynthesisModel,
                  quality: QualityFunction | None = None) -> None:
-        self.params = params
+        super().__init__(params)
         self.model = model
         self._quality = quality
+
+    def _research_only_reason(self) -> str:
+        return "its Metropolis chain draws the exponential mechanism's output from a seeded PRNG"
 
     def _pmse(self, real: np.ndarray, synthetic: np.ndarray) -> float:
         if self._quality is not None:
@@ -153,44 +172,37 @@ class PMSEMechanism:
         return float(np.mean([self._pmse(data, self.model.sample(theta, n, rng))
                               for _ in range(self.params.synthetic_per_evaluation)]))
 
-    def planned_events(self, n: int, *, scope: str = "data", step: str = "pmse_mechanism") -> list[PrivacyEvent]:
-        """The l ledger steps :meth:`fit` charges for data with ``n`` rows, in order.
+    def _read(self, data: object) -> tuple[np.ndarray, tuple[str, ...]]:
+        return data_matrix(data, min_rows=2)
+
+    def planned_events(self, records: int, columns: int, *, scope: str = "data") -> list[PrivacyEvent]:
+        """The l ledger steps :meth:`fit` charges for data with ``records`` rows, in order.
 
         Step i is the exponential mechanism for draw i with share ε_i of ε, sensitivity
         Δu = 1/n and "noise scale" 2Δu/ε_i (the temperature); the shares are ε/l up to float
-        rounding, and their ``math.fsum`` is exactly ε (:func:`~.baselines.split_epsilon`).
+        rounding, and their ``math.fsum`` is exactly ε (:func:`~privlab.platform.budget.split_epsilon`).
         """
-        if not isinstance(n, int) or isinstance(n, bool) or n < 2:
-            raise ValueError(f"n ({n!r}) must be an integer ≥ 2")
-        from privlab.platform.budget import split_epsilon
-
+        n = check_count("records", records, minimum=2)
+        check_count("columns", columns)
         sensitivity = 1.0 / n
         shares = split_epsilon(self.params.epsilon, [1.0] * self.params.releases)
         return [
             PrivacyEvent(name=f"theta_draw_{i + 1}", mechanism="exponential_pmse_metropolis", epsilon=share,
-                         sensitivity=sensitivity, noise_scale=2 * sensitivity / share, scope=scope, step=step)
+                         sensitivity=sensitivity, noise_scale=2 * sensitivity / share, scope=scope,
+                         step="pmse_mechanism")
             for i, share in enumerate(shares)
         ]
 
-    def fit(self, data: np.ndarray, *, ledger: Ledger, source: RandomSource,
-            scope: str = "data", step: str = "pmse_mechanism") -> PMSEMechanism:
-        """Draw the l private parameter vectors (charges l steps of ε/l first).
-
-        Raises:
-            BudgetExceededError: the l steps do not fit the ledger's cap (nothing is sampled).
-            ValueError: data that is not a finite n × q matrix with n ≥ 2.
-        """
-        data = np.asarray(data, dtype=np.float64)
-        if data.ndim != 2 or len(data) < 2 or not np.all(np.isfinite(data)):
-            raise ValueError("data must be a finite n × q matrix with n ≥ 2 rows")
+    def _fit(
+        self, data: np.ndarray, *, plan: list[PrivacyEvent], ledger: Ledger, source: RandomSource, scope: str
+    ) -> None:
+        """Charge the l steps, then draw the l private parameter vectors."""
         p = self.params
-        events = self.planned_events(len(data), scope=scope, step=step)
-        ledger.preflight(events)  # all l steps must fit, or none is charged
-        for event in events:
+        for event in plan:
             ledger.spend(event)
         # One chain serves every draw, so it targets the smallest share (the shares differ by
         # a few ulps at most; the smallest makes every draw at least as private as charged).
-        per_draw = min(event.epsilon for event in events)
+        per_draw = min(event.epsilon for event in plan)
         sensitivity = 1.0 / len(data)
         rng = source.dp_generator(purpose="pmse-metropolis")  # DP draws from a PRNG: research only
         inverse_temperature = per_draw / (2 * sensitivity)
@@ -229,10 +241,7 @@ class PMSEMechanism:
         self.acceptance_rate_ = accepted / proposals
         self.u_trace_ = np.array(u_trace)
         self.effective_sample_size_ = effective_sample_size(self.u_trace_[p.burn_in:])
-        return self
 
-    def sample(self, n: int, *, rng: np.random.Generator) -> list[np.ndarray]:
+    def _sample_arrays(self, n: int, rng: np.random.Generator) -> list[np.ndarray]:
         """One synthetic n-row dataset per released θ (post-processing of the DP draws)."""
-        if not hasattr(self, "thetas_"):
-            raise NotFittedError("fit() must run before sample()")
         return [self.model.sample(theta, n, rng) for theta in self.thetas_]

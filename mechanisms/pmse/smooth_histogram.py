@@ -17,17 +17,12 @@ import dataclasses
 import math
 
 import numpy as np
-import pandas as pd
 
-from privlab.mechanisms.pmse.baselines import (
-    as_generator,
-    as_source,
-    check_count,
-    check_epsilon,
-    data_matrix,
-    validate_bounds,
-)
+from privlab.mechanisms.pmse.continuous import ContinuousSynthesizer
+from privlab.mechanisms.pmse.numeric_data import check_count, check_epsilon, data_matrix, validate_bounds
+from privlab.platform.errors import SchemaError
 from privlab.platform.ledger import Ledger, PrivacyEvent
+from privlab.platform.randomness import RandomSource
 
 __all__ = [
     "MAX_CELLS",
@@ -97,7 +92,7 @@ class SmoothHistogramParams:
             check_count("draws", self.draws)
 
 
-class SmoothHistogramSynthesizer:
+class SmoothHistogramSynthesizer(ContinuousSynthesizer):
     """DP synthetic data: ``m`` draws from the smooth histogram (1), uniform within cells.
 
     ``fit`` clips and bins the data, charges ε, and draws the ``m`` released cells: with
@@ -132,31 +127,41 @@ class SmoothHistogramSynthesizer:
         the smoothed histogram; Snoke & Slavković, Section 2.1, equation (1).
     """
 
-    def __init__(self, params: SmoothHistogramParams) -> None:
-        if not isinstance(params, SmoothHistogramParams):
-            raise TypeError(f"params ({params!r}) must be a SmoothHistogramParams")
-        self.params = params
+    name = "smooth_histogram"
+    Params = SmoothHistogramParams
 
-    def fit(self, data: object, *, ledger: Ledger, rng: object) -> SmoothHistogramSynthesizer:
-        """Charge ε and release ``m`` cells drawn from the smooth histogram.
+    def _read(self, data: object) -> tuple[np.ndarray, tuple[str, ...]]:
+        return data_matrix(data, columns=len(self.params.lower))
 
-        Args:
-            data: DataFrame (or 2-D array) with one column per bound.
-            ledger: charged one step of ε before anything is drawn.
-            rng: the run's :class:`RandomSource` (release mode works) or a Generator.
+    def planned_events(self, records: int, columns: int, *, scope: str = "data") -> list[PrivacyEvent]:
+        """The one ledger step :meth:`fit` charges for ``records`` rows (n is public).
 
-        Returns:
-            ``self``.
-
-        Raises:
-            BudgetExceededError: ε would exceed the ledger's cap (nothing is drawn).
-            SchemaError: bad data.
+        Mechanism ``"smooth_histogram"``, the declared ε, no sensitivity or noise scale; the
+        mixing weight λ, the cell count K, n and m in its details.
         """
         p = self.params
-        source = as_source(rng)
+        n = check_count("records", records)
         q = len(p.lower)
-        matrix, columns = data_matrix(data, columns=q)
-        n = matrix.shape[0]
+        if check_count("columns", columns) != q:
+            raise SchemaError(f"data has {columns} column(s) but the public bounds declare {q}")
+        cells = p.bins**q
+        draws = n if p.draws is None else p.draws
+        weight = mixing_weight(p.epsilon, cells=cells, records=n, draws=draws)
+        return [PrivacyEvent(
+            name="smooth_histogram.cells",
+            mechanism="smooth_histogram",
+            epsilon=p.epsilon,
+            scope=scope,
+            step="smooth_histogram",
+            details=(("mixing_weight", weight), ("cells", cells), ("records", n), ("draws", draws)),
+        )]
+
+    def _fit(
+        self, matrix: np.ndarray, *, plan: list[PrivacyEvent], ledger: Ledger, source: RandomSource, scope: str
+    ) -> None:
+        """Charge ε and release ``m`` cells drawn from the smooth histogram."""
+        p = self.params
+        n, q = matrix.shape
         lo, hi = np.asarray(p.lower), np.asarray(p.upper)
         position = (np.clip(matrix, lo, hi) - lo) / (hi - lo) * p.bins
         index = np.clip(np.floor(position).astype(np.int64), 0, p.bins - 1)
@@ -164,7 +169,8 @@ class SmoothHistogramSynthesizer:
         cells = p.bins**q
         draws = n if p.draws is None else p.draws
         weight = mixing_weight(p.epsilon, cells=cells, records=n, draws=draws)
-        ledger.spend(self.planned_event(n))
+        (event,) = plan
+        ledger.spend(event)
         from_uniform = np.asarray(source.bernoulli(p=weight, size=draws), dtype=bool)
         uniform_cells = np.asarray(source.integers(low=0, high=cells, size=draws))
         records = np.asarray(source.integers(low=0, high=n, size=draws))
@@ -173,49 +179,21 @@ class SmoothHistogramSynthesizer:
         self.counts_ = np.bincount(released, minlength=cells).astype(np.int64)
         self.mixing_weight_ = weight
         self.draws_ = draws
-        self.columns_ = columns
-        return self
 
-    def planned_event(self, records: int) -> PrivacyEvent:
-        """The one ledger step :meth:`fit` charges for ``records`` rows (n is public).
-
-        Mechanism ``"smooth_histogram"``, the declared ε, no sensitivity or noise scale; the
-        mixing weight λ, the cell count K, n and m in its details.
-        """
-        p = self.params
-        n = check_count("records", records)
-        cells = p.bins ** len(p.lower)
-        draws = n if p.draws is None else p.draws
-        weight = mixing_weight(p.epsilon, cells=cells, records=n, draws=draws)
-        return PrivacyEvent(
-            name="smooth_histogram.cells",
-            mechanism="smooth_histogram",
-            epsilon=p.epsilon,
-            step="smooth_histogram",
-            details=(("mixing_weight", weight), ("cells", cells), ("records", n), ("draws", draws)),
-        )
-
-    def sample(self, n: int, *, rng: object) -> pd.DataFrame:
-        """``n`` synthetic records, uniform inside released cells (post-processing).
+    def _sample_arrays(self, n: int, rng: np.random.Generator) -> list[np.ndarray]:
+        """``n`` records uniform inside released cells, one dataset (post-processing).
 
         For ``n ≤ m`` the cells are a random subset of the ``m`` released ones, drawn without
         replacement (``n = m`` gives exactly the released multiset); for ``n > m`` they are
         drawn with replacement from the released cell frequencies.
         """
-        if not hasattr(self, "counts_"):
-            raise RuntimeError(
-                "SmoothHistogramSynthesizer is not fitted; call fit(data, ledger=..., rng=...) first"
-            )
-        n = check_count("n", n)
         p = self.params
-        gen = as_generator(rng, purpose="smooth_histogram.sample")
         if n <= self.draws_:
-            chosen = gen.multivariate_hypergeometric(self.counts_, n)
+            chosen = rng.multivariate_hypergeometric(self.counts_, n)
         else:
-            chosen = gen.multinomial(n, self.counts_ / self.draws_)
-        cells = gen.permutation(np.repeat(np.arange(self.counts_.size), chosen))
+            chosen = rng.multinomial(n, self.counts_ / self.draws_)
+        cells = rng.permutation(np.repeat(np.arange(self.counts_.size), chosen))
         q = len(p.lower)
         index = np.column_stack(np.unravel_index(cells, (p.bins,) * q))
         lo, hi = np.asarray(p.lower), np.asarray(p.upper)
-        values = lo + (index + gen.random((n, q))) * ((hi - lo) / p.bins)
-        return pd.DataFrame(values, columns=list(self.columns_))
+        return [lo + (index + rng.random((n, q))) * ((hi - lo) / p.bins)]

@@ -117,7 +117,7 @@ class SequentialLinearGaussian(SynthesisModel):
     def from_scaled(self, coefficients: Sequence[np.ndarray], residual_sds: Sequence[float], *,
                     lower: Sequence[float], upper: Sequence[float]) -> np.ndarray:
         """θ in data units from a model fitted on ``x̃ = (x − c)/h`` with ``c = (lower + upper)/2``
-        and ``h = (upper − lower)/2`` (as :func:`~.baselines.clip_and_scale` scales).
+        and ``h = (upper − lower)/2`` (as :func:`~.numeric_data.clip_and_scale` scales).
 
         With ``x_j = c_j + h_j x̃_j`` and ``x̃_j = b̃_0 + Σ_k b̃_k x̃_k + σ̃ e``:
         ``β_jk = h_j b̃_k / h_k``, ``β_j0 = c_j + h_j b̃_0 − Σ_k β_jk c_k``, ``σ_j² = (h_j σ̃)²``.

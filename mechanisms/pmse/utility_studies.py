@@ -75,7 +75,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from privlab.mechanisms.pmse.baselines import clip_and_scale
+from privlab.mechanisms.pmse.numeric_data import clip_and_scale
 from privlab.mechanisms.pmse.bppd import BPPDParams, BPPDSynthesizer, NoisyBPPDParams, NoisyBPPDSynthesizer
 from privlab.mechanisms.pmse.functional_mechanism import functional_mechanism_event, functional_mechanism_regression
 from privlab.mechanisms.pmse.mechanism import PMSEMechanism, PMSEMechanismParams
@@ -351,11 +351,12 @@ def planned_events(params: UtilityParams) -> list[PrivacyEvent]:
     if variant.name == "non_dp":
         return []
     if variant.name == "pmse_mechanism":
-        return PMSEMechanism(params.mechanism_params(variant), model=SequentialLinearGaussian(2)).planned_events(params.n)
+        return PMSEMechanism(params.mechanism_params(variant), model=SequentialLinearGaussian(2)).planned_events(
+            params.n, 2)
     if variant.name == "noisy_bppd":
-        return NoisyBPPDSynthesizer(params.noisy_bppd_params(variant)).planned_events(2)
+        return NoisyBPPDSynthesizer(params.noisy_bppd_params(variant)).planned_events(params.n, 2)
     if variant.name == "smooth_histogram":
-        return [SmoothHistogramSynthesizer(params.histogram_params(variant)).planned_event(params.n)]
+        return SmoothHistogramSynthesizer(params.histogram_params(variant)).planned_events(params.n, 2)
     return [functional_mechanism_event(2, epsilon=params.epsilon, norm=variant.norm or "l1", name=FM_NAME,
                                        step=FM_STEP)]
 
@@ -369,19 +370,20 @@ def release(params: UtilityParams, data: np.ndarray, *, ledger: Ledger, source: 
     variant = params.variant
     n = params.n
     if variant.name == "non_dp":
-        bppd = BPPDSynthesizer(BPPDParams(datasets=params.releases)).fit(data, rng=source)
+        bppd = BPPDSynthesizer(BPPDParams(datasets=params.releases)).fit(data, ledger=ledger, source=source)
         frames = bppd.sample_datasets(n, rng=source.generator(purpose="non_dp.sample"))
         return Release(datasets=tuple(f.to_numpy() for f in frames))
     if variant.name == "pmse_mechanism":
         mechanism = PMSEMechanism(params.mechanism_params(variant), model=SequentialLinearGaussian(2))
         mechanism.fit(data, ledger=ledger, source=source)
-        return Release(datasets=tuple(mechanism.sample(n, rng=source.generator(purpose="pmse.sample"))))
+        frames = mechanism.sample_datasets(n, rng=source.generator(purpose="pmse.sample"))
+        return Release(datasets=tuple(f.to_numpy() for f in frames))
     if variant.name == "noisy_bppd":
-        noisy = NoisyBPPDSynthesizer(params.noisy_bppd_params(variant)).fit(data, ledger=ledger, rng=source)
+        noisy = NoisyBPPDSynthesizer(params.noisy_bppd_params(variant)).fit(data, ledger=ledger, source=source)
         frames = noisy.sample_datasets(n, rng=source.generator(purpose="noisy_bppd.sample"))
         return Release(datasets=tuple(f.to_numpy() for f in frames))
     if variant.name == "smooth_histogram":
-        histogram = SmoothHistogramSynthesizer(params.histogram_params(variant)).fit(data, ledger=ledger, rng=source)
+        histogram = SmoothHistogramSynthesizer(params.histogram_params(variant)).fit(data, ledger=ledger, source=source)
         frame = histogram.sample(n, rng=source.generator(purpose="smooth_histogram.sample"))
         return Release(datasets=(frame.to_numpy(),))
     lower, upper = params.bounds(_bound(variant))

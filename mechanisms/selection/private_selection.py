@@ -34,6 +34,7 @@ from privlab.platform import composition
 from privlab.platform.errors import LedgerError
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import RandomSource
+from privlab.platform.validation import check_real
 
 __all__ = [
     "STOP_REASONS",
@@ -53,14 +54,8 @@ STOP_REASONS = ("accepted", "gamma", "horizon")
 """Why a selection stopped: an accepted output, the γ-coin, or the last allowed iteration."""
 
 
-def _real(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} ({value!r}) must be a real number")
-    return float(value)
-
-
 def _probability(name: str, value: object) -> float:
-    p = _real(name, value)
+    p = check_real(name, value)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"{name} ({value!r}) must be in [0, 1]")
     return p
@@ -148,7 +143,7 @@ class PrivateSelectionParams:
         """
         if isinstance(steps, bool) or not isinstance(steps, numbers.Integral):
             raise TypeError(f"steps ({steps!r}) must be an int")
-        eps0 = _real("epsilon0", epsilon0)
+        eps0 = check_real("epsilon0", epsilon0)
         if steps < 2:
             raise LedgerError(f"steps ({steps!r}) must be >= 2: T = 1 satisfies T >= 1 + 1/(eγ) for no γ")
         if not 0.0 < eps0 <= 1.0:

@@ -34,20 +34,21 @@ from __future__ import annotations
 import abc
 import dataclasses
 import math
-import numbers
 from collections.abc import Mapping
-from typing import Any, ClassVar, Self
+from typing import Any, Self
 
 import numpy as np
 import pandas as pd
 
 from privlab.mechanisms.basic.exponential import exponential_mechanism
 from privlab.mechanisms.basic.laplace import laplace_mechanism
-from privlab.platform.budget import preflight, split_epsilon
+from privlab.platform.budget import split_epsilon
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
 from privlab.platform.errors import LedgerError, NotFittedError, SchemaError, SpecError
-from privlab.platform.ledger import Ledger, PrivacyEvent, check_conforms
+from privlab.platform.estimator import PrivateEstimator
+from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.plugins import Registry, build, require_frozen_kw_only
+from privlab.platform.validation import check_count, check_positive_finite
 from privlab.platform.randomness import RandomSource
 
 __all__ = [
@@ -96,12 +97,7 @@ class BudgetStep:
         if self.mechanism not in MECHANISMS:
             raise ValueError(f"mechanism ({self.mechanism!r}) must be one of {list(MECHANISMS)}")
         for label in ("epsilon", "sensitivity"):
-            value = getattr(self, label)
-            if isinstance(value, bool) or not isinstance(value, numbers.Real):
-                raise TypeError(f"{label} ({value!r}) must be a real number")
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{label} ({value!r}) must be positive and finite")
-            object.__setattr__(self, label, float(value))
+            object.__setattr__(self, label, check_positive_finite(label, getattr(self, label)))
 
     @property
     def noise_scale(self) -> float:
@@ -123,23 +119,6 @@ class BudgetStep:
         )
 
 
-def _check_epsilon(epsilon: object) -> float:
-    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
-        raise TypeError(f"epsilon ({epsilon!r}) must be a real number")
-    value = float(epsilon)
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"epsilon ({epsilon!r}) must be positive and finite")
-    return value
-
-
-def _check_count(name: str, value: object, *, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} ({value!r}) must be an int")
-    if value < minimum:
-        raise ValueError(f"{name} ({value!r}) must be >= {minimum}")
-    return int(value)
-
-
 def _check_scope(scope: object) -> str:
     if not isinstance(scope, str):
         raise TypeError(f"scope ({scope!r}) must be a str")
@@ -148,7 +127,7 @@ def _check_scope(scope: object) -> str:
     return scope
 
 
-class Synthesizer(abc.ABC):
+class Synthesizer(PrivateEstimator, abc.ABC):
     """A DP generative model of a frame of integer codes over a public :class:`Domain`.
 
     Subclasses set ``name`` and ``Params`` (a frozen keyword-only dataclass of
@@ -171,29 +150,13 @@ class Synthesizer(abc.ABC):
         Hod & Canetti (2024), Section 3.3 (the generative model is a black box of the scheme).
     """
 
-    name: ClassVar[str]
-    Params: ClassVar[type]
-
     def __init__(self, params: Any) -> None:
         if not isinstance(params, self.Params):
             raise TypeError(
                 f"params ({params!r}) must be a {self.Params.__qualname__}; build one from a spec "
                 f"with synthesizer_from_spec({self.name!r}, ...)"
             )
-        self._params = params
-
-    @property
-    def params(self) -> Any:
-        """The hyperparameters (frozen)."""
-        return self._params
-
-    def get_params(self) -> dict[str, Any]:
-        """The hyperparameters as a plain dict (every value loggable as an MLflow param)."""
-        return dataclasses.asdict(self._params)
-
-    def __repr__(self) -> str:
-        fitted = "fitted" if self.is_fitted else "not fitted"
-        return f"{type(self).__name__}({self._params!r}, {fitted})"
+        super().__init__(params)
 
     # --- the budget protocol -----------------------------------------------------------------
 
@@ -229,10 +192,10 @@ class Synthesizer(abc.ABC):
             TypeError, ValueError: a bad argument.
             SchemaError: the synthesizer cannot handle this domain or ``n``.
         """
-        epsilon = _check_epsilon(epsilon)
+        epsilon = check_positive_finite("epsilon", epsilon)
         if not isinstance(domain, Domain):
             raise TypeError(f"domain ({domain!r}) must be a Domain")
-        n = _check_count("n", n, minimum=0)
+        n = check_count("n", n, minimum=0)
         scope = _check_scope(scope)
         steps = self._validated_steps(epsilon, domain, n)
         return [step.event(scope=scope, step=self._ledger_step) for step in steps]
@@ -254,11 +217,6 @@ class Synthesizer(abc.ABC):
         return steps
 
     # --- fitting ---------------------------------------------------------------------------
-
-    @property
-    def is_fitted(self) -> bool:
-        """Whether :meth:`fit` has completed successfully."""
-        return hasattr(self, "domain_")
 
     def fit(
         self,
@@ -304,35 +262,25 @@ class Synthesizer(abc.ABC):
             raise TypeError(f"data ({type(data).__name__}) must be a pandas DataFrame of codes")
         if not isinstance(domain, Domain):
             raise TypeError(f"domain ({domain!r}) must be a Domain")
-        if not isinstance(ledger, Ledger):
-            raise TypeError(f"ledger ({ledger!r}) must be a privlab Ledger")
-        if not isinstance(source, RandomSource):
-            raise TypeError(f"source ({source!r}) must be a RandomSource (SeededSource or SecureSource)")
-        epsilon = _check_epsilon(epsilon)
+        self._check_protocol_arguments(ledger, source)
+        epsilon = check_positive_finite("epsilon", epsilon)
         scope = _check_scope(scope)
         frame = domain.validate(data, what=f"{self.name} training data")
         n = len(frame)
         steps = self._validated_steps(epsilon, domain, n)
         plan = [step.event(scope=scope, step=self._ledger_step) for step in steps]
-        preflight(ledger, plan)
         # A (d, n) private copy, one contiguous row per column; dropped when fit returns.
         codes = np.array(frame.to_numpy(dtype=CODE_DTYPE).T, dtype=CODE_DTYPE, order="C")
         del frame
-        self._clear_fitted()
-        start = len(ledger.events)
-        self._fit(codes, domain=domain, steps=steps, ledger=ledger, source=source, scope=scope)
-        del codes
-        spent = ledger.events[start:]
-        check_conforms(spent, plan, who=f"{self.name}: fit", exact_sensitivity=True)
+
+        def learn() -> None:
+            self._fit(codes, domain=domain, steps=steps, ledger=ledger, source=source, scope=scope)
+
+        self._charged_fit(plan, ledger=ledger, source=source, run=learn)
         self.domain_ = domain
         self.epsilon_ = epsilon
         self.n_records_ = n
-        self.events_ = tuple(spent)
         return self
-
-    def _clear_fitted(self) -> None:
-        for attribute in [a for a in vars(self) if a.endswith("_") and not a.startswith("__")]:
-            delattr(self, attribute)
 
     def _laplace(
         self,
@@ -404,12 +352,8 @@ class Synthesizer(abc.ABC):
         Privacy:
             Post-processing of the ε-DP model; it never touches the private data.
         """
-        if not self.is_fitted:
-            raise NotFittedError(
-                f"{type(self).__name__} is not fitted; call fit(data, domain=..., epsilon=..., "
-                "ledger=..., source=...) before sample"
-            )
-        n = _check_count("n", n, minimum=0)
+        self._require_fitted("fit(data, domain=..., epsilon=..., ledger=..., source=...)")
+        n = check_count("n", n, minimum=0)
         if not isinstance(rng, np.random.Generator):
             raise TypeError(f"rng ({rng!r}) must be a numpy.random.Generator")
         columns = self._sample(n, rng)

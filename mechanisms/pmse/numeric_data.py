@@ -1,11 +1,10 @@
-"""Shared pieces of the bounded-data baselines of the pMSE paper's comparisons.
+"""Numeric tables and their public bounds, as the pMSE paper's mechanisms read them.
 
-The noisy BPPD (:mod:`.bppd`), the smooth histogram (:mod:`.smooth_histogram`) and the
-functional mechanism (:mod:`.functional_mechanism`) all need public per-column bounds, clip
-the data to them, and (except the histogram) work in coordinates scaled to [−1, 1]. This
-module holds those steps, the exact budget split and the ledger pre-flight check. BPPD, noisy
-BPPD and the functional mechanism synthesise from the pMSE mechanism's own model,
-:class:`~privlab.mechanisms.pmse.synthesis.SequentialLinearGaussian`, holding its θ.
+Every mechanism of the pMSE paper's comparisons (:mod:`.continuous`) takes a table of numeric
+columns in model order; the bounded ones (noisy BPPD, smooth histogram, functional mechanism)
+also take public per-column bounds, clip the data to them, and (except the histogram) work in
+coordinates scaled to [−1, 1]. This module validates those inputs and does the clipping and
+scaling; its parameter checks word their messages alike (``"{name} ({value!r}) must be …"``).
 
 Clipping, not raising: Snoke & Slavković, Section 6, run every bounded baseline "truncating
 the data at different assumed bounds" of 2, 4, 5 or 10 standard deviations, with the
@@ -17,29 +16,21 @@ would change ``n``, which these mechanisms treat as public (replace-one neighbou
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
-from privlab.platform.budget import preflight, split_epsilon  # noqa: F401  (re-exported)
 from privlab.platform.errors import SchemaError
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.randomness import RandomSource, SeededSource
+from privlab.platform.validation import check_count, check_real
 
 __all__ = [
-    "as_generator",
-    "as_source",
     "check_count",
     "check_epsilon",
     "check_fraction",
     "check_nonnegative",
     "clip_and_scale",
     "data_matrix",
-    "preflight",
-    "split_epsilon",
-    "stack_datasets",
     "validate_bounds",
 ]
 
@@ -47,15 +38,9 @@ __all__ = [
 # --- parameter validation (messages: f"{name} ({value!r}) must be {constraint}") ----------
 
 
-def _real(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} ({value!r}) must be a real number")
-    return float(value)
-
-
 def check_epsilon(name: str, value: object) -> float:
     """``value`` as a float if it is a real number, finite and > 0."""
-    x = _real(name, value)
+    x = check_real(name, value)
     if not (math.isfinite(x) and x > 0.0):
         raise ValueError(f"{name} ({value!r}) must be finite and > 0")
     return x
@@ -63,7 +48,7 @@ def check_epsilon(name: str, value: object) -> float:
 
 def check_nonnegative(name: str, value: object) -> float:
     """``value`` as a float if it is a real number, finite and >= 0."""
-    x = _real(name, value)
+    x = check_real(name, value)
     if not (math.isfinite(x) and x >= 0.0):
         raise ValueError(f"{name} ({value!r}) must be finite and >= 0")
     return x
@@ -71,19 +56,10 @@ def check_nonnegative(name: str, value: object) -> float:
 
 def check_fraction(name: str, value: object) -> float:
     """``value`` as a float if it lies strictly between 0 and 1."""
-    x = _real(name, value)
+    x = check_real(name, value)
     if not 0.0 < x < 1.0:
         raise ValueError(f"{name} ({value!r}) must be in (0, 1)")
     return x
-
-
-def check_count(name: str, value: object, *, minimum: int = 1) -> int:
-    """``value`` if it is an int (not a bool) >= ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} ({value!r}) must be an int")
-    if value < minimum:
-        raise ValueError(f"{name} ({value!r}) must be >= {minimum}")
-    return int(value)
 
 
 def validate_bounds(lower: object, upper: object) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -103,7 +79,7 @@ def validate_bounds(lower: object, upper: object) -> tuple[tuple[float, ...], tu
             raise ValueError(f"{name} ({value!r}) must name at least one column's bound")
         items = []
         for item in value:
-            x = _real(f"{name} item", item)
+            x = check_real(f"{name} item", item)
             if not math.isfinite(x):
                 raise ValueError(f"{name} ({value!r}) must hold finite numbers")
             items.append(x)
@@ -180,32 +156,3 @@ def clip_and_scale(
     hi = np.asarray(upper, dtype=np.float64)
     clipped = np.clip(matrix, lo, hi)
     return np.clip((clipped - (lo + hi) / 2.0) / ((hi - lo) / 2.0), -1.0, 1.0)
-
-
-# --- randomness -----------------------------------------------------------------------------
-
-
-def as_source(rng: object) -> RandomSource:
-    """The run's :class:`RandomSource`; a bare ``Generator`` is wrapped as a research source."""
-    if isinstance(rng, RandomSource):
-        return rng
-    if isinstance(rng, np.random.Generator):
-        return SeededSource(rng)
-    raise TypeError(f"rng ({rng!r}) must be a RandomSource or a numpy.random.Generator")
-
-
-def as_generator(rng: object, *, purpose: str) -> np.random.Generator:
-    """A generator for post-processing: ``rng`` itself, or a source's ``generator(purpose)``."""
-    if isinstance(rng, np.random.Generator):
-        return rng
-    if isinstance(rng, RandomSource):
-        return rng.generator(purpose=purpose)
-    raise TypeError(f"rng ({rng!r}) must be a numpy.random.Generator or a RandomSource")
-
-
-# --- datasets -------------------------------------------------------------------------------
-
-
-def stack_datasets(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
-    """Synthetic datasets stacked into one frame indexed by ``(dataset, row)``."""
-    return pd.concat(list(frames), keys=range(len(frames)), names=["dataset", "row"])

@@ -1,0 +1,359 @@
+"""The contract of everything that fits on private data and releases something (issue 9 item 5).
+
+Every concrete :class:`~privlab.platform.estimator.PrivateEstimator` in privlab — the tabular
+synthesizers of the release scheme and the pMSE paper's mechanism and baselines — needs a case
+below (``test_every_estimator_has_a_contract_case`` finds them by importing every module of
+``privlab.mechanisms``), and each case is held to the same protocol:
+
+* not fitted → :class:`NotFittedError` naming the call that fits;
+* the ledger receives exactly the plan (computed from public inputs), and ``events_`` keeps it;
+* a plan over the cap is refused before anything is charged or drawn;
+* bad data is refused before anything is charged;
+* a research-only estimator is refused in release mode before anything is charged or drawn,
+  and a release-safe one charges its plan with the release samplers;
+* same seed → same output, another fit seed or sampling seed → another output;
+* ``fit`` does not change its input and keeps no reference to it; a refit replaces the state.
+
+Family-specific properties (codes over a domain, hand-derived sensitivities, the pMSE paper's
+formulas) stay in ``test_synthesizer_contract.py`` and ``test_pmse_*.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import importlib
+import inspect
+import pkgutil
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import privlab.mechanisms
+from privlab.mechanisms.pmse.bppd import BPPDParams, BPPDSynthesizer, NoisyBPPDParams, NoisyBPPDSynthesizer
+from privlab.mechanisms.pmse.functional_mechanism import FunctionalMechanismParams, FunctionalMechanismSynthesizer
+from privlab.mechanisms.pmse.mechanism import PMSEMechanism, PMSEMechanismParams
+from privlab.mechanisms.pmse.smooth_histogram import SmoothHistogramParams, SmoothHistogramSynthesizer
+from privlab.mechanisms.pmse.synthesis import SequentialLinearGaussian
+from privlab.mechanisms.synthesizers.base import synthesizer_class, synthesizer_from_spec
+from privlab.mechanisms.synthesizers.privbayes import BayesianNetworkModel
+from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
+from privlab.platform.errors import BudgetExceededError, ModeError, NotFittedError, SchemaError
+from privlab.platform.estimator import PrivateEstimator
+from privlab.platform.ledger import Ledger, PrivacyEvent
+from privlab.platform.randomness import RandomSource, SecureSource, SeededSource
+from privlab.platform.transcript import TranscriptWriter
+
+# --- cases -----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """How to drive one estimator through the protocol.
+
+    Attributes:
+        build: a new, unfitted estimator.
+        data: the private training data (a fresh copy on every call).
+        fit: ``fit(estimator, data, ledger, source, scope)`` in the family's signature.
+        plan: ``plan(estimator, data, scope)``, the events ``fit`` must record.
+        bad_data: data the estimator must refuse, with the error and a message fragment.
+    """
+
+    build: Callable[[], PrivateEstimator]
+    data: Callable[[], pd.DataFrame]
+    fit: Callable[[PrivateEstimator, Any, Ledger, RandomSource, str], PrivateEstimator]
+    plan: Callable[[PrivateEstimator, Any, str], list[PrivacyEvent]]
+    bad_data: tuple[tuple[Any, type[Exception], str], ...]
+
+
+DOMAIN = Domain(tuple(ColumnDomain(name=n, labels=tuple(f"{n}{i}" for i in range(k)))
+                      for n, k in (("a", 3), ("b", 4), ("c", 2))))
+TABULAR_EPSILON = 1.3
+
+
+def _codes(n: int = 600) -> pd.DataFrame:
+    rng = np.random.default_rng(2024)
+    truth = BayesianNetworkModel(
+        domain=DOMAIN,
+        network=(("a", ()), ("b", ("a",)), ("c", ("b",))),
+        conditionals=(rng.dirichlet(np.ones(3), 1), rng.dirichlet(np.ones(4), 3), rng.dirichlet(np.ones(2), 4)),
+    )
+    codes = truth.sample_codes(n, np.random.default_rng(7))
+    return pd.DataFrame({name: codes[j] for j, name in enumerate(DOMAIN.names)})
+
+
+def _tabular_case(name: str, params: Mapping[str, Any]) -> Case:
+    out_of_domain = _codes()
+    out_of_domain.loc[5, "b"] = 4
+    with_nan = _codes().astype(float)
+    with_nan.loc[3, "a"] = np.nan
+    return Case(
+        build=lambda: synthesizer_from_spec(name, params, where="contract"),
+        data=_codes,
+        fit=lambda est, data, ledger, source, scope: est.fit(
+            data, domain=DOMAIN, epsilon=TABULAR_EPSILON, ledger=ledger, source=source, scope=scope),
+        plan=lambda est, data, scope: est.planned_events(TABULAR_EPSILON, DOMAIN, len(data), scope=scope),
+        bad_data=((out_of_domain, SchemaError, "column 'b'"), (with_nan, SchemaError, "column 'a'"),
+                  (_codes().drop(columns="c"), SchemaError, "missing column")),
+    )
+
+
+LOWER, UPPER = (-4.0, -5.0), (8.0, 14.0)
+
+
+def _numeric(n: int = 200) -> pd.DataFrame:
+    rng = np.random.default_rng(11)
+    x1 = rng.normal(2.0, 1.5, n)
+    return pd.DataFrame({"x1": x1, "x2": 1.0 + 0.8 * x1 + rng.normal(0.0, 1.0, n)})
+
+
+def _continuous_case(build: Callable[[], PrivateEstimator], *, bounded: bool) -> Case:
+    with_nan = _numeric()
+    with_nan.iloc[3, 1] = np.nan
+    bad: list[tuple[Any, type[Exception], str]] = [(with_nan, SchemaError, "finite"),
+                                                   (_numeric().astype(str), SchemaError, "must be numeric")]
+    if bounded:
+        bad.append((_numeric().assign(x3=1.0), SchemaError, "3 column"))
+    return Case(
+        build=build,
+        data=_numeric,
+        fit=lambda est, data, ledger, source, scope: est.fit(data, ledger=ledger, source=source, scope=scope),
+        plan=lambda est, data, scope: est.planned_events(len(data), data.shape[1], scope=scope),
+        bad_data=tuple(bad),
+    )
+
+
+CASES: dict[str, Case] = {
+    "privbayes": _tabular_case("privbayes", {"epsilon_split": 0.3, "degree": 1}),
+    "independent_marginals": _tabular_case("independent_marginals", {}),
+    "bppd": _continuous_case(lambda: BPPDSynthesizer(BPPDParams(datasets=2)), bounded=False),
+    "noisy_bppd": _continuous_case(
+        lambda: NoisyBPPDSynthesizer(NoisyBPPDParams(epsilon=1.0, lower=LOWER, upper=UPPER, datasets=3)),
+        bounded=True),
+    "smooth_histogram": _continuous_case(
+        lambda: SmoothHistogramSynthesizer(SmoothHistogramParams(epsilon=1.0, lower=LOWER, upper=UPPER, bins=4)),
+        bounded=True),
+    "functional_mechanism": _continuous_case(
+        lambda: FunctionalMechanismSynthesizer(FunctionalMechanismParams(
+            epsilon=1.0, lower=LOWER, upper=UPPER, marginal_fraction=0.4)),
+        bounded=True),
+    "pmse_mechanism": _continuous_case(
+        lambda: PMSEMechanism(PMSEMechanismParams(epsilon=1.0, releases=2, burn_in=3, thinning=1, max_depth=2),
+                              model=SequentialLinearGaussian(2)),
+        bounded=False),
+}
+"""One case per concrete estimator class, keyed by its ``name``."""
+
+NAMES = sorted(CASES)
+DP_NAMES = [name for name in NAMES if CASES[name].plan(CASES[name].build(), CASES[name].data(), "data")]
+
+
+def _concrete_estimators() -> set[type[PrivateEstimator]]:
+    for module in pkgutil.walk_packages(privlab.mechanisms.__path__, prefix="privlab.mechanisms."):
+        importlib.import_module(module.name)
+    found, stack = set(), list(PrivateEstimator.__subclasses__())
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        if not inspect.isabstract(cls) and cls.__module__.startswith("privlab."):
+            found.add(cls)
+    return found
+
+
+def _seeded(seed: int) -> SeededSource:
+    return SeededSource(np.random.default_rng(seed))
+
+
+def _fitted(name: str, *, seed: int = 3, data: Any = None, ledger: Ledger | None = None,
+            scope: str = "data") -> tuple[PrivateEstimator, Ledger]:
+    case = CASES[name]
+    ledger = Ledger(epsilon_cap=None) if ledger is None else ledger
+    estimator = case.fit(case.build(), case.data() if data is None else data, ledger, _seeded(seed), scope)
+    return estimator, ledger
+
+
+@pytest.fixture
+def writer(tmp_path: Path) -> Iterator[TranscriptWriter]:
+    with TranscriptWriter(tmp_path / "fit.transcript", context={"spec_sha256": "00", "data_sha256": "11"}) as w:
+        yield w
+
+
+# --- coverage ----------------------------------------------------------------------------------
+
+
+def test_every_estimator_has_a_contract_case() -> None:
+    classes = {cls.name: cls for cls in _concrete_estimators()}
+    assert sorted(classes) == NAMES, "add a case to CASES for every concrete PrivateEstimator"
+    for name in NAMES:
+        assert type(CASES[name].build()) is classes[name]
+    assert classes["privbayes"] is synthesizer_class("privbayes")
+
+
+# --- protocol ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_an_unfitted_estimator_says_how_to_fit_it(name: str) -> None:
+    estimator = CASES[name].build()
+    assert not estimator.is_fitted and "not fitted" in repr(estimator)
+    with pytest.raises(NotFittedError, match="not fitted; call fit"):
+        estimator.sample(10, rng=np.random.default_rng(0))
+    assert estimator.get_params() == dataclasses.asdict(estimator.params)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_ledger_receives_exactly_the_plan(name: str) -> None:
+    case = CASES[name]
+    estimator, ledger = _fitted(name, scope="births")
+    plan = case.plan(estimator, case.data(), "births")
+    assert list(ledger.events) == plan
+    assert estimator.events_ == tuple(plan)
+    assert all(event.scope == "births" for event in plan)
+    assert estimator.is_fitted and "not fitted" not in repr(estimator)
+    # Public inputs only: the plan is the same for other data of the same shape.
+    other = case.data().sample(frac=1.0, random_state=1).reset_index(drop=True)
+    assert case.plan(case.build(), other, "births") == plan
+
+
+@pytest.mark.parametrize("name", DP_NAMES)
+def test_a_plan_over_the_cap_is_refused_before_anything_is_drawn(name: str) -> None:
+    case = CASES[name]
+    total = sum(e.epsilon for e in case.plan(case.build(), case.data(), "data"))
+    ledger = Ledger(epsilon_cap=total)
+    ledger.charge(name="earlier", mechanism="laplace", epsilon=total / 2)
+    rng = np.random.default_rng(1)
+    state = rng.bit_generator.state
+    estimator = case.build()
+    with pytest.raises(BudgetExceededError, match="over the cap"):
+        case.fit(estimator, case.data(), ledger, SeededSource(rng), "data")
+    assert [e.name for e in ledger.events] == ["earlier"]
+    assert rng.bit_generator.state == state
+    assert not estimator.is_fitted
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_bad_data_is_refused_before_anything_is_charged(name: str) -> None:
+    case = CASES[name]
+    for data, error, fragment in case.bad_data:
+        ledger = Ledger(epsilon_cap=None)
+        rng = np.random.default_rng(1)
+        state = rng.bit_generator.state
+        estimator = case.build()
+        with pytest.raises(error, match=fragment):
+            case.fit(estimator, data, ledger, SeededSource(rng), "data")
+        assert not ledger.events and rng.bit_generator.state == state and not estimator.is_fitted
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_wrong_ledger_or_source_types_are_refused(name: str) -> None:
+    case = CASES[name]
+    with pytest.raises(TypeError, match="must be a RandomSource"):
+        case.fit(case.build(), case.data(), Ledger(epsilon_cap=None), np.random.default_rng(0), "data")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="must be a privlab Ledger"):
+        case.fit(case.build(), case.data(), None, _seeded(0), "data")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_release_mode_is_refused_or_charges_the_plan_with_release_samplers(
+    name: str, writer: TranscriptWriter
+) -> None:
+    case = CASES[name]
+    estimator = case.build()
+    ledger = Ledger(epsilon_cap=None)
+    source = SecureSource(writer)
+    if not estimator.release_safe:
+        with pytest.raises(ModeError, match="research-only"):
+            case.fit(estimator, case.data(), ledger, source, "data")
+        assert not ledger.events and writer.count == 0 and not estimator.is_fitted
+        return
+    case.fit(estimator, case.data(), ledger, source, "data")
+    plan = case.plan(estimator, case.data(), "data")
+    assert [(e.name, e.epsilon, e.sensitivity, e.scope) for e in ledger.events] == \
+        [(e.name, e.epsilon, e.sensitivity, e.scope) for e in plan]
+    assert writer.count > 0  # every DP draw came from the CSPRNG and is in the transcript
+    sample = estimator.sample(20, rng=source.generator(purpose="sample"))
+    assert len(sample) >= 20
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_same_seed_same_output_other_seeds_other_output(name: str) -> None:
+    first, _ = _fitted(name, seed=7)
+    again, _ = _fitted(name, seed=7)
+    other, _ = _fitted(name, seed=8)
+    sample = first.sample(300, rng=np.random.default_rng(1))
+    pd.testing.assert_frame_equal(sample, again.sample(300, rng=np.random.default_rng(1)))
+    assert not sample.equals(other.sample(300, rng=np.random.default_rng(1)))
+    assert not sample.equals(first.sample(300, rng=np.random.default_rng(2)))
+
+
+def _reachable(root: object) -> Iterator[object]:
+    """Every object reachable from ``root`` through attributes, containers and slots."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        yield obj
+        if isinstance(obj, (str, bytes, int, float, bool, type(None), np.ndarray, np.generic, type)):
+            continue
+        if isinstance(obj, Mapping):
+            stack.extend(obj.keys())
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            stack.extend(obj)
+        if hasattr(obj, "__dict__"):
+            stack.extend(vars(obj).values())
+        for slot in getattr(type(obj), "__slots__", ()):
+            if hasattr(obj, slot):
+                stack.append(getattr(obj, slot))
+
+
+def _holds_a_copy(array: np.ndarray, column: np.ndarray) -> bool:
+    """Whether ``array`` holds ``column`` (length n) as a row or column, or, for real-valued
+    data (whose values are distinct), most of its values anywhere."""
+    n = len(column)
+    if array.size < n:
+        return False
+    if np.issubdtype(column.dtype, np.floating) and np.issubdtype(array.dtype, np.floating):
+        return float(np.isin(column, array).mean()) > 0.5
+    lines = [array] if array.ndim == 1 else [*array, *array.T] if array.ndim == 2 else []
+    return any(line.shape == column.shape and np.array_equal(line, column) for line in lines)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_fit_leaves_its_input_alone_and_keeps_no_reference_to_it(name: str) -> None:
+    frame = CASES[name].data()
+    frame.index = pd.Index(np.arange(len(frame)) * 3 + 100)
+    before = frame.copy(deep=True)
+    columns = [frame[c].to_numpy() for c in frame.columns]
+    estimator, _ = _fitted(name, data=frame)
+    pd.testing.assert_frame_equal(frame, before)
+    reachable = list(_reachable(estimator))
+    assert not any(isinstance(obj, (pd.DataFrame, pd.Series, pd.Index)) for obj in reachable)
+    arrays = [obj for obj in reachable if isinstance(obj, np.ndarray)]
+    assert arrays, "the fitted estimator should hold its released state"
+    assert not any(np.shares_memory(a, c) for a in arrays for c in columns)
+    assert not any(_holds_a_copy(a, c) for a in arrays for c in columns), "a copy of the data is kept"
+    gc.collect()
+    reachable_ids = {id(obj) for obj in reachable}
+    assert not any(id(ref) in reachable_ids for ref in gc.get_referrers(frame))
+    for column in columns:
+        assert not any(id(ref) in reachable_ids for ref in gc.get_referrers(column))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_refit_replaces_the_previous_state(name: str) -> None:
+    estimator, _ = _fitted(name, seed=5)
+    first = estimator.sample(100, rng=np.random.default_rng(0))
+    ledger = Ledger(epsilon_cap=None)
+    half = CASES[name].data().iloc[::2].reset_index(drop=True)
+    CASES[name].fit(estimator, half, ledger, _seeded(6), "second")
+    assert estimator.events_ == tuple(ledger.events)
+    assert all(event.scope == "second" for event in estimator.events_)
+    assert not first.equals(estimator.sample(100, rng=np.random.default_rng(0)))
