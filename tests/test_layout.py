@@ -140,7 +140,7 @@ def test_the_layer_check_can_fail() -> None:
     assert not _allowed("privlab.platform.ledger", "privlab.platform.runner")
     assert not _allowed("privlab.mechanisms.tabular.schema", "privlab.platform.datasets")
     assert _allowed("privlab.mechanisms.basic.workloads", "privlab.platform.registry")
-    assert _allowed("privlab.mechanisms.release.release", "privlab.platform.transcript")
+    assert _allowed("privlab.mechanisms.release.run_release", "privlab.platform.transcript")
     assert _allowed("privlab.platform.runner", "privlab.platform.ledger")
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from privlab.mechanisms.release import bundle, release
+from privlab.mechanisms.release import bundle
+from privlab.mechanisms.release import run_release as release_run
 from privlab.mechanisms.release.flow import load_settings, resolve_transformation
 from privlab.mechanisms.tabular.space import load_release_space
 from privlab.platform.cli import EXIT_BUDGET, EXIT_EXECUTION, EXIT_INPUT, EXIT_NOT_VERIFIED, EXIT_OK, main
@@ -96,7 +97,7 @@ def released(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 def test_births_spec_total_epsilon_and_missing_shortlist(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    spec = release.load_release_spec(BIRTHS / "release.toml")
+    spec = release_run.load_release_spec(BIRTHS / "release.toml")
     # Private selection's 2·(4 + 0.99) = 9.98 (Hod & Canetti §4.9) plus the DP record count's 0.02 (issue 15 item 2).
     assert spec.epsilon_selection == pytest.approx(9.98, abs=1e-12) and spec.epsilon_count == 0.02
     assert spec.total_epsilon == pytest.approx(10.0, abs=1e-12)
@@ -115,13 +116,13 @@ def test_budget_check_refuses_before_reading_data_or_writing(workspace: Path, tm
         raise AssertionError("the private data was read")
 
     monkeypatch.setattr(pd, "read_csv", no_read)
-    monkeypatch.setattr(release, "load_shortlist", no_read)
+    monkeypatch.setattr(release_run, "load_shortlist", no_read)
     out = tmp_path / "out"
     assert _release(workspace, out, "--budget", "9.99") == EXIT_BUDGET
     assert "0.02 + 2·(4 + 0.99) + 0 = 10," in capsys.readouterr().err
     assert not out.exists() and list(tmp_path.iterdir()) == [workspace]
     with pytest.raises(BudgetExceededError, match="nothing was read or written"):
-        release.run_release(workspace / "release.toml", data=tmp_path / "absent.csv", out=out, budget=1.0)
+        release_run.run_release(workspace / "release.toml", data=tmp_path / "absent.csv", out=out, budget=1.0)
 
 
 def test_bundle_contents_and_checksums(released: tuple[Path, Path]) -> None:
@@ -202,12 +203,12 @@ def test_replay_with_other_data_or_spec_fails_clearly(released: tuple[Path, Path
     frame.loc[0, "birth_weight"] = 3333 if frame.loc[0, "birth_weight"] != 3333 else 3334
     frame.to_csv(other, index=False)
     with pytest.raises(TranscriptError, match="data_sha256"):
-        release.run_release(ws / "release.toml", data=other, out=tmp_path / "a", replay=transcript)
+        release_run.run_release(ws / "release.toml", data=other, out=tmp_path / "a", replay=transcript)
     original = (ws / "release.toml").read_text()
     (ws / "release.toml").write_text(original.replace('"representative"', '"uniform"'))
     try:
         with pytest.raises(TranscriptError, match="spec_sha256"):
-            release.run_release(ws / "release.toml", data=DATA, out=tmp_path / "b", replay=transcript)
+            release_run.run_release(ws / "release.toml", data=DATA, out=tmp_path / "b", replay=transcript)
     finally:  # the workspace is shared by the module's other tests
         (ws / "release.toml").write_text(original)
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
@@ -218,7 +219,7 @@ def test_firewall_no_private_values_anywhere(workspace: Path, tmp_path: Path) ->
     out = tmp_path / "bundle"
     code = (
         "import sys\n"
-        "from privlab.mechanisms.release import flow, release\n"
+        "from privlab.mechanisms.release import flow, run_release as release_run\n"
         "seen = []\n"
         "original = flow.run_flow\n"
         "def spy(cleaned, **kw):\n"
@@ -227,7 +228,7 @@ def test_firewall_no_private_values_anywhere(workspace: Path, tmp_path: Path) ->
         "    seen.extend(c.error(t, outcome.candidate, domain=outcome.transformation.domain)\n"
         "                for c in kw['settings'].criteria)\n"
         "    return outcome\n"
-        "release.run_flow = spy\n"
+        "release_run.run_flow = spy\n"
         "from privlab.platform.cli import main\n"
         f"rc = main(['release', {str(workspace / 'release.toml')!r}, '--data', {str(DATA)!r}, '--out', {str(out)!r}])\n"
         "assert rc == 0, rc\n"
@@ -284,7 +285,7 @@ def test_crash_mid_write_leaves_no_bundle(workspace: Path, tmp_path: Path, monke
     monkeypatch.setattr(bundle, "write_checksums", crash)
     out = tmp_path / "out"
     with pytest.raises(ExecutionError, match=r"writing the bundle failed .* sealed transcript was kept") as error:
-        release.run_release(workspace / "release.toml", data=DATA, out=out)
+        release_run.run_release(workspace / "release.toml", data=DATA, out=out)
     kept = tmp_path / "out.transcript.bin"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.transcript.bin", "spec"]
     assert kept.stat().st_mode & 0o777 == 0o600
@@ -299,7 +300,7 @@ def test_crash_mid_write_leaves_no_bundle(workspace: Path, tmp_path: Path, monke
     def interrupt(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(release, "private_selection", interrupt)
+    monkeypatch.setattr(release_run, "private_selection", interrupt)
     assert _release(workspace, out) == 130  # interrupted during selection: the transcript is incomplete
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec"]
 
@@ -309,7 +310,7 @@ def test_an_unwritable_out_is_refused_before_the_data_is_read(workspace: Path, m
     def no_read(*args: object, **kwargs: object) -> None:
         raise AssertionError("the private data was read")
 
-    monkeypatch.setattr(release, "load_private_data", no_read)
+    monkeypatch.setattr(release_run, "load_private_data", no_read)
     out = Path("/proc/privlab-release-test/bundle")  # /proc refuses new folders, even to root
     assert _release(workspace, out) == EXIT_INPUT
     err = capsys.readouterr().err
@@ -342,7 +343,7 @@ def test_bad_specs_fail_before_any_work(workspace: Path, tmp_path: Path, case: s
         shortlist.write_text(shortlist.read_text().replace("theta = 4.0", "theta = 4.0\nthetta = 1.0"))
         message = "unknown key"
     with pytest.raises(SpecError, match=message):
-        release.run_release(workspace / "release.toml", data=DATA, out=tmp_path / "out")
+        release_run.run_release(workspace / "release.toml", data=DATA, out=tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 
@@ -364,7 +365,7 @@ def test_bad_data_errors_withhold_private_values(workspace: Path, tmp_path: Path
         frame.head(0).to_csv(path, index=False)
         message = "has no records"
     with pytest.raises(SchemaError, match=message) as info:
-        release.run_release(workspace / "release.toml", data=path, out=tmp_path / "out")
+        release_run.run_release(workspace / "release.toml", data=path, out=tmp_path / "out")
     # The message names the file; pytest's folder for it is numbered per session (pytest-123 in the
     # 123rd), so look for the private value and row only in what the message says beyond the path.
     said = str(info.value).replace(str(path), "PATH")
@@ -377,7 +378,7 @@ def test_flow_failure_message_is_withheld(workspace: Path, tmp_path: Path, monke
     def leaky(*args: object, **kwargs: object) -> None:
         raise ValueError("secret exact error 0.123456789")
 
-    monkeypatch.setattr(release, "run_flow", leaky)
+    monkeypatch.setattr(release_run, "run_flow", leaky)
     assert _release(workspace, tmp_path / "out") == EXIT_EXECUTION
     err = capsys.readouterr().err
     assert "ValueError" in err and "withheld" in err and "0.123456789" not in err
@@ -412,7 +413,7 @@ def test_uniform_decode_draws_inside_the_bins(workspace: Path, tmp_path: Path) -
     spec = workspace / "release.toml"
     spec.write_text(spec.read_text().replace('decode = "representative"', 'decode = "uniform"'))
     out = tmp_path / "out"
-    release.run_release(spec, data=DATA, out=out)
+    release_run.run_release(spec, data=DATA, out=out)
     csv = pd.read_csv(out / "released.csv")
     space = load_release_space(BIRTHS / "space.toml")
     domain = resolve_transformation(space, TRANSFORMATION).domain
@@ -431,7 +432,7 @@ def test_heartbeat_says_only_the_elapsed_time() -> None:
     import threading
     import time as _time
 
-    from privlab.mechanisms.release.release import _heartbeat
+    from privlab.mechanisms.release.run_release import _heartbeat
 
     said: list[str] = []
     three = threading.Event()
@@ -644,11 +645,11 @@ def test_the_infinite_horizon_needs_an_acknowledgement(workspace: Path, tmp_path
     # A finite horizon needs no acknowledgement (and refuses one): γ = 0.5, T = 8 ≥ ln(2/0.1)/0.5 ≈ 6.
     finite = text.replace('gamma = 0.0\nsteps = "inf"\nepsilon0 = 0.0\n', 'gamma = 0.5\nsteps = 8\nepsilon0 = 0.1\n')
     spec.write_text(finite.replace("unbounded_ok = true\n", ""))
-    loaded = release.load_release_spec(spec)
+    loaded = release_run.load_release_spec(spec)
     assert not loaded.selection.is_infinite_horizon and loaded.total_epsilon == pytest.approx(0.02 + 9.98 + 0.1)
     spec.write_text(finite)
     with pytest.raises(SpecError, match="unbounded_ok applies only to the infinite horizon"):
-        release.load_release_spec(spec)
+        release_run.load_release_spec(spec)
 
 
 def test_the_datasheet_example_comes_from_the_released_columns(released: tuple[Path, Path]) -> None:
@@ -699,7 +700,7 @@ def test_neighbours_that_differ_in_a_dropped_record_publish_nothing_different_fo
     for side, data in (("D", DATA), ("D'", other)):
         for i in range(6):
             out = tmp_path / f"{'d' if side == 'D' else 'n'}{i}"
-            release.run_release(ws / "release.toml", data=data, out=out)
+            release_run.run_release(ws / "release.toml", data=data, out=out)
             sides[side].append(out)
     rows = {len((run / "released.csv").read_text().splitlines()) for run in sides["D"]}
     assert len(rows) > 1, "the released row count did not vary between releases of the same data"

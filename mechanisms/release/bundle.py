@@ -1,6 +1,6 @@
 """The release bundle: an atomically written folder of public files plus a private transcript.
 
-Layout of ``DIR`` (written by :func:`privlab.mechanisms.release.release.run_release`)::
+Layout of ``DIR`` (written by :func:`privlab.mechanisms.release.run_release.run_release`)::
 
     released.csv            the accepted release candidate, decoded to the raw schema
     released.parquet        the same table as parquet

@@ -88,7 +88,7 @@ def _shortlist(args: argparse.Namespace) -> int:
 
 def _release(args: argparse.Namespace) -> int:
     from privlab.mechanisms.release.bundle import stale_partials
-    from privlab.mechanisms.release.release import run_release
+    from privlab.mechanisms.release.run_release import run_release
 
     out = Path(args.out)
     for stale in stale_partials(out):

@@ -6,7 +6,7 @@ Format (TOML; paths relative to the spec file)::
     description = "..."                 # free text, shown in the README
     shortlist = "shortlist.toml"        # written by `privlab shortlist`
     budget = 10.0                       # optional default cap; --budget overrides it
-    decode = "representative"           # or "uniform" (see privlab.mechanisms.release.release)
+    decode = "representative"           # or "uniform" (see privlab.mechanisms.release.run_release)
 
     [epsilon]                           # the budget split, checked against the settings file
     generation = 4.0                    # ε_x: the synthesizer's fit
@@ -132,7 +132,7 @@ def load_release_spec(path: str | Path) -> ReleaseSpec:
         raise SpecError(f"{path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_SPEC_KEYS))}")
     for key in ("name", "shortlist", "epsilon", "selection"):
         if key not in document:
-            raise SpecError(f"{path}: {key} is required (see privlab.mechanisms.release.release for the format)")
+            raise SpecError(f"{path}: {key} is required (see privlab.mechanisms.release.run_release for the format)")
     name, shortlist = document["name"], document["shortlist"]
     if not isinstance(name, str) or not name:
         raise SpecError(f"{path}: name ({name!r}) must be a non-empty string")

@@ -24,7 +24,7 @@ import tomllib
 from pathlib import Path
 
 from privlab.mechanisms.release import bundle
-from privlab.mechanisms.release.release import run_release
+from privlab.mechanisms.release.run_release import run_release
 from privlab.platform.errors import SpecError, TranscriptError, VerificationError
 from privlab.platform.transcript import TranscriptReader
 
