@@ -151,8 +151,9 @@ def test_bundle_contents_and_checksums(released: tuple[Path, Path]) -> None:
     assert abs(len(csv) - (n - margin)) <= 1_000
     assert f"records = {len(csv)}\n" in (out / "config.toml").read_text()
     assert f"records_margin = {margin}\n" in (out / "config.toml").read_text()
-    domain = resolve_transformation(space, TRANSFORMATION).domain
-    representatives = {c.name: set(c.values) for c in domain}
+    transformation = resolve_transformation(space, TRANSFORMATION)
+    # What each code decodes to: integers for integer columns (issue 13 item 6).
+    representatives = {t.name: set(t.representative_values()) for t in transformation.columns}
     assert set(csv["mother_age"]) <= representatives["mother_age"]  # representative values, not raw ones
     assert set(csv["birth_weight"]) <= representatives["birth_weight"]
 

@@ -137,3 +137,35 @@ def test_every_hyperparameter_of_the_chosen_synthesizer_reaches_a_configuration(
     keyed = seed_key_params(ReleaseFlowParams, unset)
     assert "max_candidates" not in keyed and "theta" in keyed and keyed["theta"] is None
     assert seed_key_params(ReleaseFlowParams, unset | {"max_candidates": 50})["max_candidates"] == 50
+
+
+def test_evaluate_accepts_data_decoded_to_representative_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A release's own output (``decode = "representative"``) is valid raw data for evaluate:
+    integer columns decode to integers, not bin midpoints such as 18.5 (issue 13 item 6)."""
+    from privlab.mechanisms.release.flow import resolve_transformation
+
+    space = load_release_space(BIRTHS / "space.toml")
+    transformation = resolve_transformation(space, "mother_age=coarse,parity=coarse,gestation_week=coarse")
+    cleaned = space.clean_raw(pd.read_csv(SAMPLE))
+    decoded = transformation.decode(transformation.apply(cleaned))
+    assert decoded["mother_age"].dtype == "int64" and decoded["birth_weight"].dtype == "int64"
+    decoded["date_of_birth"] = decoded["date_of_birth"].astype(str).str[:10]
+    path = tmp_path / "decoded.csv"
+    decoded.to_csv(path, index=False)
+    assert main(["evaluate", str(_spec(tmp_path)), "--original", str(SAMPLE), "--candidate", str(path),
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n"] == len(cleaned)
+
+
+def test_min_count_comes_from_the_space(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The space's [projection] min_count list is the one source of truth (issue 13 item 7): a grid
+    value outside it fails validate, naming the value and the list."""
+    spec = _spec(tmp_path)
+    assert main(["validate", str(spec)]) == 0
+    capsys.readouterr()
+    spec.write_text(spec.read_text().replace("min_count = [2]", "min_count = [4]"))
+    assert main(["validate", str(spec)]) == 2
+    error = capsys.readouterr().err
+    assert "min_count 4 is not in the space 'births'" in error and "min_count = [2, 3]" in error

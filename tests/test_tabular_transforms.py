@@ -102,9 +102,13 @@ def test_bin_decoding_draws_uniformly_inside_the_clipped_bin() -> None:
     assert drawn.min() == 17 and drawn.max() == 46
     # Every integer of the bin "20-24" is drawn.
     assert set(drawn[codes == 2]) == {20, 21, 22, 23, 24}
+    # Without an rng an integer column decodes to integers (issue 13 item 6): the integer nearest
+    # to each bin's midpoint, ties to the lower one, while the domain keeps the exact midpoints.
     representative = transform.decode(codes[::2000])
-    assert representative.dtype == np.float64
-    assert representative.tolist() == list(transform.domain.values)
+    assert representative.dtype == np.int64
+    assert transform.domain.values == (17.0, 18.5, 22.0, 27.0, 32.0, 37.0, 41.0, 43.5, 45.5)
+    assert representative.tolist() == [17, 18, 22, 27, 32, 37, 41, 43, 45]
+    assert transform.encode(pd.Series(representative)).tolist() == list(range(9))
 
 
 def test_identity_clips_and_counts_one_code_per_integer() -> None:
@@ -170,9 +174,11 @@ def test_transformation_round_trips_every_column() -> None:
     drawn = transformation.decode(codes, rng=np.random.default_rng(2))
     assert list(drawn.columns) == list(SCHEMA.names)
     pd.testing.assert_frame_equal(transformation.apply(drawn), codes)
-    # Representative values (bin midpoints, possibly halves) re-encode to the same codes too.
+    # Representative values re-encode to the same codes too, and keep the schema's types:
+    # integer columns decode to integers (issue 13 item 6), so the decoded frame is valid raw data.
     exact = transformation.decode(codes)
-    assert exact["age"].dtype == np.float64
+    assert exact["age"].dtype == np.int64 and exact["score"].dtype == np.float64
+    SCHEMA.validate(exact, source="decoded representative values")  # raises on a type or bound violation
     for transform in transformation.columns:
         assert transform.encode(exact[transform.column.name]).tolist() == codes[transform.name].tolist()
     assert (exact["female"].to_numpy() == raw["female"].to_numpy()).all()

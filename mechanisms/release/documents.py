@@ -105,16 +105,17 @@ def datasheet(spec: ReleaseSpec, shortlist: Shortlist, outcome: FlowOutcome, acc
     sheet = spec.datasheet
     title = sheet.get("title", spec.name)
     columns = []
-    sources = [transform.column.name for transform in outcome.transformation.columns]
-    for source_name, column in zip(sources, outcome.transformation.domain, strict=True):
-        if column.values is None:
-            values = ", ".join(column.labels)
-        else:
-            values = ", ".join(f"{label} → {value:g}" for label, value in zip(column.labels, column.values, strict=True))
-        columns.append(f"| {source_name} | {column.name} | {values} |")
-    binned = next(((name, label, value) for name, column in zip(sources, outcome.transformation.domain, strict=True)
-                   if column.values is not None
-                   for label, value in zip(column.labels, column.values, strict=True) if label != f"{value:g}"), None)
+    transforms = outcome.transformation.columns
+    sources = [transform.column.name for transform in transforms]
+    shown = [transform.representative_values() for transform in transforms]
+    for source_name, column, values in zip(sources, outcome.transformation.domain, shown, strict=True):
+        text = ", ".join(column.labels) if values is None else \
+            ", ".join(f"{label} → {value:g}" for label, value in zip(column.labels, values, strict=True))
+        columns.append(f"| {source_name} | {column.name} | {text} |")
+    binned = next(((name, label, value) for name, column, values in zip(sources, outcome.transformation.domain, shown,
+                                                                          strict=True)
+                   if values is not None
+                   for label, value in zip(column.labels, values, strict=True) if label != f"{value:g}"), None)
     example = (f": a row with {binned[0]} {binned[2]:g} means \"a {binned[0]} in the bin {binned[1]}\""
                if binned is not None else "")
     decode_text = ("each value is the **representative value of its bin** (shown after → below), not a measured "

@@ -41,7 +41,6 @@ from privlab.mechanisms.acceptance.base import AcceptanceCriterion, CriterionRes
 from privlab.mechanisms.synthesizers.base import Synthesizer, synthesizer_from_spec
 from privlab.mechanisms.tabular.constraints import rejection_sample
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
-from privlab.mechanisms.tabular.face_privacy import MinOccurrenceProjection
 from privlab.mechanisms.tabular.space import ReleaseSpace
 from privlab.mechanisms.tabular.transforms import Transformation
 from privlab.platform.errors import SchemaError, SpecError
@@ -222,6 +221,7 @@ def planned_events(configuration: FlowConfiguration, settings: FlowSettings, *, 
             transformed domain.
     """
     transformation = resolve_transformation(space, configuration.transformation)
+    space.projection(configuration.min_count)
     synthesizer = configuration.build_synthesizer()
     check_criteria(settings.criteria, transformation.domain)
     events = list(synthesizer.planned_events(settings.epsilon_generation, transformation.domain, n, scope=scope))
@@ -275,8 +275,8 @@ def run_flow(
     seconds["sample"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    if configuration.min_count is not None:
-        projection = MinOccurrenceProjection(min_count=configuration.min_count, algorithm=space.projection_algorithm)
+    projection = space.projection(configuration.min_count)
+    if projection is not None:
         candidate = projection.apply(candidate, rng=source.generator(purpose="face-privacy-projection"),
                                      domain=domain)
     seconds["project"] = time.perf_counter() - clock

@@ -115,6 +115,25 @@ class ReleaseSpace:
         """The synthetic constraints on codes frames of ``transformation``."""
         return self.synthetic_constraints.on_codes(transformation)
 
+    def projection(self, min_count: int | None) -> MinOccurrenceProjection | None:
+        """The face-privacy projection of a configuration's ``min_count`` (None: no projection).
+
+        The space's ``[projection] min_count`` list is the one source of truth: a configuration
+        (a grid point, a shortlist entry, an evaluated configuration) may only name one of its
+        values.
+
+        Raises:
+            SpecError: ``min_count`` is not in the space's list (or the space declares none).
+        """
+        if min_count is None:
+            return None
+        if min_count not in self.min_counts:
+            declared = (f"declares min_count = {list(self.min_counts)}" if self.min_counts
+                        else "declares no projection space")
+            raise SpecError(f"min_count {min_count!r} is not in the space {self.name!r}, which {declared}; "
+                            "use one of its values (or 0 for no projection), or add it to [projection] min_count")
+        return MinOccurrenceProjection(min_count=min_count, algorithm=self.projection_algorithm)
+
     def projections(self) -> tuple[MinOccurrenceProjection, ...]:
         """One projection per ``min_count`` of the projection space."""
         return tuple(MinOccurrenceProjection(min_count=m, algorithm=self.projection_algorithm)

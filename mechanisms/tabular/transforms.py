@@ -135,6 +135,11 @@ class ColumnTransform(abc.ABC):
     def decode(self, codes: np.ndarray, *, rng: np.random.Generator | None = None) -> Any:
         """Raw-like values of valid codes: representative values, or uniform in the bin with ``rng``."""
 
+    def representative_values(self) -> tuple[float, ...] | None:
+        """What each code decodes to without an ``rng``, for ordered columns (None otherwise):
+        the domain's values, except where a subclass decodes to something else."""
+        return self.domain.values
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class _ClippedNumeric(ColumnTransform):
@@ -301,10 +306,25 @@ class BinTransform(_ClippedNumeric):
         edges = np.asarray(self.edges, dtype=np.float64)
         return np.searchsorted(edges, self._clipped(values), side="right").astype(CODE_DTYPE)
 
+    def representative_values(self) -> tuple[float, ...]:
+        """Per bin, the value a code decodes to without an ``rng``.
+
+        For a float column, the domain's value (declared, else the bin midpoint). For an integer
+        column, the integer nearest to it, ties to the lower one (``80-85`` → 82, not 82.5), so
+        decoded data keeps the column's type and re-encodes to the same codes: the bin's clipped
+        range has integer ends, so the nearest integer to a value inside it lies inside it too.
+        The domain keeps the exact value for the criteria and constraints computed on codes.
+        """
+        values = tuple(float(v) for v in self.domain.value_array())
+        if self.column.type != "integer":
+            return values
+        return tuple(float(math.ceil(v - 0.5)) for v in values)
+
     def decode(self, codes: np.ndarray, *, rng: np.random.Generator | None = None) -> np.ndarray:
         codes = np.asarray(codes, dtype=np.int64)
         if rng is None:
-            return self.domain.value_array()[codes]
+            representative = np.asarray(self.representative_values())
+            return representative.astype(np.int64)[codes] if self.column.type == "integer" else representative[codes]
         lows, highs = self._ranges()
         if self.column.type == "integer":
             return rng.integers(lows[codes].astype(np.int64), highs[codes].astype(np.int64), endpoint=True)
