@@ -283,3 +283,21 @@ def test_rejection_sampling_checks_its_arguments_and_the_sampler() -> None:
         rejection_sample(lambda k: frame, 2, on_codes, max_rounds=1, min_acceptance=0)
     with pytest.raises(SchemaError, match=r"sample_fn\(3\) must return a DataFrame of 3 rows, got 2 rows"):
         rejection_sample(lambda k: frame, 3, on_codes, max_rounds=1)
+
+
+def test_columns_that_are_not_identifiers_are_quoted_with_backticks() -> None:
+    """Census-style names (issue 13 item 3): `marital-status`, `hours per week`."""
+    schema = RawSchema(columns=(
+        RawColumn(name="marital-status", type="categorical", categories=("Divorced", "Married")),
+        RawColumn(name="hours per week", type="integer", lower=1, upper=99),
+    ))
+    frame = schema.validate(pd.DataFrame({"marital-status": ["Divorced", "Married", "Married"],
+                                          "hours per week": [60, 70, 20]}))
+    rule = Constraint.parse("`marital-status` == 'Married' and `hours per week` > 40", schema=schema)
+    assert rule.matches(frame, schema=schema).tolist() == [False, True, False]
+    with pytest.raises(SpecError, match=r"'marital-status' is not a plain name; .*between backticks: `marital-status`"):
+        Constraint.parse("marital-status == 'Married'", schema=schema)
+    with pytest.raises(SpecError, match="unknown column 'marital status'"):
+        Constraint.parse("`marital status` == 'Married'", schema=schema)
+    with pytest.raises(SpecError, match="unterminated or empty `column name`"):
+        Constraint.parse("`` == 1", schema=schema)

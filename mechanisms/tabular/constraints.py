@@ -10,8 +10,10 @@ birth_weight greater than 2999 (strict)"). Grammar (keywords are case-insensitiv
     unary      := "not" unary | "(" rule ")" | comparison
     comparison := operand (("<" | "<=" | ">" | ">=" | "==" | "!=") operand)?
     operand    := column | number | "-" number | 'string' | "string" | true | false
+    column     := identifier | `any name`
 
-A bare operand is only allowed for a boolean column (``not is_female``). Rules are parsed by
+A column whose name is not an identifier (``marital-status``, ``hours per week``) is written
+between backticks, as in ``pandas.DataFrame.query``: ```marital-status` == 'Divorced'``. A bare operand is only allowed for a boolean column (``not is_female``). Rules are parsed by
 hand — never ``eval``/``exec`` — and checked against the raw schema when parsed: unknown columns,
 chained comparisons, comparing two constants, ordering booleans or categories, categories the
 schema does not declare, and dates that do not parse with the column's format are
@@ -78,6 +80,7 @@ _TOKEN = re.compile(
   | (?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)
   | (?P<string>'[^']*'|"[^"]*")
   | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<quoted_name>`[^`]+`)
   | (?P<op><=|>=|==|!=|<|>)
   | (?P<paren>[()])
   | (?P<minus>-)
@@ -162,15 +165,23 @@ def _tokenize(text: str) -> list[_Token]:
             char = text[position]
             if char in "'\"":
                 raise _error(text, f"unterminated string starting with {char}", position)
+            if char == "`":
+                raise _error(text, "unterminated or empty `column name`", position)
             hint = _HINTS.get(char, "allowed are column names, numbers, quoted strings, true/false, "
                                     "< <= > >= == !=, and/or/not and parentheses")
             raise _error(text, f"unexpected character {char!r} ({hint})", position)
         kind = match.lastgroup or ""
         if kind != "space":
             value = match.group()
+            follower = text[match.end():match.end() + 1]
             if kind == "name" and value.lower() in _KEYWORDS:
                 kind, value = "keyword", value.lower()
-            follower = text[match.end():match.end() + 1]
+            elif kind == "quoted_name":
+                kind, value = "name", value[1:-1]
+            elif kind == "name" and follower in ("-", ".") and text[match.end() + 1:match.end() + 2].isalnum():
+                written = re.match(r"[^\s()<>=!]+", text[position:]).group()  # type: ignore[union-attr]
+                raise _error(text, f"{written!r} is not a plain name; write a column name that is not an "
+                                   f"identifier between backticks: `{written}`", position)
             if kind == "number" and (follower.isalpha() or follower == "_"):
                 raise _error(text, f"a number cannot be followed by {text[match.end()]!r}", match.end())
             tokens.append(_Token(kind, value, position))
