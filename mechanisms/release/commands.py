@@ -41,7 +41,10 @@ def _evaluate(args: argparse.Namespace) -> int:
     else:
         config = configs[0]
     space, settings, transformation = flow_inputs(config.params)
-    result = evaluate_candidate(read_raw(args.original, what="--original"), read_raw(args.candidate, what="--candidate"),
+    # The original is written as the space's data files are; the candidate (a release's data.csv
+    # or a synthesizer's output) is a plain CSV or parquet file with a header.
+    original = space.read_raw(args.original, what=f"--original file {args.original!r}")
+    result = evaluate_candidate(original, read_raw(args.candidate, what="--candidate"),
                                 space=space, settings=settings, transformation=transformation)
     result = {"config": config.id, **result}
     if args.json:

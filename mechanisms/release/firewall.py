@@ -43,19 +43,14 @@ def load_private_data(path: Path, space: ReleaseSpace) -> pd.DataFrame:
         SchemaError: Empty data, missing columns, values outside the schema, nothing left.
     """
     what = f"private data {str(path)!r}"
-    if not path.is_file():
-        raise SpecError(f"{what} does not exist")
     try:
-        if path.suffix == ".parquet":
-            raw = pd.read_parquet(path)
-        elif path.name.endswith((".csv", ".csv.gz")):
-            raw = pd.read_csv(path)
-        else:
-            raise SpecError(f"{what} must be .csv, .csv.gz or .parquet")
+        raw = space.read_raw(path, what=what)
     except pd.errors.EmptyDataError:
         raise SchemaError(f"{what} is empty: it has no header and no records") from None
     except SpecError:
         raise
+    except SchemaError as error:  # names the column, never values
+        raise _withheld(error, what=what, space=space) from None
     except Exception as error:  # parser messages quote lines of the file
         raise SchemaError(f"{what} could not be read as {path.suffix or 'a table'} "
                           f"({type(error).__name__}; details withheld in release mode)") from None

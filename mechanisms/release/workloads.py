@@ -26,7 +26,6 @@ from typing import Any
 
 import pandas as pd
 
-from privlab.mechanisms.release.evaluate import read_raw
 from privlab.mechanisms.release.flow import (
     FlowConfiguration,
     FlowSettings,
@@ -107,7 +106,8 @@ def _cleaned(space_path: str, data_path: str) -> pd.DataFrame:
     path = Path(data_path)
     if not path.is_file():
         raise SpecError(f"data ({data_path!r}) does not exist; give the path of the (public) raw data file")
-    return _space(space_path).clean_raw(read_raw(path, what="data"), source=path.name)
+    space = _space(space_path)
+    return space.clean_raw(space.read_raw(path, what=f"data file {str(path)!r}"), source=path.name)
 
 
 def flow_inputs(params: Mapping[str, Any]) -> tuple[ReleaseSpace, FlowSettings, str]:

@@ -7,6 +7,9 @@ strictly (unknown keys anywhere are a :class:`SpecError` naming their path). For
     name = "births"
     description = "..."
 
+    [reader]                             # how the data files are written (optional; see .reader)
+    na_values = ["?"]
+
     [schema.mother_age]                  # one table per raw column, in column order
     type = "integer"                     # integer | float | boolean | categorical | date
     lower = 12
@@ -55,12 +58,14 @@ import pandas as pd
 
 from privlab.mechanisms.tabular.constraints import CodeConstraints, ConstraintSet
 from privlab.mechanisms.tabular.face_privacy import ALGORITHMS, MinOccurrenceProjection
+from privlab.mechanisms.tabular.reader import ReaderOptions, read_raw_table
 from privlab.mechanisms.tabular.schema import RawSchema
 from privlab.mechanisms.tabular.transforms import Transformation, TransformationSpace
 from privlab.platform.errors import SpecError
 
 _TOP_LEVEL = frozenset(
-    {"name", "description", "schema", "transformations", "raw_constraints", "synthetic_constraints", "projection"}
+    {"name", "description", "reader", "schema", "transformations", "raw_constraints", "synthetic_constraints",
+     "projection"}
 )
 _REQUIRED = ("name", "schema", "transformations")
 
@@ -78,6 +83,7 @@ class ReleaseSpace:
         synthetic_constraints: Rejection rules for synthetic records (on decoded values).
         min_counts: The face-privacy ``min_count`` values to try (empty: no projection).
         projection_algorithm: ``"algorithm3"`` or ``"algorithm4"``.
+        reader: How the space's data files are written (:mod:`.reader`).
     """
 
     name: str
@@ -88,6 +94,7 @@ class ReleaseSpace:
     synthetic_constraints: ConstraintSet
     min_counts: tuple[int, ...] = ()
     projection_algorithm: str = "algorithm3"
+    reader: ReaderOptions = ReaderOptions()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -102,6 +109,10 @@ class ReleaseSpace:
             MinOccurrenceProjection(min_count=value, algorithm=self.projection_algorithm)
         if len(set(self.min_counts)) != len(self.min_counts):
             raise SpecError(f"projection.min_count ({list(self.min_counts)!r}) must be distinct")
+
+    def read_raw(self, path: str | Path, *, what: str) -> pd.DataFrame:
+        """A data file of this space, read as its ``[reader]`` table says (not yet validated)."""
+        return read_raw_table(path, schema=self.schema, options=self.reader, what=what)
 
     def clean_raw(self, raw: pd.DataFrame, *, source: str = "raw data") -> pd.DataFrame:
         """Validate and clean raw data with the raw constraints (see ``ConstraintSet.clean``)."""
@@ -159,6 +170,7 @@ def release_space_from_spec(document: Mapping[str, Any], *, where: str = "space"
     description = document.get("description", "")
     if not isinstance(description, str):
         raise SpecError(f"{where}.description ({description!r}) must be a string")
+    reader = ReaderOptions.from_spec(document.get("reader", {}), where="reader")
     schema = RawSchema.from_spec(document["schema"], where="schema")
     transformations = TransformationSpace.from_spec(document["transformations"], schema=schema,
                                                     where="transformations")
@@ -189,6 +201,7 @@ def release_space_from_spec(document: Mapping[str, Any], *, where: str = "space"
             synthetic_constraints=synthetic_constraints,
             min_counts=tuple(min_counts),
             projection_algorithm=algorithm,
+            reader=reader,
         )
     except SpecError as error:
         raise SpecError(f"{where}: {error}") from error
