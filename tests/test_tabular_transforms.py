@@ -329,3 +329,37 @@ def test_bad_space_specs_name_the_path(change, pattern: str) -> None:  # type: i
     change(spec)
     with pytest.raises(SpecError, match=pattern):
         TransformationSpace.from_spec(spec, schema=SCHEMA, where="transformations")
+
+
+def test_category_groups_merge_declared_categories_as_an_alternative() -> None:
+    """Merging categories (issue 13 item 5): named groups, and rare levels into "other"."""
+    from privlab.mechanisms.tabular.transforms import CategoryGroupsTransform, column_transform_from_spec
+
+    marital = RawColumn(name="marital-status", type="categorical",
+                        categories=("Never-married", "Married-civ-spouse", "Married-AF-spouse", "Divorced", "Widowed"))
+    table = {"kind": "groups", "groups": {"Married": ["Married-civ-spouse", "Married-AF-spouse"]}, "other": "Other"}
+    merged = column_transform_from_spec(table, name="marital", column=marital, where="transformations.marital")
+    assert isinstance(merged, CategoryGroupsTransform)
+    assert merged.domain.labels == ("Married", "Other") and merged.domain.values is None
+    values = pd.Series(pd.Categorical(["Widowed", "Married-AF-spouse", "Never-married", "Married-civ-spouse"],
+                                      categories=list(marital.categories)))
+    assert merged.encode(values).tolist() == [1, 0, 1, 0]
+    assert list(merged.decode(np.array([0, 1]))) == ["Married-civ-spouse", "Never-married"]
+    drawn = merged.decode(np.repeat([0, 1], 3000), rng=np.random.default_rng(4))
+    assert set(drawn[:3000]) == {"Married-civ-spouse", "Married-AF-spouse"}
+    assert set(drawn[3000:]) == {"Never-married", "Divorced", "Widowed"}
+    assert merged.encode(pd.Series(drawn)).tolist() == [0] * 3000 + [1] * 3000
+    # Without "other", unlisted categories keep a code each, in schema order.
+    kept = column_transform_from_spec({"kind": "groups", "groups": {"Married": ["Married-civ-spouse", "Married-AF-spouse"]}},
+                               name="marital", column=marital, where="t")
+    assert kept.domain.labels == ("Married", "Never-married", "Divorced", "Widowed")
+    for bad, pattern in [
+        ({"Married": ["Maried"]}, "lists 'Maried', which is not a category"),
+        ({"A": ["Divorced"], "B": ["Divorced"]}, "'Divorced' is in groups 'A' and 'B'"),
+        ({"A": []}, "group 'A' must list at least one category"),
+    ]:
+        with pytest.raises(SpecError, match=pattern):
+            column_transform_from_spec({"kind": "groups", "groups": bad}, name="m", column=marital, where="t")
+    with pytest.raises(SpecError, match="other .* would be empty"):
+        column_transform_from_spec({"kind": "groups", "groups": {"All": list(marital.categories)}, "other": "Other"},
+                            name="m", column=marital, where="t")

@@ -22,6 +22,10 @@ A :class:`ColumnTransform` maps one raw column (typed by :class:`RawSchema.valid
     values ``0.0/1.0``.
 ``categorical``
     The schema's categories in declared order; nominal (no values).
+``groups`` (categorical columns)
+    Categories merged into public groups, ``groups = { Married = ["Married-civ-spouse",
+    "Married-AF-spouse"] }``, optionally with ``other = "Other"`` collecting every unlisted
+    category (:class:`CategoryGroupsTransform`); nominal.
 
 ``[lo, hi]`` is the transformation's ``clip`` range if declared (it must lie inside the
 schema's bounds), else the schema's public bounds: nothing is ever read from the data.
@@ -455,9 +459,99 @@ class CategoricalTransform(ColumnTransform):
         return pd.Categorical.from_codes(np.asarray(codes, dtype=np.int64), categories=list(self.categories))
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CategoryGroupsTransform(ColumnTransform):
+    """Categories merged into public groups: named groups, and optionally one for the rest.
+
+    ``groups`` maps a group's label to the schema categories it merges (``"Never-married"`` →
+    ``["Never-married"]``, ``"Married"`` → ``["Married-civ-spouse", "Married-AF-spouse"]``). With
+    ``other`` set, every category no group lists falls into one group of that label (rare
+    levels, declared in the spec, never found from the data); without it, each keeps a code of
+    its own. Codes: the listed groups in spec order, then the unlisted categories in schema
+    order (or the ``other`` group). Nominal: no values.
+
+    Decoding without an ``rng`` gives a group's first listed category; with an ``rng``, a
+    uniformly random member of the group.
+
+    Privacy:
+        A per-record map fixed by the spec; the groups are public.
+    """
+
+    kind: ClassVar[str] = "groups"
+    source_types: ClassVar[tuple[str, ...]] = ("categorical",)
+
+    groups: tuple[tuple[str, tuple[Any, ...]], ...]
+    other: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        categories = list(self.column.categories or ())
+        if not isinstance(self.groups, tuple) or not self.groups:
+            raise SpecError(f"{self.what}: groups must be a non-empty table of label = [categories]")
+        seen: dict[Any, str] = {}
+        for label, members in self.groups:
+            if not isinstance(label, str) or not label:
+                raise SpecError(f"{self.what}: group label ({label!r}) must be a non-empty string")
+            if not members:
+                raise SpecError(f"{self.what}: group {label!r} must list at least one category")
+            for member in members:
+                if member not in categories:
+                    raise SpecError(f"{self.what}: group {label!r} lists {member!r}, which is not a category of "
+                                    f"{self.column.name!r} (declared: {', '.join(map(str, categories))})")
+                if member in seen:
+                    raise SpecError(f"{self.what}: category {member!r} is in groups {seen[member]!r} and {label!r}")
+                seen[member] = label
+        rest = [c for c in categories if c not in seen]
+        if self.other is not None:
+            if not isinstance(self.other, str) or not self.other:
+                raise SpecError(f"{self.what}: other ({self.other!r}) must be a non-empty string")
+            if not rest:
+                raise SpecError(f"{self.what}: other ({self.other!r}) would be empty: the groups list every category")
+        _check_labels(self.domain.labels, size=len(self.domain.labels), what=self.what)
+
+    def _members(self) -> list[tuple[str, tuple[Any, ...]]]:
+        """Every code's label and categories, in code order."""
+        listed = {member for _, members in self.groups for member in members}
+        rest = tuple(c for c in self.column.categories or () if c not in listed)
+        if self.other is not None:
+            return [*self.groups, (self.other, rest)]
+        return [*self.groups, *((str(c), (c,)) for c in rest)]
+
+    @property
+    def domain(self) -> ColumnDomain:
+        return ColumnDomain(name=self.name, labels=tuple(label for label, _ in self._members()))
+
+    def encode(self, values: pd.Series) -> np.ndarray:
+        categories = list(self.column.categories or ())
+        code_of = np.empty(len(categories), dtype=CODE_DTYPE)
+        for code, (_, members) in enumerate(self._members()):
+            for member in members:
+                code_of[categories.index(member)] = code
+        typed = values if isinstance(values.dtype, pd.CategoricalDtype) else values.astype(
+            pd.CategoricalDtype(categories))
+        if list(typed.cat.categories) != categories:
+            typed = typed.cat.set_categories(categories)
+        return code_of[typed.cat.codes.to_numpy()]
+
+    def decode(self, codes: np.ndarray, *, rng: np.random.Generator | None = None) -> pd.Categorical:
+        categories = list(self.column.categories or ())
+        members = [[categories.index(m) for m in group] for _, group in self._members()]
+        codes = np.asarray(codes, dtype=np.int64)
+        if rng is None:
+            chosen = np.array([group[0] for group in members], dtype=np.int64)[codes]
+        else:
+            sizes = np.array([len(group) for group in members])
+            table = np.full((len(members), int(sizes.max())), -1, dtype=np.int64)
+            for code, group in enumerate(members):
+                table[code, :len(group)] = group
+            chosen = table[codes, (rng.random(codes.shape) * sizes[codes]).astype(np.int64)]
+        return pd.Categorical.from_codes(chosen, categories=categories)
+
+
 TRANSFORM_KINDS: Mapping[str, type[ColumnTransform]] = {
     cls.kind: cls
-    for cls in (IdentityTransform, BinTransform, MonthTransform, BooleanTransform, CategoricalTransform)
+    for cls in (IdentityTransform, BinTransform, MonthTransform, BooleanTransform, CategoricalTransform,
+                CategoryGroupsTransform)
 }
 _KIND_KEYS: Mapping[str, frozenset[str]] = {
     "identity": frozenset({"kind", "clip"}),
@@ -465,6 +559,7 @@ _KIND_KEYS: Mapping[str, frozenset[str]] = {
     "month": frozenset({"kind", "labels", "day", "year"}),
     "boolean": frozenset({"kind", "labels"}),
     "categorical": frozenset({"kind", "labels"}),
+    "groups": frozenset({"kind", "groups", "other"}),
 }
 
 
@@ -531,6 +626,10 @@ def column_transform_from_spec(
             params[key] = _edges_from_spec(value, where=f"{where}.edges")
         elif key == "labels":
             params[key] = _string_tuple(value, where=f"{where}.labels")
+        elif key == "groups":
+            if not isinstance(value, Mapping) or not all(isinstance(v, list) for v in value.values()):
+                raise SpecError(f"{where}.groups ({value!r}) must be a table of label = [categories]")
+            params[key] = tuple((label, tuple(members)) for label, members in value.items())
         elif key in ("clip", "values"):
             if not isinstance(value, list):
                 raise SpecError(f"{where}.{key} ({value!r}) must be a list of numbers")
