@@ -400,3 +400,30 @@ def test_kinds_are_registered_and_built_from_toml() -> None:
     assert isinstance(coef, RegressionCoefficientsError) and coef.norm == "l1" and coef.bounds == (1400.0, 4600.0)
     assert isinstance(mae, RegressionMAEError) and mae.fit_epsilon is None
     assert mae.covariates == coef.covariates == ("birth_month", "mother_age", "parity", "gestation_week", "birth_sex")
+
+
+def test_a_categorical_covariate_with_declared_numbers_enters_the_regression() -> None:
+    """Categorical covariates (issue 13 item 4): nominal is refused with a hint that works (a values
+    key the transformation loader accepts); with declared numbers the criterion runs."""
+    from privlab.mechanisms.tabular.schema import RawColumn
+    from privlab.mechanisms.tabular.transforms import column_transform_from_spec
+
+    education = RawColumn(name="education", type="categorical", categories=("HS-grad", "Bachelors", "Masters"))
+    nominal = column_transform_from_spec({"kind": "categorical"}, name="z", column=education, where="t")
+    domain = Domain.from_columns([*(c for c in DOMAIN if c.name != "z"), nominal.domain])
+    spec = {**COLUMNS, "covariates": ["x1", "z"]}
+    with pytest.raises(SpecError, match=r"covariates column 'z' is nominal; declare a public number per category "
+                                        r"with values = \[\.\.\.\] in its transformation alternative"):
+        _coef(**spec).check_domain(domain)
+    numbered = column_transform_from_spec({"kind": "categorical", "values": [12, 16, 18]}, name="z", column=education,
+                                          where="t")
+    domain = Domain.from_columns([*(c for c in DOMAIN if c.name != "z"), numbered.domain])
+    criterion = _coef(**spec)
+    criterion.check_domain(domain)
+    rng = np.random.default_rng(16)
+    r, s = _frame(rng, 300), _frame(rng, 300)
+    ledger = Ledger(epsilon_cap=None)
+    result = criterion.release(r, s, domain=domain, source=SeededSource(np.random.default_rng(1)), ledger=ledger)
+    assert np.isfinite(result.dp_value) and [e.epsilon for e in ledger.events] == [0.43]
+    with pytest.raises(SpecError, match=r"values \(\[12, 16\]\) must be 3 finite numbers, one per code"):
+        column_transform_from_spec({"kind": "categorical", "values": [12, 16]}, name="z", column=education, where="t")

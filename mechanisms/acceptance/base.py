@@ -224,8 +224,9 @@ def require_columns(criterion: str, key: str, names: Sequence[str], domain: Doma
             )
         if numeric and not domain[name].numeric:
             raise SpecError(
-                f"criterion {criterion!r}: {key} column {name!r} is nominal; give it numeric values "
-                "in the transformation (Section 4.5.3's bin-to-number rule)"
+                f"criterion {criterion!r}: {key} column {name!r} is nominal; declare a public number per "
+                f"category with values = [...] in its transformation alternative (kind 'categorical' or "
+                "'groups'), or bin a numeric column (Section 4.5.3's bin-to-number rule)"
             )
 
 

@@ -21,7 +21,8 @@ A :class:`ColumnTransform` maps one raw column (typed by :class:`RawSchema.valid
     ``False`` → 0, ``True`` → 1, labels declared (``["M", "F"]``) or ``"False"/"True"``;
     values ``0.0/1.0``.
 ``categorical``
-    The schema's categories in declared order; nominal (no values).
+    The schema's categories in declared order; nominal, unless ``values`` declares a public
+    number per category (then it can be a regression covariate).
 ``groups`` (categorical columns)
     Categories merged into public groups, ``groups = { Married = ["Married-civ-spouse",
     "Married-AF-spouse"] }``, optionally with ``other = "Other"`` collecting every unlisted
@@ -86,6 +87,14 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and math.isfinite(
         value
     )
+
+
+def _check_code_values(values: tuple[float, ...] | None, *, size: int, what: str) -> None:
+    """Declared numbers of a nominal column's codes: ``size`` finite numbers, not all equal."""
+    if values is None:
+        return
+    if len(values) != size or not all(_is_number(v) for v in values):
+        raise SpecError(f"{what}: values ({list(values)!r}) must be {size} finite numbers, one per code")
 
 
 def _check_labels(labels: tuple[str, ...] | None, *, size: int, what: str) -> None:
@@ -426,18 +435,24 @@ class BooleanTransform(ColumnTransform):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CategoricalTransform(ColumnTransform):
-    """The schema's categories, in declared order, as codes (nominal: no values)."""
+    """The schema's categories, in declared order, as codes.
+
+    Nominal unless ``values`` declares a public number per category (e.g. years of schooling
+    for education levels); then the column is numeric and can be a regression covariate.
+    """
 
     kind: ClassVar[str] = "categorical"
     source_types: ClassVar[tuple[str, ...]] = ("categorical",)
 
     labels: tuple[str, ...] | None = None
+    values: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_labels(self.labels, size=len(self.categories), what=self.what)
         if self.labels is None and len({str(c) for c in self.categories}) != len(self.categories):
             raise SpecError(f"{self.what}: categories print alike; declare distinct labels")
+        _check_code_values(self.values, size=len(self.categories), what=self.what)
 
     @property
     def categories(self) -> tuple[Any, ...]:
@@ -445,7 +460,8 @@ class CategoricalTransform(ColumnTransform):
 
     @property
     def domain(self) -> ColumnDomain:
-        return ColumnDomain(name=self.name, labels=self.labels or tuple(str(c) for c in self.categories))
+        return ColumnDomain(name=self.name, labels=self.labels or tuple(str(c) for c in self.categories),
+                            values=None if self.values is None else tuple(float(v) for v in self.values))
 
     def encode(self, values: pd.Series) -> np.ndarray:
         typed = values if isinstance(values.dtype, pd.CategoricalDtype) else values.astype(
@@ -468,7 +484,7 @@ class CategoryGroupsTransform(ColumnTransform):
     ``other`` set, every category no group lists falls into one group of that label (rare
     levels, declared in the spec, never found from the data); without it, each keeps a code of
     its own. Codes: the listed groups in spec order, then the unlisted categories in schema
-    order (or the ``other`` group). Nominal: no values.
+    order (or the ``other`` group). Nominal unless ``values`` declares a number per group.
 
     Decoding without an ``rng`` gives a group's first listed category; with an ``rng``, a
     uniformly random member of the group.
@@ -482,6 +498,7 @@ class CategoryGroupsTransform(ColumnTransform):
 
     groups: tuple[tuple[str, tuple[Any, ...]], ...]
     other: str | None = None
+    values: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -508,6 +525,7 @@ class CategoryGroupsTransform(ColumnTransform):
             if not rest:
                 raise SpecError(f"{self.what}: other ({self.other!r}) would be empty: the groups list every category")
         _check_labels(self.domain.labels, size=len(self.domain.labels), what=self.what)
+        _check_code_values(self.values, size=len(self.domain.labels), what=self.what)
 
     def _members(self) -> list[tuple[str, tuple[Any, ...]]]:
         """Every code's label and categories, in code order."""
@@ -519,7 +537,8 @@ class CategoryGroupsTransform(ColumnTransform):
 
     @property
     def domain(self) -> ColumnDomain:
-        return ColumnDomain(name=self.name, labels=tuple(label for label, _ in self._members()))
+        return ColumnDomain(name=self.name, labels=tuple(label for label, _ in self._members()),
+                            values=None if self.values is None else tuple(float(v) for v in self.values))
 
     def encode(self, values: pd.Series) -> np.ndarray:
         categories = list(self.column.categories or ())
@@ -558,8 +577,8 @@ _KIND_KEYS: Mapping[str, frozenset[str]] = {
     "bins": frozenset({"kind", "edges", "clip", "labels", "values"}),
     "month": frozenset({"kind", "labels", "day", "year"}),
     "boolean": frozenset({"kind", "labels"}),
-    "categorical": frozenset({"kind", "labels"}),
-    "groups": frozenset({"kind", "groups", "other"}),
+    "categorical": frozenset({"kind", "labels", "values"}),
+    "groups": frozenset({"kind", "groups", "other", "values"}),
 }
 
 
