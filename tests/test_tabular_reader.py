@@ -118,3 +118,21 @@ def test_parquet_text_columns_get_the_same_clean_ups(tmp_path: Path) -> None:
 def test_bad_reader_options_are_spec_errors(tmp_path: Path, reader: str, pattern: str) -> None:
     with pytest.raises(SpecError, match=pattern):
         _space(tmp_path, reader)
+
+
+def test_a_headerless_file_read_with_a_header_is_explained_and_never_echoed_in_release(tmp_path: Path) -> None:
+    """Issue 13 item 11: research mode shows the header line (public data) and says why; the
+    release never repeats the first record of a private file."""
+    data = tmp_path / "adult.data"
+    data.write_text("39, State-gov, 13, <=50K\n50, Private, 45, >50K\n")
+    space = _space(tmp_path, "")
+    with pytest.raises(SchemaError, match=r"the file's header line reads: 39,  State-gov,  13,  <=50K \(shown "
+                                          r"because research data is public; a release never shows it\)\. If that "
+                                          r"is a record, the file has no header line: set header = false"):
+        space.clean_raw(space.read_raw(data, what="data"))
+    with pytest.raises(SchemaError) as caught:
+        load_private_data(data, space)
+    message = str(caught.value)
+    assert "State-gov" not in message and "39" not in message and "<=50K" not in message
+    assert "lacks the schema column(s) 'age', 'workclass', 'hours-per-week', 'income'" in message
+    assert "if the file has no header line, set header = false" in message

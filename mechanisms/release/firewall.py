@@ -58,8 +58,10 @@ def load_private_data(path: Path, space: ReleaseSpace) -> pd.DataFrame:
         raise SchemaError(f"{what} has no records")
     missing = [c for c in space.schema.names if c not in raw.columns]
     if missing:
+        hint = ("; if the file has no header line, set header = false in the space's [reader] table"
+                if len(missing) == len(space.schema.names) and space.reader.header else "")
         raise SchemaError(f"{what} lacks the schema column(s) {', '.join(map(repr, missing))}; the release space "
-                          f"needs {', '.join(space.schema.names)}")
+                          f"needs {', '.join(space.schema.names)}{hint}")
     for column in space.schema.names:  # the cleaning rules would drop every record: name the column instead
         if raw[column].isna().all():
             raise SchemaError(f"{what}: column {column!r} is empty (no value in any record); check that the file "

@@ -278,9 +278,13 @@ class RawSchema:
             raise SchemaError(f"{source}: the dataset is empty", problem="empty")
         missing = [c.name for c in self.columns if c.name not in frame.columns]
         if missing:
+            # The header line is shown to help (research data is public); a release never shows it
+            # (mechanisms/release/firewall.py). A headerless file's "header" is its first record.
             raise SchemaError(
-                f"{source}: missing column(s) {', '.join(map(repr, missing))}; "
-                f"the data has: {', '.join(map(str, frame.columns))}",
+                f"{source}: missing column(s) {', '.join(map(repr, missing))}; the file's header line reads: "
+                f"{', '.join(map(str, frame.columns))} (shown because research data is public; a release never "
+                "shows it). If that is a record, the file has no header line: set header = false in the "
+                "space's [reader] table",
                 problem="missing_column", column=missing[0],
             )
         extra = [str(c) for c in frame.columns if c not in self.names]
