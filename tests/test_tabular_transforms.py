@@ -58,12 +58,18 @@ def make_transformation() -> Transformation:
 
 
 def test_integer_bins_follow_the_papers_labels_and_midpoints() -> None:
-    transform = BinTransform(name="mother_age", column=AGE, clip=(17, 46), edges=(18, 20, 25, 30, 35, 40, 43, 45))
+    transform = BinTransform(name="mother_age", column=AGE, clip=(17, 46), edges=(18, 20, 25, 30, 35, 40, 43, 45),
+                             label_style="paper")
     domain = transform.domain
     assert domain.labels == ("<18", "18-19", "20-24", "25-29", "30-34", "35-39", "40-42", "43-44", "44<")
+    # Without the paper's style (issue 13 item 1), the last open bin reads "45+", for any dataset.
+    plain = BinTransform(name="mother_age", column=AGE, clip=(17, 46), edges=(18, 20, 25, 30, 35, 40, 43, 45))
+    assert plain.domain.labels == (*domain.labels[:-1], "45+")
+    with pytest.raises(SpecError, match=r"label_style \('44<'\) must be one of range, paper"):
+        BinTransform(name="mother_age", column=AGE, edges=(18,), label_style="44<")
     # Clipped ranges [17,17], [18,19], ..., [43,44], [45,46].
     assert domain.values == (17.0, 18.5, 22.0, 27.0, 32.0, 37.0, 41.0, 43.5, 45.5)
-    parity = BinTransform(name="parity", column=PARITY, clip=(1, 11), edges=(2, 4, 7, 11))
+    parity = BinTransform(name="parity", column=PARITY, clip=(1, 11), edges=(2, 4, 7, 11), label_style="paper")
     assert parity.domain.labels == ("1", "2-3", "4-6", "7-10", "10<")
     unit = BinTransform(name="parity", column=PARITY, edges=tuple(range(2, 25)))
     assert unit.domain.labels[:3] == ("1", "2", "3") and unit.domain.labels[-1] == "24"
@@ -244,7 +250,7 @@ def test_bad_transform_specs_name_the_problem(column: RawColumn, spec: dict, pat
 
 def test_range_tables_expand_to_inclusive_edges() -> None:
     transform = column_transform_from_spec(
-        {"kind": "bins", "edges": {"from": 1500, "to": 4500, "step": 100}},
+        {"kind": "bins", "edges": {"from": 1500, "to": 4500, "step": 100}, "label_style": "paper"},
         name="birth_weight",
         column=RawColumn(name="birth_weight", type="integer", lower=200, upper=8200),
         where="alt",

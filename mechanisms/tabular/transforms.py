@@ -8,8 +8,9 @@ A :class:`ColumnTransform` maps one raw column (typed by :class:`RawSchema.valid
     ranges only (at most :data:`MAX_IDENTITY_CODES` codes). Value of a code: the integer.
 ``bins`` (integer and float columns)
     Clip to ``[lo, hi]`` and cut at the public interior ``edges`` ``e_0 < … < e_{m−1}``:
-    bins ``[lo, e_0), [e_0, e_1), …, [e_{m−1}, hi]`` (``m + 1`` codes). Integer labels follow
-    the paper's Table (Section 4.7.1): ``"<18"``, ``"18-19"``, ``"25"``, ``"44<"``; the first
+    bins ``[lo, e_0), [e_0, e_1), …, [e_{m−1}, hi]`` (``m + 1`` codes). Integer labels are
+    ``"<18"``, ``"18-19"``, ``"25"``, ``"45+"``, or with ``label_style = "paper"`` the paper's
+    Table (Section 4.7.1): ``"<18"``, ``"18-19"``, ``"25"``, ``"44<"``; the first
     (last) bin is labelled by its single value when the *schema* bound leaves only one integer
     in it (parity ``"1"``). Float labels are ``"<a"``, ``"[a, b)"``, ``">=b"``. Value of a
     code: the midpoint of the bin's clipped range (for integers the midpoint of its first and
@@ -87,6 +88,10 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and math.isfinite(
         value
     )
+
+
+LABEL_STYLES = ("range", "paper")
+"""Default label styles of integer bins (:class:`BinTransform`)."""
 
 
 def _check_code_values(values: tuple[float, ...] | None, *, size: int, what: str) -> None:
@@ -236,6 +241,8 @@ class BinTransform(_ClippedNumeric):
         labels: Optional label per bin (defaults described in the module docstring).
         values: Optional representative value per bin; each must lie inside its bin's clipped
             range. Defaults to the bin midpoints.
+        label_style: Default labels of an integer column's last open bin: ``"range"`` (``"45+"``)
+            or ``"paper"`` (Hod & Canetti's ``"44<"``, "more than 44").
     """
 
     kind: ClassVar[str] = "bins"
@@ -244,9 +251,12 @@ class BinTransform(_ClippedNumeric):
     edges: tuple[float, ...]
     labels: tuple[str, ...] | None = None
     values: tuple[float, ...] | None = None
+    label_style: str = "range"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.label_style not in LABEL_STYLES:
+            raise SpecError(f"{self.what}: label_style ({self.label_style!r}) must be one of {', '.join(LABEL_STYLES)}")
         edges = self.edges
         if not isinstance(edges, tuple) or len(edges) < 1 or not all(_is_number(e) for e in edges):
             raise SpecError(f"{self.what}: edges ({edges!r}) must be a non-empty list of finite numbers")
@@ -303,7 +313,10 @@ class BinTransform(_ClippedNumeric):
 
         ints = [int(e) for e in edges]
         first = str(ints[0] - 1) if int(self.column.lower) == ints[0] - 1 else f"<{ints[0]}"
-        last = str(ints[-1]) if int(self.column.upper) == ints[-1] else f"{ints[-1] - 1}<"
+        if int(self.column.upper) == ints[-1]:
+            last = str(ints[-1])
+        else:
+            last = f"{ints[-1] - 1}<" if self.label_style == "paper" else f"{ints[-1]}+"
         return (first, *(span(a, b - 1) for a, b in zip(ints, ints[1:])), last)
 
     @property
@@ -574,7 +587,7 @@ TRANSFORM_KINDS: Mapping[str, type[ColumnTransform]] = {
 }
 _KIND_KEYS: Mapping[str, frozenset[str]] = {
     "identity": frozenset({"kind", "clip"}),
-    "bins": frozenset({"kind", "edges", "clip", "labels", "values"}),
+    "bins": frozenset({"kind", "edges", "clip", "labels", "values", "label_style"}),
     "month": frozenset({"kind", "labels", "day", "year"}),
     "boolean": frozenset({"kind", "labels"}),
     "categorical": frozenset({"kind", "labels", "values"}),
