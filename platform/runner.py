@@ -73,7 +73,7 @@ from privlab.platform.tracking import (
     Tracker,
     store_lock,
 )
-from privlab.platform.units import UnitContext, build_pool_state, iterate_items
+from privlab.platform.worker_tasks import UnitContext, build_pool_state, iterate_items
 
 log = logging.getLogger(__name__)
 
