@@ -70,10 +70,10 @@ def add_tracking_argument(parser: argparse.ArgumentParser) -> None:
 
 def finished_summary(tracker: Any, run_id: str, *, hint: str) -> tuple[Any, dict[str, Any]]:
     """A finished privlab parent run and its ``summary.json`` (errors say what to give instead)."""
-    from privlab.platform.tracking import KIND_TAG
+    from privlab.platform.tracking import RunTags
 
     run = tracker.get_run(run_id)
-    if run.data.tags.get(KIND_TAG) != "parent":
+    if RunTags.of(run).kind != "parent":
         raise TrackingError(f"run {run_id} is not a privlab parent run; {hint}")
     text = tracker.read_text(run_id, "summary.json")
     if text is None:

@@ -43,36 +43,14 @@ from privlab.platform.datasets import FileDataset, GeneratedDataset
 from privlab.platform.errors import ExecutionError, PrivlabError
 from privlab.platform.interrupts import shielded_cleanup
 from privlab.platform.ledger import Ledger
-from privlab.platform.liveness import DRIVER_TAG, driver_tags, heartbeat_tag, refuse_reason, this_driver
+from privlab.platform.liveness import take_over, this_driver
 from privlab.platform.plots import study_plots
 from privlab.platform.reports import REPORT_PREFIX, build_reports, parquet_frame, write_report_dir
 from privlab.platform.progress import Progress
 from privlab.platform.registry import MetricKind, Pattern
 from privlab.platform.seeding import fresh_root_seed
 from privlab.platform.spec import Configuration, ExperimentSpec
-from privlab.platform.tracking import (
-    BACKEND_TAG,
-    COMMAND_TAG,
-    CONFIG_TAG,
-    GIT_COMMIT_TAG,
-    GROUP_TAG,
-    KIND_TAG,
-    MODE_TAG,
-    RAY_NODES_TAG,
-    RESUMABLE_TAG,
-    ROOT_SEED_TAG,
-    SPEC_NAME_TAG,
-    SPEC_SHA256_TAG,
-    STATUS_TAG,
-    STUDY_TAG,
-    UNIT_TAG,
-    VERSION_TAG,
-    WORKERS_TAG,
-    WORKLOAD_TAG,
-    BackgroundWriter,
-    Tracker,
-    store_lock,
-)
+from privlab.platform.tracking import BackgroundWriter, RunTags, Tracker
 from privlab.platform.worker_tasks import UnitContext, build_pool_state, iterate_items
 
 log = logging.getLogger(__name__)
@@ -160,11 +138,8 @@ class _Driver:
                 serial=options.serial, address=options.address, workers=options.workers,
                 max_retries=spec.execution.max_retries,
             )
-            self.tracker.log_batch(
-                self.run_id,
-                tags={WORKERS_TAG: str(backend.workers), RAY_NODES_TAG: str(backend.nodes),
-                      BACKEND_TAG: backend.name},
-            )
+            self.tracker.record_backend(self.run_id, workers=backend.workers, nodes=backend.nodes,
+                                        backend=backend.name)
             self._prepare(checkpoint)
             study_units: dict[str, int] = {}
             study_done: dict[str, int] = {}
@@ -195,8 +170,7 @@ class _Driver:
             with shielded_cleanup(lambda: self._abandon()):
                 self._checkpoint(force=True)
                 self.writer.flush()
-                self.tracker.log_batch(self.run_id, tags={STATUS_TAG: "interrupted",
-                                                          RESUMABLE_TAG: "true"})
+                self.tracker.mark_interrupted(self.run_id)
                 self._close(backend, status)
             if isinstance(interrupt, RunInterrupted):
                 raise
@@ -219,8 +193,7 @@ class _Driver:
         self.writer.close()
         if backend is not None:
             backend.shutdown()
-        self.tracker.log_batch(self.run_id, tags={DRIVER_TAG: ""})
-        self.tracker.finish(self.run_id, status)
+        self.tracker.close_parent_run(self.run_id, status)
 
     def _abandon(self) -> None:
         if self.options.on_abandon is not None:
@@ -230,23 +203,20 @@ class _Driver:
         spec, options = self.spec, self.options
         self.experiment_id = experiment_id
         if options.resume:
-            run = self.tracker.get_run(options.resume)
-            tags = run.data.tags
-            if tags.get(KIND_TAG) != "parent":
+            tags = RunTags.of(self.tracker.get_run(options.resume))
+            if tags.kind != "parent":
                 raise ExecutionError(f"run {options.resume} is not a privlab parent run; resume the id `privlab run` printed")
-            if tags.get(SPEC_SHA256_TAG) != spec.sha256:
+            if tags.spec_sha256 != spec.sha256:
                 raise ExecutionError(
                     f"run {options.resume} was started from a different spec (or different --set values); "
                     "resume with exactly the same spec and overrides, or start a new run"
                 )
             self.run_id = options.resume
-            self.root_seed = int(tags[ROOT_SEED_TAG])
-            self._take_over(tags)
+            self.root_seed = int(tags.root_seed)  # type: ignore[arg-type]
+            take_over(self.tracker, self.run_id, self.driver)
             text = self.tracker.read_text(self.run_id, CHECKPOINT_PATH)
             checkpoint = json.loads(text) if text else None
-            for child in self.tracker.child_runs(experiment_id, self.run_id):
-                if child.info.status != "FINISHED" or child.data.tags.get(KIND_TAG) != "configuration":
-                    continue
+            for child in self.tracker.configuration_runs(experiment_id, self.run_id):
                 result = self.tracker.read_text(child.info.run_id, RESULT_PATH)
                 if result:
                     entry = json.loads(result)
@@ -257,19 +227,6 @@ class _Driver:
             version = importlib.metadata.version("privlab")
         except importlib.metadata.PackageNotFoundError:
             version = "unknown"
-        tags = {
-            KIND_TAG: "parent",
-            VERSION_TAG: version,
-            GIT_COMMIT_TAG: _git_commit(spec.source),
-            ROOT_SEED_TAG: str(self.root_seed),
-            MODE_TAG: spec.mode,
-            SPEC_NAME_TAG: spec.name,
-            SPEC_SHA256_TAG: spec.sha256,
-            COMMAND_TAG: (options.command or "")[:4000],
-            STATUS_TAG: "running",
-            "mlflow.note.content": spec.description,
-            **driver_tags(self.driver),
-        }
         params = {
             "spec": spec.name,
             "seed": self.root_seed,
@@ -277,31 +234,15 @@ class _Driver:
             "configurations": len(spec.configurations),
             "budget.epsilon": spec.budget.epsilon if spec.budget else "uncapped",
         }
-        self.run_id = self.tracker.start_run(experiment_id, name=f"{spec.name}", params=params, tags=tags)
+        self.run_id = self.tracker.start_parent_run(
+            experiment_id, name=f"{spec.name}", params=params, description=spec.description, root_seed=self.root_seed,
+            mode=spec.mode, spec_name=spec.name, spec_sha256=spec.sha256, command=(options.command or "")[:4000],
+            version=version, git_commit=_git_commit(spec.source), driver=self.driver,
+        )
         if spec.tracking.artifacts:
             self.tracker.log_texts(self.run_id, {"spec.json": json.dumps(spec.document, indent=2, default=str),
                                                  "spec.toml": spec.text})
         return None
-
-    def _take_over(self, tags: dict[str, str]) -> None:
-        """Take the lease on a run being resumed (see :mod:`privlab.platform.liveness`).
-
-        Checked and taken under the store's lock, then read back: with a tracking server (no
-        lock) two resumes may both write, and only the one whose lease stayed recorded goes on.
-
-        Raises:
-            ExecutionError: The run finished, or another driver holds it.
-        """
-        with store_lock(self.tracker.uri):
-            reason = refuse_reason(self.run_id, self.tracker.get_run(self.run_id).data.tags)
-            if reason is not None:
-                raise ExecutionError(reason)
-            self.tracker.log_batch(self.run_id, tags={**driver_tags(self.driver), STATUS_TAG: "running"})
-            self.tracker.client.update_run(self.run_id, status="RUNNING")
-        recorded = self.tracker.get_run(self.run_id).data.tags.get(DRIVER_TAG, "")
-        if json.loads(recorded or "{}").get("lease") != self.driver["lease"]:
-            raise ExecutionError(refuse_reason(self.run_id, self.tracker.get_run(self.run_id).data.tags)
-                                 or f"run {self.run_id} was taken over by another driver while this one started")
 
     # -- preparation ---------------------------------------------------------------------
     def _load_workload_data(self) -> None:
@@ -443,14 +384,11 @@ class _Driver:
         config = state.config
         for index, metrics in records:
             self.writer.submit(functools.partial(
-                self.tracker.log_child, self.experiment_id, parent_id=self.run_id,
+                self.tracker.log_unit_run, self.experiment_id, parent_id=self.run_id,
                 name=f"{config.label()[:200]} #{index}",
                 params=config.flat_params() | {"workload": config.workload, "study": config.study, "unit": index},
-                metrics=metrics,
-                tags={KIND_TAG: "unit", CONFIG_TAG: config.id, GROUP_TAG: config.id, UNIT_TAG: str(index),
-                      STUDY_TAG: config.study, WORKLOAD_TAG: config.workload,
-                      ROOT_SEED_TAG: str(self.root_seed), MODE_TAG: self.spec.mode},
-                files={},
+                metrics=metrics, config_id=config.id, unit=index, study=config.study, workload=config.workload,
+                root_seed=self.root_seed, mode=self.spec.mode,
             ))
 
     def _batch_size(self, state: _ConfigState, spu: dict[str, float], pilots: dict[str, int], queue: list[_ConfigState]) -> int | None:
@@ -602,15 +540,12 @@ class _Driver:
                     self.reservoir_frames[entry_id] = frame
                     files[RESERVOIR_PATH] = _parquet_bytes(frame)
             child_params = entry["params"] | {"workload": config.workload, "study": config.study, "units": config.units}
-            child_tags = {
-                KIND_TAG: "configuration", CONFIG_TAG: entry_id, GROUP_TAG: config.id, STUDY_TAG: config.study,
-                WORKLOAD_TAG: config.workload, ROOT_SEED_TAG: str(self.root_seed),
-                MODE_TAG: self.spec.mode,
-            }
             child_metrics = entry["metrics"] | {f"timing_{k}": v for k, v in timing.items()}
             self.writer.submit(functools.partial(
-                self.tracker.log_child, self.experiment_id, parent_id=self.run_id, name=entry["label"][:250],
-                params=child_params, metrics=child_metrics, tags=child_tags, files=files,
+                self.tracker.log_configuration_run, self.experiment_id, parent_id=self.run_id,
+                name=entry["label"][:250], params=child_params, metrics=child_metrics, files=files,
+                config_id=entry_id, group=config.id, study=config.study, workload=config.workload,
+                root_seed=self.root_seed, mode=self.spec.mode,
             ))
             entries.append(entry)
         self.results[config.id] = entries
@@ -644,12 +579,10 @@ class _Driver:
         }
         parent_began = time.perf_counter()
         table = results_table(ordered)
-        self.tracker.log_batch(
-            self.run_id,
-            metrics={"eps_total": summary["epsilon_total"], "delta_total": summary["delta_total"],
-                     "configurations_done": float(len(ordered)), "timing_wall_seconds": wall_seconds},
-            tags={STATUS_TAG: "complete", RESUMABLE_TAG: "false"},
-        )
+        self.tracker.mark_complete(self.run_id, {
+            "eps_total": summary["epsilon_total"], "delta_total": summary["delta_total"],
+            "configurations_done": float(len(ordered)), "timing_wall_seconds": wall_seconds,
+        })
         files: dict[str, str | bytes] = {"summary.json": json.dumps(summary, indent=2, default=str)}
         if spec.tracking.artifacts:
             files["results.parquet"] = _parquet_bytes(table)
@@ -674,9 +607,8 @@ class _Driver:
     def _reservoir_of(self, config_id: str) -> pd.DataFrame | None:
         """A configuration's reservoir sample: kept in memory, or read back after a resume."""
         if config_id not in self.reservoir_frames and self.spec.tracking.artifacts:
-            child = next((c for c in self.tracker.child_runs(self.experiment_id, self.run_id)
-                          if c.data.tags.get(CONFIG_TAG) == config_id and c.info.status == "FINISHED"
-                          and c.data.tags.get(KIND_TAG) == "configuration"), None)
+            child = next((c for c in self.tracker.configuration_runs(self.experiment_id, self.run_id)
+                          if RunTags.of(c).config_id == config_id), None)
             frame = parquet_frame(self.tracker.read_bytes(child.info.run_id, RESERVOIR_PATH)) if child else None
             if frame is not None:
                 self.reservoir_frames[config_id] = frame
@@ -696,7 +628,7 @@ class _Driver:
                    "completed": sorted(self.results)}
         text = json.dumps(payload)
         self.writer.submit(lambda: self.tracker.log_texts(self.run_id, {CHECKPOINT_PATH: text}))
-        self.writer.submit(lambda: self.tracker.log_batch(self.run_id, tags=heartbeat_tag()))
+        self.writer.submit(lambda: self.tracker.heartbeat(self.run_id))
 
 
 def np_arange(length: int) -> Any:

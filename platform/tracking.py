@@ -12,6 +12,7 @@ working directory for MLflow 3); ``--tracking-uri`` or ``MLFLOW_TRACKING_URI`` s
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import logging
@@ -52,6 +53,39 @@ DRIVER_TAG = "privlab.driver"  # the lease: who drives the run (platform/livenes
 HEARTBEAT_TAG = "privlab.heartbeat"
 PARENT_TAG = "mlflow.parentRunId"
 MAX_PARAM_LENGTH = 6000
+
+
+def driver_tags(driver: Mapping[str, Any], *, now: float | None = None) -> dict[str, str]:
+    """The tags that record ``driver`` (a lease, :mod:`privlab.platform.liveness`) as the run's
+    driver, with a fresh heartbeat."""
+    return {DRIVER_TAG: json.dumps(dict(driver), sort_keys=True), **heartbeat_tag(now=now)}
+
+
+def heartbeat_tag(*, now: float | None = None) -> dict[str, str]:
+    return {HEARTBEAT_TAG: f"{time.time() if now is None else now:.0f}"}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunTags:
+    """What privlab's tags say about a run (None where a tag is absent)."""
+
+    kind: str | None  # parent | configuration | unit
+    config_id: str | None
+    study: str | None
+    workload: str | None
+    status: str | None  # running | interrupted | complete
+    root_seed: str | None
+    spec_name: str | None
+    spec_sha256: str | None
+    command: str | None
+
+    @classmethod
+    def of(cls, run: Any) -> RunTags:
+        tags = run.data.tags
+        return cls(kind=tags.get(KIND_TAG), config_id=tags.get(CONFIG_TAG), study=tags.get(STUDY_TAG),
+                   workload=tags.get(WORKLOAD_TAG), status=tags.get(STATUS_TAG), root_seed=tags.get(ROOT_SEED_TAG),
+                   spec_name=tags.get(SPEC_NAME_TAG), spec_sha256=tags.get(SPEC_SHA256_TAG),
+                   command=tags.get(COMMAND_TAG))
 
 
 def resolve_tracking_uri(uri: str | None) -> str:
@@ -263,6 +297,119 @@ class Tracker:
     def finish(self, run_id: str, status: str = "FINISHED") -> None:
         self.client.set_terminated(run_id, status=status)
 
+    # -- privlab's runs: the only place that writes a privlab.* tag ---------------------------
+    def start_parent_run(
+        self,
+        experiment_id: str,
+        *,
+        name: str,
+        params: Mapping[str, Any],
+        description: str,
+        root_seed: int,
+        mode: str,
+        spec_name: str,
+        spec_sha256: str,
+        command: str,
+        version: str,
+        git_commit: str,
+        driver: Mapping[str, Any],
+    ) -> str:
+        """The parent run of a ``privlab run``, marked running and driven by ``driver``."""
+        tags = {
+            KIND_TAG: "parent",
+            VERSION_TAG: version,
+            GIT_COMMIT_TAG: git_commit,
+            ROOT_SEED_TAG: str(root_seed),
+            MODE_TAG: mode,
+            SPEC_NAME_TAG: spec_name,
+            SPEC_SHA256_TAG: spec_sha256,
+            COMMAND_TAG: command,
+            STATUS_TAG: "running",
+            "mlflow.note.content": description,
+            **driver_tags(driver),
+        }
+        return self.start_run(experiment_id, name=name, params=params, tags=tags)
+
+    def claim_parent_run(self, run_id: str, driver: Mapping[str, Any]) -> None:
+        """Record ``driver`` as the driver of a run being resumed, and mark it running again."""
+        self.log_batch(run_id, tags={**driver_tags(driver), STATUS_TAG: "running"})
+        self._update_status(run_id, "RUNNING")
+
+    @_timed
+    def _update_status(self, run_id: str, status: str) -> None:
+        self.client.update_run(run_id, status=status)
+
+    def record_driver(self, run_id: str, driver: Mapping[str, Any]) -> None:
+        """Record ``driver`` as the run's driver (its lease), with a fresh heartbeat."""
+        self.log_batch(run_id, tags=driver_tags(driver))
+
+    def lease(self, run_id: str) -> str | None:
+        """The lease id of the driver the run records (None when no driver is recorded)."""
+        recorded = self.get_run(run_id).data.tags.get(DRIVER_TAG, "")
+        return json.loads(recorded or "{}").get("lease")
+
+    def record_backend(self, run_id: str, *, workers: int, nodes: int, backend: str) -> None:
+        self.log_batch(run_id, tags={WORKERS_TAG: str(workers), RAY_NODES_TAG: str(nodes), BACKEND_TAG: backend})
+
+    def heartbeat(self, run_id: str) -> None:
+        self.log_batch(run_id, tags=heartbeat_tag())
+
+    def mark_interrupted(self, run_id: str) -> None:
+        """The run stopped before finishing; a resume can go on from its checkpoint."""
+        self.log_batch(run_id, tags={STATUS_TAG: "interrupted", RESUMABLE_TAG: "true"})
+
+    def mark_complete(self, run_id: str, metrics: Mapping[str, float]) -> None:
+        """Log the run's final ``metrics`` and mark it complete (not resumable), in one batch."""
+        self.log_batch(run_id, metrics=metrics, tags={STATUS_TAG: "complete", RESUMABLE_TAG: "false"})
+
+    def close_parent_run(self, run_id: str, status: str) -> None:
+        """Release the driver's lease and end the run with MLflow ``status``."""
+        self.log_batch(run_id, tags={DRIVER_TAG: ""})
+        self.finish(run_id, status)
+
+    def log_configuration_run(
+        self,
+        experiment_id: str,
+        *,
+        parent_id: str,
+        name: str,
+        params: Mapping[str, Any],
+        metrics: Mapping[str, float],
+        files: Mapping[str, str | bytes],
+        config_id: str,
+        group: str,
+        study: str,
+        workload: str,
+        root_seed: int,
+        mode: str,
+    ) -> str:
+        """The finished child run of one configuration (or one facet of it, in ``group``)."""
+        tags = {KIND_TAG: "configuration", CONFIG_TAG: config_id, GROUP_TAG: group, STUDY_TAG: study,
+                WORKLOAD_TAG: workload, ROOT_SEED_TAG: str(root_seed), MODE_TAG: mode}
+        return self.log_child(experiment_id, parent_id=parent_id, name=name, params=params, metrics=metrics,
+                              tags=tags, files=files)
+
+    def log_unit_run(
+        self,
+        experiment_id: str,
+        *,
+        parent_id: str,
+        name: str,
+        params: Mapping[str, Any],
+        metrics: Mapping[str, float],
+        config_id: str,
+        unit: int,
+        study: str,
+        workload: str,
+        root_seed: int,
+        mode: str,
+    ) -> str:
+        """The finished child run of one unit of a ``unit_runs`` workload."""
+        tags = {KIND_TAG: "unit", CONFIG_TAG: config_id, GROUP_TAG: config_id, UNIT_TAG: str(unit),
+                STUDY_TAG: study, WORKLOAD_TAG: workload, ROOT_SEED_TAG: str(root_seed), MODE_TAG: mode}
+        return self.log_child(experiment_id, parent_id=parent_id, name=name, params=params, metrics=metrics,
+                              tags=tags, files={})
+
     # -- reading ------------------------------------------------------------------------------
     def get_run(self, run_id: str) -> Any:
         try:
@@ -278,6 +425,16 @@ class Tracker:
 
     def parent_runs(self, experiment_id: str) -> list[Any]:
         return self._search([experiment_id], f"tags.`{KIND_TAG}` = 'parent'")
+
+    def configuration_runs(self, experiment_id: str, parent_id: str, *, finished: bool = True) -> list[Any]:
+        """The configuration child runs of ``parent_id`` (only FINISHED ones unless ``finished=False``),
+        newest first."""
+        return [c for c in self.child_runs(experiment_id, parent_id)
+                if (c.info.status == "FINISHED" or not finished) and c.data.tags.get(KIND_TAG) == "configuration"]
+
+    def list_artifacts(self, run_id: str, path: str | None = None) -> list[str]:
+        """The paths of the run's artifacts (under ``path``)."""
+        return [a.path for a in self.client.list_artifacts(run_id, path)]
 
     def _search(self, experiment_ids: Iterable[str], filter_string: str) -> list[Any]:
         runs: list[Any] = []

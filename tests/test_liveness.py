@@ -78,10 +78,10 @@ def test_a_run_with_a_live_driver_is_not_resumed(mini_spec: Path, tracking_uri: 
     run_id = _interrupted_run(mini_spec, tracking_uri)
     tracker = Tracker(tracking_uri)
     # Another process on this host holds the lease (this test process stands in for it).
-    tracker.log_batch(run_id, tags=liveness.driver_tags(liveness.this_driver()))
+    tracker.record_driver(run_id, liveness.this_driver())
     with pytest.raises(ExecutionError, match=f"PID {os.getpid()}"):
         _run(mini_spec, tracking_uri, resume=run_id)
-    tracker.log_batch(run_id, tags=liveness.driver_tags(dict(liveness.this_driver(), pid=_dead_pid())))
+    tracker.record_driver(run_id, dict(liveness.this_driver(), pid=_dead_pid()))
     summary = _run(mini_spec, tracking_uri, resume=run_id)  # its driver is gone: the resume goes on
     assert summary["run_id"] == run_id
     assert tracker.get_run(run_id).data.tags[liveness.DRIVER_TAG] == ""  # the lease is released at the end
