@@ -115,7 +115,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from privlab.platform.reports import build_reports, parquet_frame, write_report_dir
-    from privlab.platform.runner import RESERVOIR_PATH
+    from privlab.platform.configuration_log import RESERVOIR_PATH
     from privlab.platform.tracking import RunTags, Tracker
 
     tracker = Tracker(args.tracking_uri)
