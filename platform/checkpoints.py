@@ -12,8 +12,9 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from privlab.platform.background_writer import BackgroundWriter
 from privlab.platform.configuration_state import ConfigState
-from privlab.platform.tracking import BackgroundWriter, Tracker
+from privlab.platform.tracking import Tracker
 
 CHECKPOINT_PATH = "checkpoint/checkpoint.json"
 

@@ -18,12 +18,13 @@ from typing import Any
 import pandas as pd
 
 from privlab.platform import registry
+from privlab.platform.background_writer import BackgroundWriter
 from privlab.platform.configuration_state import ConfigState
 from privlab.platform.parent_run import ParentRun
 from privlab.platform.registry import MetricKind
 from privlab.platform.reports import parquet_bytes, parquet_frame
 from privlab.platform.spec import ExperimentSpec
-from privlab.platform.tracking import BackgroundWriter, RunTags, Tracker
+from privlab.platform.tracking import RunTags, Tracker
 
 RESULT_PATH = "result.json"
 RESERVOIR_PATH = "reservoir.parquet"

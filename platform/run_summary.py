@@ -17,11 +17,12 @@ from typing import Any
 
 import pandas as pd
 
+from privlab.platform.background_writer import BackgroundWriter
 from privlab.platform.configuration_log import ConfigurationLog
 from privlab.platform.plots import study_plots
 from privlab.platform.reports import REPORT_PREFIX, build_reports, parquet_bytes, write_report_dir
 from privlab.platform.spec import ExperimentSpec
-from privlab.platform.tracking import BackgroundWriter, Tracker
+from privlab.platform.tracking import Tracker
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -28,6 +28,7 @@ from typing import Any
 from privlab.platform.actor_pool_execution import run_actor_pool
 from privlab.platform.aggregation import ConfigAggregate
 from privlab.platform.backends import make_backend
+from privlab.platform.background_writer import BackgroundWriter
 from privlab.platform.checkpoints import Checkpointer, read_checkpoint
 from privlab.platform.configuration_log import ConfigurationLog
 from privlab.platform.configuration_state import ConfigState, is_actor_pool, load_run_data, prepare_states
@@ -38,7 +39,7 @@ from privlab.platform.parent_run import ParentRun, resume_parent_run, start_pare
 from privlab.platform.progress import Progress
 from privlab.platform.run_summary import RunTiming, finish_run
 from privlab.platform.spec import ExperimentSpec
-from privlab.platform.tracking import BackgroundWriter, Tracker
+from privlab.platform.tracking import Tracker
 from privlab.platform.trial_scheduler import TrialScheduler, UnitLimit
 
 log = logging.getLogger(__name__)

@@ -5,6 +5,11 @@ per ``privlab run`` and one child run per configuration (one ``log_batch`` each)
 here: concurrent first-time initialisation of a sqlite store fails with migration errors, and
 a run plus one batch costs ≈18 ms on sqlite vs ≈76 ms over HTTP, so batching matters.
 
+Every ``privlab.*`` tag is named and written here only: other modules call :class:`Tracker`'s
+methods for privlab's runs (``start_parent_run``, ``mark_complete``, ``log_configuration_run``…)
+and read tags through :class:`RunTags`. Calls that must not hold up the driver go through
+:class:`privlab.platform.background_writer.BackgroundWriter`.
+
 Without a URI, MLflow's default embedded store is used (``sqlite:///mlflow.db`` in the
 working directory for MLflow 3); ``--tracking-uri`` or ``MLFLOW_TRACKING_URI`` selects a server.
 """
@@ -17,11 +22,9 @@ import fcntl
 import json
 import logging
 import os
-import queue
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -462,52 +465,6 @@ class Tracker:
                 return Path(local).read_bytes()
         except Exception:
             return None
-
-
-class BackgroundWriter:
-    """Runs tracking calls in order on one background thread, so the driver never waits on
-    the store while workers need new work. ``flush`` waits for everything submitted and
-    re-raises the first error; ``blocked_seconds`` is the time the driver spent waiting.
-    """
-
-    def __init__(self) -> None:
-        self._queue: queue.Queue[Callable[[], Any] | None] = queue.Queue()
-        self._error: BaseException | None = None
-        self.blocked_seconds = 0.0
-        self._thread = threading.Thread(target=self._work, name="privlab-tracking", daemon=True)
-        self._thread.start()
-
-    def _work(self) -> None:
-        while True:
-            task = self._queue.get()
-            try:
-                if task is None:
-                    return
-                if self._error is None:
-                    task()
-            except BaseException as error:  # reported to the driver by flush()
-                self._error = error
-            finally:
-                self._queue.task_done()
-
-    def submit(self, task: Callable[[], Any]) -> None:
-        self._raise()
-        self._queue.put(task)
-
-    def flush(self) -> None:
-        began = time.perf_counter()
-        self._queue.join()
-        self.blocked_seconds += time.perf_counter() - began
-        self._raise()
-
-    def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join(timeout=60)
-
-    def _raise(self) -> None:
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise TrackingError(f"logging to MLflow failed: {type(error).__name__}: {error}") from error
 
 
 def _param_text(value: Any) -> str:
