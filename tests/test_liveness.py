@@ -108,31 +108,8 @@ def test_two_resumes_at_once_log_each_configuration_once(mini_spec: Path, tracki
     assert summary["configurations"] == reference["configurations"]
 
 
-SLOW_SPEC = """
-name = "hard-stop"
-seed = 5
-workload = "cpu_burn"
-trials = 20000
-[params]
-size = 40000
-sorts = 4
-[tracking]
-experiment = "hard-stop"
-checkpoint_interval_s = 0
-"""
-
-
-def _hard_stop_run(tmp_path: Path, privlab_process) -> tuple[object, str]:
-    spec = tmp_path / "spec.toml"
-    spec.write_text(SLOW_SPEC)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    run = privlab_process("run", str(spec), "--serial", "--tracking-uri", uri)
-    run.wait_started()
-    return run, uri
-
-
-def test_a_killed_driver_shows_as_gone_and_resumes(tmp_path: Path, privlab_process) -> None:
-    run, uri = _hard_stop_run(tmp_path, privlab_process)
+def test_a_killed_driver_shows_as_gone_and_resumes(long_run) -> None:
+    run, uri = long_run("hard-stop", checkpoint_interval_s=0)
     run.signal(signal.SIGKILL)
     run.finish()
     printed = next(line for line in run.lines if "if it stops, resume with:" in line)
@@ -145,8 +122,8 @@ def test_a_killed_driver_shows_as_gone_and_resumes(tmp_path: Path, privlab_proce
     assert "driver gone (resumable)" in shown.stdout, shown
 
 
-def test_ctrl_c_three_times_exits_130_with_the_resume_command(tmp_path: Path, privlab_process) -> None:
-    run, _ = _hard_stop_run(tmp_path, privlab_process)
+def test_ctrl_c_three_times_exits_130_with_the_resume_command(long_run) -> None:
+    run, _ = long_run("hard-stop", checkpoint_interval_s=0)
     run.signal(signal.SIGINT, times=3)
     code = run.finish()
     err = run.stderr
