@@ -36,6 +36,7 @@ from privlab.platform.commands import (  # noqa: F401 (exit codes: the command's
     EXIT_NOT_VERIFIED,
     EXIT_OK,
     InputError,
+    add_run_reading_command,
     add_tracking_argument,
     finished_summary,
     toml_kind,
@@ -114,8 +115,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from privlab.platform.reports import build_reports, parquet_frame, write_report_dir
     from privlab.platform.configuration_log import RESERVOIR_PATH
+    from privlab.platform.reports import build_reports, parquet_frame, write_report_dir
     from privlab.platform.tracking import RunTags, Tracker
 
     tracker = Tracker(args.tracking_uri)
@@ -425,13 +426,12 @@ def build_parser() -> argparse.ArgumentParser:
     tracking(runs)
     runs.set_defaults(handler=_runs)
 
-    report = sub.add_parser("report", help="redraw a finished run's results pages (tables and figures)",
-                            description="Rebuild the studies' results pages of a finished run from what it "
-                                        "logged in MLflow (nothing is recomputed) and write them to --out.")
-    report.add_argument("run_id", help="the parent run id `privlab run` printed")
-    report.add_argument("--out", required=True, metavar="DIR", help="folder to write (replaced as a whole)")
-    tracking(report)
-    report.set_defaults(handler=_report)
+    add_run_reading_command(
+        sub, "report", handler=_report, run_id_help="the parent run id `privlab run` printed",
+        out_metavar="DIR", out_help="folder to write (replaced as a whole)",
+        help="redraw a finished run's results pages (tables and figures)",
+        description="Rebuild the studies' results pages of a finished run from what it logged in MLflow "
+                    "(nothing is recomputed) and write them to --out.")
 
     workloads = sub.add_parser("workloads", help="list registered workloads: descriptions, metrics, parameters")
     workloads.add_argument("--all", action="store_true",
