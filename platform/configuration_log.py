@@ -97,7 +97,7 @@ class ConfigurationLog:
                     self.reservoir_frames[entry_id] = frame
                     files[RESERVOIR_PATH] = parquet_bytes(frame)
             self.writer.submit(functools.partial(
-                self.tracker.log_configuration_run, self.parent.experiment_id, parent_id=self.parent.run_id,
+                self.tracker.log_result_run, self.parent.experiment_id, parent_id=self.parent.run_id,
                 name=entry["label"][:250],
                 params=entry["params"] | {"workload": config.workload, "study": config.study, "units": config.units},
                 metrics=entry["metrics"] | {f"timing_{k}": v for k, v in timing.items()}, files=files,
@@ -113,11 +113,11 @@ class ConfigurationLog:
         config = state.config
         for index, metrics in records:
             self.writer.submit(functools.partial(
-                self.tracker.log_unit_run, self.parent.experiment_id, parent_id=self.parent.run_id,
+                self.tracker.log_result_run, self.parent.experiment_id, parent_id=self.parent.run_id,
                 name=f"{config.label()[:200]} #{index}",
                 params=config.flat_params() | {"workload": config.workload, "study": config.study, "unit": index},
-                metrics=metrics, config_id=config.id, unit=index, study=config.study, workload=config.workload,
-                root_seed=self.parent.root_seed, mode=self.spec.mode,
+                metrics=metrics, files={}, config_id=config.id, group=config.id, study=config.study,
+                workload=config.workload, root_seed=self.parent.root_seed, mode=self.spec.mode, unit=index,
             ))
 
     def reservoir_of(self, config_id: str) -> pd.DataFrame | None:

@@ -6,7 +6,7 @@ here: concurrent first-time initialisation of a sqlite store fails with migratio
 a run plus one batch costs ≈18 ms on sqlite vs ≈76 ms over HTTP, so batching matters.
 
 Every ``privlab.*`` tag is named and written here only: other modules call :class:`Tracker`'s
-methods for privlab's runs (``start_parent_run``, ``mark_complete``, ``log_configuration_run``…)
+methods for privlab's runs (``start_parent_run``, ``mark_complete``, ``log_result_run``…)
 and read tags through :class:`RunTags`. Calls that must not hold up the driver go through
 :class:`privlab.platform.background_writer.BackgroundWriter`.
 
@@ -219,27 +219,6 @@ class Tracker:
             raise NotFoundError(f"no experiment named {name!r} in {self.uri}; experiments there: {known}")
         return self.experiment_id(name, create=False)
 
-    @_timed
-    def start_run(
-        self,
-        experiment_id: str,
-        *,
-        name: str,
-        params: Mapping[str, Any],
-        tags: Mapping[str, str],
-        parent_id: str | None = None,
-    ) -> str:
-        all_tags = dict(tags)
-        if parent_id is not None:
-            all_tags[PARENT_TAG] = parent_id
-        run = self.client.create_run(experiment_id, run_name=name, tags=all_tags)
-        self._log_batch(run.info.run_id, params=params)
-        return run.info.run_id
-
-    @_timed
-    def log_batch(self, run_id: str, **kwargs: Any) -> None:
-        self._log_batch(run_id, **kwargs)
-
     def _log_batch(
         self,
         run_id: str,
@@ -276,31 +255,8 @@ class Tracker:
                     target.write_text(content)
             self.client.log_artifacts(run_id, tmp)
 
-    @_timed
-    def log_child(
-        self,
-        experiment_id: str,
-        *,
-        parent_id: str,
-        name: str,
-        params: Mapping[str, Any],
-        metrics: Mapping[str, float],
-        tags: Mapping[str, str],
-        files: Mapping[str, str | bytes],
-    ) -> str:
-        """A finished child run in four calls: create, one batch, one upload, terminate."""
-        run = self.client.create_run(experiment_id, run_name=name, tags=dict(tags) | {PARENT_TAG: parent_id})
-        run_id = run.info.run_id
-        self._log_batch(run_id, params=params, metrics=metrics)
-        self._log_texts(run_id, files)
-        self.client.set_terminated(run_id, status="FINISHED")
-        return run_id
-
-    @_timed
-    def finish(self, run_id: str, status: str = "FINISHED") -> None:
-        self.client.set_terminated(run_id, status=status)
-
     # -- privlab's runs: the only place that writes a privlab.* tag ---------------------------
+    @_timed
     def start_parent_run(
         self,
         experiment_id: str,
@@ -331,46 +287,52 @@ class Tracker:
             "mlflow.note.content": description,
             **driver_tags(driver),
         }
-        return self.start_run(experiment_id, name=name, params=params, tags=tags)
-
-    def claim_parent_run(self, run_id: str, driver: Mapping[str, Any]) -> None:
-        """Record ``driver`` as the driver of a run being resumed, and mark it running again."""
-        self.log_batch(run_id, tags={**driver_tags(driver), STATUS_TAG: "running"})
-        self._update_status(run_id, "RUNNING")
+        run = self.client.create_run(experiment_id, run_name=name, tags=tags)
+        self._log_batch(run.info.run_id, params=params)
+        return run.info.run_id
 
     @_timed
-    def _update_status(self, run_id: str, status: str) -> None:
-        self.client.update_run(run_id, status=status)
+    def claim_parent_run(self, run_id: str, driver: Mapping[str, Any]) -> None:
+        """Record ``driver`` as the driver of a run being resumed, and mark it running again."""
+        self._log_batch(run_id, tags={**driver_tags(driver), STATUS_TAG: "running"})
+        self.client.update_run(run_id, status="RUNNING")
 
+    @_timed
     def record_driver(self, run_id: str, driver: Mapping[str, Any]) -> None:
         """Record ``driver`` as the run's driver (its lease), with a fresh heartbeat."""
-        self.log_batch(run_id, tags=driver_tags(driver))
+        self._log_batch(run_id, tags=driver_tags(driver))
 
     def lease(self, run_id: str) -> str | None:
         """The lease id of the driver the run records (None when no driver is recorded)."""
         recorded = self.get_run(run_id).data.tags.get(DRIVER_TAG, "")
         return json.loads(recorded or "{}").get("lease")
 
+    @_timed
     def record_backend(self, run_id: str, *, workers: int, nodes: int, backend: str) -> None:
-        self.log_batch(run_id, tags={WORKERS_TAG: str(workers), RAY_NODES_TAG: str(nodes), BACKEND_TAG: backend})
+        self._log_batch(run_id, tags={WORKERS_TAG: str(workers), RAY_NODES_TAG: str(nodes), BACKEND_TAG: backend})
 
+    @_timed
     def heartbeat(self, run_id: str) -> None:
-        self.log_batch(run_id, tags=heartbeat_tag())
+        self._log_batch(run_id, tags=heartbeat_tag())
 
+    @_timed
     def mark_interrupted(self, run_id: str) -> None:
         """The run stopped before finishing; a resume can go on from its checkpoint."""
-        self.log_batch(run_id, tags={STATUS_TAG: "interrupted", RESUMABLE_TAG: "true"})
+        self._log_batch(run_id, tags={STATUS_TAG: "interrupted", RESUMABLE_TAG: "true"})
 
+    @_timed
     def mark_complete(self, run_id: str, metrics: Mapping[str, float]) -> None:
         """Log the run's final ``metrics`` and mark it complete (not resumable), in one batch."""
-        self.log_batch(run_id, metrics=metrics, tags={STATUS_TAG: "complete", RESUMABLE_TAG: "false"})
+        self._log_batch(run_id, metrics=metrics, tags={STATUS_TAG: "complete", RESUMABLE_TAG: "false"})
 
+    @_timed
     def close_parent_run(self, run_id: str, status: str) -> None:
         """Release the driver's lease and end the run with MLflow ``status``."""
-        self.log_batch(run_id, tags={DRIVER_TAG: ""})
-        self.finish(run_id, status)
+        self._log_batch(run_id, tags={DRIVER_TAG: ""})
+        self.client.set_terminated(run_id, status=status)
 
-    def log_configuration_run(
+    @_timed
+    def log_result_run(
         self,
         experiment_id: str,
         *,
@@ -385,33 +347,22 @@ class Tracker:
         workload: str,
         root_seed: int,
         mode: str,
+        unit: int | None = None,
     ) -> str:
-        """The finished child run of one configuration (or one facet of it, in ``group``)."""
-        tags = {KIND_TAG: "configuration", CONFIG_TAG: config_id, GROUP_TAG: group, STUDY_TAG: study,
-                WORKLOAD_TAG: workload, ROOT_SEED_TAG: str(root_seed), MODE_TAG: mode}
-        return self.log_child(experiment_id, parent_id=parent_id, name=name, params=params, metrics=metrics,
-                              tags=tags, files=files)
-
-    def log_unit_run(
-        self,
-        experiment_id: str,
-        *,
-        parent_id: str,
-        name: str,
-        params: Mapping[str, Any],
-        metrics: Mapping[str, float],
-        config_id: str,
-        unit: int,
-        study: str,
-        workload: str,
-        root_seed: int,
-        mode: str,
-    ) -> str:
-        """The finished child run of one unit of a ``unit_runs`` workload."""
-        tags = {KIND_TAG: "unit", CONFIG_TAG: config_id, GROUP_TAG: config_id, UNIT_TAG: str(unit),
-                STUDY_TAG: study, WORKLOAD_TAG: workload, ROOT_SEED_TAG: str(root_seed), MODE_TAG: mode}
-        return self.log_child(experiment_id, parent_id=parent_id, name=name, params=params, metrics=metrics,
-                              tags=tags, files={})
+        """A finished child run, in four calls (create, one batch, one upload, terminate): the
+        result of a configuration (or of one facet of it, in ``group``), or with ``unit`` of one
+        unit of a ``unit_runs`` workload."""
+        tags = {KIND_TAG: "configuration" if unit is None else "unit", CONFIG_TAG: config_id, GROUP_TAG: group,
+                STUDY_TAG: study, WORKLOAD_TAG: workload, ROOT_SEED_TAG: str(root_seed), MODE_TAG: mode,
+                PARENT_TAG: parent_id}
+        if unit is not None:
+            tags[UNIT_TAG] = str(unit)
+        run = self.client.create_run(experiment_id, run_name=name, tags=tags)
+        run_id = run.info.run_id
+        self._log_batch(run_id, params=params, metrics=metrics)
+        self._log_texts(run_id, files)
+        self.client.set_terminated(run_id, status="FINISHED")
+        return run_id
 
     # -- reading ------------------------------------------------------------------------------
     def get_run(self, run_id: str) -> Any:
