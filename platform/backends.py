@@ -21,7 +21,7 @@ from privlab.platform.aggregation import ConfigAggregate
 from privlab.platform.errors import ExecutionError
 from privlab.platform.ray_leftovers import PREFIX as RAY_FOLDER_PREFIX
 from privlab.platform.ray_leftovers import clean_up_dead_runs, write_owner
-from privlab.platform.units import UnitContext, process_item, run_trial_range
+from privlab.platform.worker_tasks import UnitContext, process_item, run_trial_range
 
 log = logging.getLogger(__name__)
 

@@ -36,6 +36,7 @@ from privlab.platform.commands import (  # noqa: F401 (exit codes: the command's
     EXIT_NOT_VERIFIED,
     EXIT_OK,
     InputError,
+    add_run_reading_command,
     add_tracking_argument,
     finished_summary,
     toml_kind,
@@ -114,21 +115,20 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from privlab.platform.configuration_log import RESERVOIR_PATH
     from privlab.platform.reports import build_reports, parquet_frame, write_report_dir
-    from privlab.platform.runner import RESERVOIR_PATH
-    from privlab.platform.tracking import COMMAND_TAG, CONFIG_TAG, KIND_TAG, Tracker
+    from privlab.platform.tracking import RunTags, Tracker
 
     tracker = Tracker(args.tracking_uri)
     run, summary = finished_summary(tracker, args.run_id, hint="give the id `privlab run` printed")
-    children = {c.data.tags.get(CONFIG_TAG): c.info.run_id
-                for c in tracker.child_runs(run.info.experiment_id, args.run_id)
-                if c.info.status == "FINISHED" and c.data.tags.get(KIND_TAG) == "configuration"}
+    children = {RunTags.of(c).config_id: c.info.run_id
+                for c in tracker.configuration_runs(run.info.experiment_id, args.run_id)}
 
     def reservoir_of(config_id: str) -> object:
         child = children.get(config_id)
         return parquet_frame(tracker.read_bytes(child, RESERVOIR_PATH)) if child else None
 
-    files = build_reports(summary, reservoir_of, command=run.data.tags.get(COMMAND_TAG) or None)
+    files = build_reports(summary, reservoir_of, command=RunTags.of(run).command or None)
     if not files:
         print("the run's workloads draw no reports")
         return EXIT_OK
@@ -215,15 +215,14 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _ledger(args: argparse.Namespace) -> int:
     from privlab.platform.ledger import Ledger
-    from privlab.platform.tracking import CONFIG_TAG, KIND_TAG, Tracker, existing_store_uri
+    from privlab.platform.tracking import RunTags, Tracker, existing_store_uri
 
     tracker = Tracker(existing_store_uri(args.tracking_uri))
     run = tracker.get_run(args.run_id)
-    kind = run.data.tags.get(KIND_TAG)
+    kind = RunTags.of(run).kind
     if kind == "parent":
-        children = [c for c in tracker.child_runs(run.info.experiment_id, args.run_id)
-                    if c.data.tags.get(KIND_TAG) == "configuration"]
-        children.sort(key=lambda c: c.data.tags.get(CONFIG_TAG, ""))
+        children = tracker.configuration_runs(run.info.experiment_id, args.run_id, finished=False)
+        children.sort(key=lambda c: RunTags.of(c).config_id or "")
     elif kind == "configuration":
         children = [run]
     else:
@@ -233,7 +232,8 @@ def _ledger(args: argparse.Namespace) -> int:
         text = tracker.read_text(child.info.run_id, "ledger.json")
         if text is None:
             raise TrackingError(f"run {child.info.run_id} has no ledger.json artifact (was [tracking] artifacts = false?)")
-        ledgers[child.data.tags.get(CONFIG_TAG, child.info.run_id)] = Ledger.from_json(text)
+        config_id = RunTags.of(child).config_id
+        ledgers[child.info.run_id if config_id is None else config_id] = Ledger.from_json(text)
     if args.json:
         print(json.dumps({cid: json.loads(ledger.to_json()) for cid, ledger in ledgers.items()}, indent=2))
         return EXIT_OK
@@ -426,13 +426,12 @@ def build_parser() -> argparse.ArgumentParser:
     tracking(runs)
     runs.set_defaults(handler=_runs)
 
-    report = sub.add_parser("report", help="redraw a finished run's results pages (tables and figures)",
-                            description="Rebuild the studies' results pages of a finished run from what it "
-                                        "logged in MLflow (nothing is recomputed) and write them to --out.")
-    report.add_argument("run_id", help="the parent run id `privlab run` printed")
-    report.add_argument("--out", required=True, metavar="DIR", help="folder to write (replaced as a whole)")
-    tracking(report)
-    report.set_defaults(handler=_report)
+    add_run_reading_command(
+        sub, "report", handler=_report, run_id_help="the parent run id `privlab run` printed",
+        out_metavar="DIR", out_help="folder to write (replaced as a whole)",
+        help="redraw a finished run's results pages (tables and figures)",
+        description="Rebuild the studies' results pages of a finished run from what it logged in MLflow "
+                    "(nothing is recomputed) and write them to --out.")
 
     workloads = sub.add_parser("workloads", help="list registered workloads: descriptions, metrics, parameters")
     workloads.add_argument("--all", action="store_true",

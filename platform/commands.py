@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -68,12 +68,45 @@ def add_tracking_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else ./mlflow.db)")
 
 
+def add_run_reading_command(
+    sub: Any,
+    name: str,
+    *,
+    handler: Callable[[argparse.Namespace], int],
+    run_id_help: str,
+    out_metavar: str,
+    out_help: str,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+    **parser_options: Any,
+) -> argparse.ArgumentParser:
+    """Add subcommand ``name``: it reads a finished run (``RUN_ID``, ``--tracking-uri``) and writes ``--out``.
+
+    Args:
+        sub: The ``privlab`` subparsers.
+        name: The subcommand.
+        handler: ``handler(args) -> exit code``.
+        run_id_help: The help line of ``RUN_ID``.
+        out_metavar: What ``--out`` names (``DIR``, ``PATH``).
+        out_help: The help line of ``--out``.
+        options: More options, ``flag → add_argument keywords``, listed before ``--out``.
+        **parser_options: For ``add_parser`` (``help``, ``description``…).
+    """
+    parser = sub.add_parser(name, **parser_options)
+    parser.add_argument("run_id", help=run_id_help)
+    for flag, settings in (options or {}).items():
+        parser.add_argument(flag, **settings)
+    parser.add_argument("--out", required=True, metavar=out_metavar, help=out_help)
+    add_tracking_argument(parser)
+    parser.set_defaults(handler=handler)
+    return parser
+
+
 def finished_summary(tracker: Any, run_id: str, *, hint: str) -> tuple[Any, dict[str, Any]]:
     """A finished privlab parent run and its ``summary.json`` (errors say what to give instead)."""
-    from privlab.platform.tracking import KIND_TAG
+    from privlab.platform.tracking import RunTags
 
     run = tracker.get_run(run_id)
-    if run.data.tags.get(KIND_TAG) != "parent":
+    if RunTags.of(run).kind != "parent":
         raise TrackingError(f"run {run_id} is not a privlab parent run; {hint}")
     text = tracker.read_text(run_id, "summary.json")
     if text is None:

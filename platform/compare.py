@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from privlab.platform.errors import NotFoundError, TrackingError
-from privlab.platform.tracking import CONFIG_TAG, KIND_TAG, STUDY_TAG, WORKLOAD_TAG, Tracker
+from privlab.platform.tracking import RunTags, Tracker
 
 ID_COLUMNS = ["config_id", "study", "workload", "parent_run_id", "run_id"]
 
@@ -50,14 +50,12 @@ def comparison_frame(
         raise TrackingError(f"experiment {experiment!r} has no privlab runs yet; `privlab run` a spec first")
     rows: list[dict[str, Any]] = []
     for parent in parents:
-        for child in tracker.child_runs(experiment_id, parent.info.run_id):
-            tags = child.data.tags
-            if tags.get(KIND_TAG) != "configuration":
-                continue
+        for child in tracker.configuration_runs(experiment_id, parent.info.run_id, finished=False):
+            tags = RunTags.of(child)
             row: dict[str, Any] = {
-                "config_id": tags.get(CONFIG_TAG, ""),
-                "study": tags.get(STUDY_TAG, ""),
-                "workload": tags.get(WORKLOAD_TAG, ""),
+                "config_id": tags.config_id or "",
+                "study": tags.study or "",
+                "workload": tags.workload or "",
                 "parent_run_id": parent.info.run_id,
                 "run_id": child.info.run_id,
             }

@@ -19,8 +19,6 @@ raylet or an abandoned Ctrl-C leaves its parent RUNNING; ``privlab runs`` shows 
 
 from __future__ import annotations
 
-from privlab.platform.tracking import DRIVER_TAG, HEARTBEAT_TAG, STATUS_TAG
-
 import json
 import os
 import socket
@@ -29,6 +27,16 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from privlab.platform.errors import ExecutionError
+from privlab.platform.tracking import (  # noqa: F401 (driver_tags: how a lease is written, read here)
+    DRIVER_TAG,
+    HEARTBEAT_TAG,
+    STATUS_TAG,
+    Tracker,
+    driver_tags,
+    store_lock,
+)
 
 #: A heartbeat older than this (seconds) means the driver is gone, when its host cannot be asked.
 STALE_SECONDS = 600.0
@@ -49,15 +57,6 @@ def this_driver() -> dict[str, Any]:
     pid = os.getpid()
     return {"host": socket.gethostname(), "pid": pid, "pid_start": _process_start_ticks(pid),
             "lease": uuid.uuid4().hex}
-
-
-def driver_tags(driver: Mapping[str, Any], *, now: float | None = None) -> dict[str, str]:
-    """The tags that record ``driver`` as the run's driver, with a fresh heartbeat."""
-    return {DRIVER_TAG: json.dumps(dict(driver), sort_keys=True), **heartbeat_tag(now=now)}
-
-
-def heartbeat_tag(*, now: float | None = None) -> dict[str, str]:
-    return {HEARTBEAT_TAG: f"{time.time() if now is None else now:.0f}"}
 
 
 def driver_state(tags: Mapping[str, str], *, now: float | None = None) -> str:
@@ -93,3 +92,22 @@ def refuse_reason(run_id: str, tags: Mapping[str, str], *, now: float | None = N
                 "driver would log every configuration twice. Wait for it to finish, or stop it (Ctrl-C) and "
                 "resume then")
     return None
+
+
+def take_over(tracker: Tracker, run_id: str, driver: Mapping[str, Any]) -> None:
+    """Take the lease on a run being resumed, for ``driver``.
+
+    Checked and taken under the store's lock, then read back: with a tracking server (no
+    lock) two resumes may both write, and only the one whose lease stayed recorded goes on.
+
+    Raises:
+        ExecutionError: The run finished, or another driver holds it.
+    """
+    with store_lock(tracker.uri):
+        reason = refuse_reason(run_id, tracker.get_run(run_id).data.tags)
+        if reason is not None:
+            raise ExecutionError(reason)
+        tracker.claim_parent_run(run_id, driver)
+    if tracker.lease(run_id) != driver["lease"]:
+        raise ExecutionError(refuse_reason(run_id, tracker.get_run(run_id).data.tags)
+                             or f"run {run_id} was taken over by another driver while this one started")

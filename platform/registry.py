@@ -7,7 +7,7 @@ the same in theirs); the runner never changes. Dataset generators use the
 ``privlab.dataset_generators`` group; auditables (``privlab.auditables``) register workloads
 too. See :mod:`privlab.platform.plugins`.
 
-Three execution patterns exist (run by :mod:`privlab.platform.units` on :mod:`privlab.platform.backends`):
+Three execution patterns exist (run by :mod:`privlab.platform.worker_tasks` on :mod:`privlab.platform.backends`):
 
 * ``grid`` — each repetition of a configuration is one task (heavy units of work);
 * ``trials`` — up to millions of cheap trials per configuration, batched into tasks;

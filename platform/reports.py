@@ -111,6 +111,16 @@ def write_report_dir(files: Mapping[str, bytes], out: Path) -> list[Path]:
     return written
 
 
+def parquet_bytes(frame: pd.DataFrame) -> bytes:
+    """A frame as a parquet artifact's bytes (without its index)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buffer = io.BytesIO()
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), buffer)
+    return buffer.getvalue()
+
+
 def parquet_frame(data: bytes | None) -> pd.DataFrame | None:
     """A reservoir artifact's bytes as a frame (None when absent)."""
     if not data:

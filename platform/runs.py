@@ -12,7 +12,7 @@ import datetime
 from typing import Any
 
 from privlab.platform.liveness import driver_state
-from privlab.platform.tracking import SPEC_NAME_TAG, STATUS_TAG, Tracker
+from privlab.platform.tracking import RunTags, Tracker
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -42,12 +42,12 @@ def list_runs(tracker: Tracker, experiment: str | None = None) -> list[RunRow]:
 
 
 def _row(run: Any, experiment: str) -> RunRow:
-    tags, params = run.data.tags, run.data.params
+    params = run.data.params
     started = datetime.datetime.fromtimestamp(run.info.start_time / 1000, tz=datetime.UTC)
     return RunRow(
         run_id=run.info.run_id,
         experiment=experiment,
-        name=tags.get(SPEC_NAME_TAG) or run.info.run_name or "",
+        name=RunTags.of(run).spec_name or run.info.run_name or "",
         started=started.strftime("%Y-%m-%d %H:%M UTC"),
         status=_status(run),
         configurations=params.get("configurations", ""),
@@ -57,7 +57,7 @@ def _row(run: Any, experiment: str) -> RunRow:
 def _status(run: Any) -> str:
     """privlab's status tag; a run still marked running whose driver is gone (SIGKILL, a dead
     raylet, an abandoned Ctrl-C) is shown as resumable."""
-    status = run.data.tags.get(STATUS_TAG) or run.info.status.lower()
+    status = RunTags.of(run).status or run.info.status.lower()
     if status == "running" and run.info.status == "RUNNING" and driver_state(run.data.tags) == "gone":
         return "driver gone (resumable)"
     return status

@@ -5,6 +5,11 @@ per ``privlab run`` and one child run per configuration (one ``log_batch`` each)
 here: concurrent first-time initialisation of a sqlite store fails with migration errors, and
 a run plus one batch costs ≈18 ms on sqlite vs ≈76 ms over HTTP, so batching matters.
 
+Every ``privlab.*`` tag is named and written here only: other modules call :class:`Tracker`'s
+methods for privlab's runs (``start_parent_run``, ``mark_complete``, ``log_result_run``…)
+and read tags through :class:`RunTags`. Calls that must not hold up the driver go through
+:class:`privlab.platform.background_writer.BackgroundWriter`.
+
 Without a URI, MLflow's default embedded store is used (``sqlite:///mlflow.db`` in the
 working directory for MLflow 3); ``--tracking-uri`` or ``MLFLOW_TRACKING_URI`` selects a server.
 """
@@ -12,15 +17,14 @@ working directory for MLflow 3); ``--tracking-uri`` or ``MLFLOW_TRACKING_URI`` s
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import logging
 import os
-import queue
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -52,6 +56,39 @@ DRIVER_TAG = "privlab.driver"  # the lease: who drives the run (platform/livenes
 HEARTBEAT_TAG = "privlab.heartbeat"
 PARENT_TAG = "mlflow.parentRunId"
 MAX_PARAM_LENGTH = 6000
+
+
+def driver_tags(driver: Mapping[str, Any], *, now: float | None = None) -> dict[str, str]:
+    """The tags that record ``driver`` (a lease, :mod:`privlab.platform.liveness`) as the run's
+    driver, with a fresh heartbeat."""
+    return {DRIVER_TAG: json.dumps(dict(driver), sort_keys=True), **heartbeat_tag(now=now)}
+
+
+def heartbeat_tag(*, now: float | None = None) -> dict[str, str]:
+    return {HEARTBEAT_TAG: f"{time.time() if now is None else now:.0f}"}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunTags:
+    """What privlab's tags say about a run (None where a tag is absent)."""
+
+    kind: str | None  # parent | configuration | unit
+    config_id: str | None
+    study: str | None
+    workload: str | None
+    status: str | None  # running | interrupted | complete
+    root_seed: str | None
+    spec_name: str | None
+    spec_sha256: str | None
+    command: str | None
+
+    @classmethod
+    def of(cls, run: Any) -> RunTags:
+        tags = run.data.tags
+        return cls(kind=tags.get(KIND_TAG), config_id=tags.get(CONFIG_TAG), study=tags.get(STUDY_TAG),
+                   workload=tags.get(WORKLOAD_TAG), status=tags.get(STATUS_TAG), root_seed=tags.get(ROOT_SEED_TAG),
+                   spec_name=tags.get(SPEC_NAME_TAG), spec_sha256=tags.get(SPEC_SHA256_TAG),
+                   command=tags.get(COMMAND_TAG))
 
 
 def resolve_tracking_uri(uri: str | None) -> str:
@@ -182,27 +219,6 @@ class Tracker:
             raise NotFoundError(f"no experiment named {name!r} in {self.uri}; experiments there: {known}")
         return self.experiment_id(name, create=False)
 
-    @_timed
-    def start_run(
-        self,
-        experiment_id: str,
-        *,
-        name: str,
-        params: Mapping[str, Any],
-        tags: Mapping[str, str],
-        parent_id: str | None = None,
-    ) -> str:
-        all_tags = dict(tags)
-        if parent_id is not None:
-            all_tags[PARENT_TAG] = parent_id
-        run = self.client.create_run(experiment_id, run_name=name, tags=all_tags)
-        self._log_batch(run.info.run_id, params=params)
-        return run.info.run_id
-
-    @_timed
-    def log_batch(self, run_id: str, **kwargs: Any) -> None:
-        self._log_batch(run_id, **kwargs)
-
     def _log_batch(
         self,
         run_id: str,
@@ -239,8 +255,84 @@ class Tracker:
                     target.write_text(content)
             self.client.log_artifacts(run_id, tmp)
 
+    # -- privlab's runs: the only place that writes a privlab.* tag ---------------------------
     @_timed
-    def log_child(
+    def start_parent_run(
+        self,
+        experiment_id: str,
+        *,
+        name: str,
+        params: Mapping[str, Any],
+        description: str,
+        root_seed: int,
+        mode: str,
+        spec_name: str,
+        spec_sha256: str,
+        command: str,
+        version: str,
+        git_commit: str,
+        driver: Mapping[str, Any],
+    ) -> str:
+        """The parent run of a ``privlab run``, marked running and driven by ``driver``."""
+        tags = {
+            KIND_TAG: "parent",
+            VERSION_TAG: version,
+            GIT_COMMIT_TAG: git_commit,
+            ROOT_SEED_TAG: str(root_seed),
+            MODE_TAG: mode,
+            SPEC_NAME_TAG: spec_name,
+            SPEC_SHA256_TAG: spec_sha256,
+            COMMAND_TAG: command,
+            STATUS_TAG: "running",
+            "mlflow.note.content": description,
+            **driver_tags(driver),
+        }
+        run = self.client.create_run(experiment_id, run_name=name, tags=tags)
+        self._log_batch(run.info.run_id, params=params)
+        return run.info.run_id
+
+    @_timed
+    def claim_parent_run(self, run_id: str, driver: Mapping[str, Any]) -> None:
+        """Record ``driver`` as the driver of a run being resumed, and mark it running again."""
+        self._log_batch(run_id, tags={**driver_tags(driver), STATUS_TAG: "running"})
+        self.client.update_run(run_id, status="RUNNING")
+
+    @_timed
+    def record_driver(self, run_id: str, driver: Mapping[str, Any]) -> None:
+        """Record ``driver`` as the run's driver (its lease), with a fresh heartbeat."""
+        self._log_batch(run_id, tags=driver_tags(driver))
+
+    def lease(self, run_id: str) -> str | None:
+        """The lease id of the driver the run records (None when no driver is recorded)."""
+        recorded = self.get_run(run_id).data.tags.get(DRIVER_TAG, "")
+        return json.loads(recorded or "{}").get("lease")
+
+    @_timed
+    def record_backend(self, run_id: str, *, workers: int, nodes: int, backend: str) -> None:
+        self._log_batch(run_id, tags={WORKERS_TAG: str(workers), RAY_NODES_TAG: str(nodes), BACKEND_TAG: backend})
+
+    @_timed
+    def heartbeat(self, run_id: str) -> None:
+        self._log_batch(run_id, tags=heartbeat_tag())
+
+    @_timed
+    def mark_interrupted(self, run_id: str) -> None:
+        """The run stopped before finishing; a resume can go on from its checkpoint."""
+        self._log_batch(run_id, tags={STATUS_TAG: "interrupted", RESUMABLE_TAG: "true"})
+
+    @_timed
+    def mark_complete(self, run_id: str, metrics: Mapping[str, float]) -> None:
+        """Log the run's final ``metrics`` and mark it complete (not resumable), in one batch."""
+        self._log_batch(run_id, metrics=metrics, tags={STATUS_TAG: "complete", RESUMABLE_TAG: "false"})
+
+    @_timed
+    def close_parent_run(self, run_id: str, status: str) -> None:
+        """Release the driver's lease and end the run with MLflow ``status``."""
+        self._log_batch(run_id, tags={DRIVER_TAG: ""})
+        self.client.set_terminated(run_id, status=status)
+
+    @_timed
+    def log_result_run(
         self,
         experiment_id: str,
         *,
@@ -248,20 +340,29 @@ class Tracker:
         name: str,
         params: Mapping[str, Any],
         metrics: Mapping[str, float],
-        tags: Mapping[str, str],
         files: Mapping[str, str | bytes],
+        config_id: str,
+        group: str,
+        study: str,
+        workload: str,
+        root_seed: int,
+        mode: str,
+        unit: int | None = None,
     ) -> str:
-        """A finished child run in four calls: create, one batch, one upload, terminate."""
-        run = self.client.create_run(experiment_id, run_name=name, tags=dict(tags) | {PARENT_TAG: parent_id})
+        """A finished child run, in four calls (create, one batch, one upload, terminate): the
+        result of a configuration (or of one facet of it, in ``group``), or with ``unit`` of one
+        unit of a ``unit_runs`` workload."""
+        tags = {KIND_TAG: "configuration" if unit is None else "unit", CONFIG_TAG: config_id, GROUP_TAG: group,
+                STUDY_TAG: study, WORKLOAD_TAG: workload, ROOT_SEED_TAG: str(root_seed), MODE_TAG: mode,
+                PARENT_TAG: parent_id}
+        if unit is not None:
+            tags[UNIT_TAG] = str(unit)
+        run = self.client.create_run(experiment_id, run_name=name, tags=tags)
         run_id = run.info.run_id
         self._log_batch(run_id, params=params, metrics=metrics)
         self._log_texts(run_id, files)
         self.client.set_terminated(run_id, status="FINISHED")
         return run_id
-
-    @_timed
-    def finish(self, run_id: str, status: str = "FINISHED") -> None:
-        self.client.set_terminated(run_id, status=status)
 
     # -- reading ------------------------------------------------------------------------------
     def get_run(self, run_id: str) -> Any:
@@ -278,6 +379,16 @@ class Tracker:
 
     def parent_runs(self, experiment_id: str) -> list[Any]:
         return self._search([experiment_id], f"tags.`{KIND_TAG}` = 'parent'")
+
+    def configuration_runs(self, experiment_id: str, parent_id: str, *, finished: bool = True) -> list[Any]:
+        """The configuration child runs of ``parent_id`` (only FINISHED ones unless ``finished=False``),
+        newest first."""
+        return [c for c in self.child_runs(experiment_id, parent_id)
+                if (c.info.status == "FINISHED" or not finished) and c.data.tags.get(KIND_TAG) == "configuration"]
+
+    def list_artifacts(self, run_id: str, path: str | None = None) -> list[str]:
+        """The paths of the run's artifacts (under ``path``)."""
+        return [a.path for a in self.client.list_artifacts(run_id, path)]
 
     def _search(self, experiment_ids: Iterable[str], filter_string: str) -> list[Any]:
         runs: list[Any] = []
@@ -305,52 +416,6 @@ class Tracker:
                 return Path(local).read_bytes()
         except Exception:
             return None
-
-
-class BackgroundWriter:
-    """Runs tracking calls in order on one background thread, so the driver never waits on
-    the store while workers need new work. ``flush`` waits for everything submitted and
-    re-raises the first error; ``blocked_seconds`` is the time the driver spent waiting.
-    """
-
-    def __init__(self) -> None:
-        self._queue: queue.Queue[Callable[[], Any] | None] = queue.Queue()
-        self._error: BaseException | None = None
-        self.blocked_seconds = 0.0
-        self._thread = threading.Thread(target=self._work, name="privlab-tracking", daemon=True)
-        self._thread.start()
-
-    def _work(self) -> None:
-        while True:
-            task = self._queue.get()
-            try:
-                if task is None:
-                    return
-                if self._error is None:
-                    task()
-            except BaseException as error:  # reported to the driver by flush()
-                self._error = error
-            finally:
-                self._queue.task_done()
-
-    def submit(self, task: Callable[[], Any]) -> None:
-        self._raise()
-        self._queue.put(task)
-
-    def flush(self) -> None:
-        began = time.perf_counter()
-        self._queue.join()
-        self.blocked_seconds += time.perf_counter() - began
-        self._raise()
-
-    def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join(timeout=60)
-
-    def _raise(self) -> None:
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise TrackingError(f"logging to MLflow failed: {type(error).__name__}: {error}") from error
 
 
 def _param_text(value: Any) -> str:

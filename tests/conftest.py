@@ -193,3 +193,30 @@ def privlab_process() -> Iterator[Callable[..., RunningCommand]]:
     for command in started:
         if command.process.poll() is None:
             command.process.kill()
+
+
+# --- a long `privlab run` (cpu_burn) for tests that stop it ------------------------------------
+
+def cpu_burn_spec(name: str, *, checkpoint_interval_s: float | None = None) -> str:
+    """A spec named ``name`` (and logged to experiment ``name``) whose 20,000 cpu_burn units take
+    far longer than any test waits."""
+    interval = "" if checkpoint_interval_s is None else f"checkpoint_interval_s = {checkpoint_interval_s:g}\n"
+    return (f'name = "{name}"\nseed = 5\nworkload = "cpu_burn"\ntrials = 20000\n'
+            f'[params]\nsize = 40000\nsorts = 4\n[tracking]\nexperiment = "{name}"\n{interval}')
+
+
+@pytest.fixture
+def long_run(tmp_path: Path, privlab_process: Callable[..., RunningCommand]
+             ) -> Callable[..., tuple[RunningCommand, str]]:
+    """Start ``privlab run`` (serial) on :func:`cpu_burn_spec` with a private store, and wait for
+    its first progress line; returns the running command and the tracking URI."""
+
+    def start(name: str, *, checkpoint_interval_s: float | None = None) -> tuple[RunningCommand, str]:
+        spec = tmp_path / "spec.toml"
+        spec.write_text(cpu_burn_spec(name, checkpoint_interval_s=checkpoint_interval_s))
+        uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+        run = privlab_process("run", str(spec), "--serial", "--tracking-uri", uri)
+        run.wait_started()
+        return run, uri
+
+    return start

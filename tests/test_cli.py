@@ -50,9 +50,9 @@ def test_mlflow_holds_parent_children_params_metrics_artifacts_and_tags(finished
         assert key in tags, key
     assert tags["privlab.root_seed"] == "7" and tags["privlab.mode"] == "research"
     assert parent.data.metrics["eps_total"] == 1.0
-    artifacts = {a.path for a in tracker.client.list_artifacts(parent.info.run_id)}
+    artifacts = set(tracker.list_artifacts(parent.info.run_id))
     assert {"results.parquet", "summary.json", "spec.toml", "plots"} <= artifacts
-    plots = [a.path for a in tracker.client.list_artifacts(parent.info.run_id, "plots")]
+    plots = tracker.list_artifacts(parent.info.run_id, "plots")
     assert any(p.endswith("mean-abs_error.png") for p in plots)
 
     children = tracker.child_runs(parent.info.experiment_id, parent.info.run_id)
@@ -63,7 +63,7 @@ def test_mlflow_holds_parent_children_params_metrics_artifacts_and_tags(finished
     assert metrics["eps_total"] == 1.0 and metrics["in_event_d_count"] == 3000
     assert 0.0 <= metrics["in_event_d_ci_low"] <= metrics["in_event_d_rate"] <= metrics["in_event_d_ci_high"] <= 1.0
     assert any(k.startswith("eps_step_00_") for k in metrics)
-    child_artifacts = {a.path for a in tracker.client.list_artifacts(child.info.run_id)}
+    child_artifacts = set(tracker.list_artifacts(child.info.run_id))
     assert {"ledger.json", "result.json", "reservoir.parquet"} <= child_artifacts
 
 

@@ -3,35 +3,18 @@
 from __future__ import annotations
 
 import signal
-from pathlib import Path
 
 from privlab.platform.tracking import Tracker
 
-SPEC = """
-name = "interrupt"
-seed = 5
-workload = "cpu_burn"
-trials = 20000
-[params]
-size = 40000
-sorts = 4
-[tracking]
-experiment = "interrupt"
-"""
 
-
-def test_sigint_stops_cleanly_and_leaves_a_resumable_run(tmp_path: Path, privlab_process) -> None:
+def test_sigint_stops_cleanly_and_leaves_a_resumable_run(long_run) -> None:
     # Deterministic: SIGINT is sent as soon as the run prints its first progress line. That line
     # is drawn inside the runner's try block (after the parent run is opened and the backend is
     # up, right before the units run), so the interrupt cannot land in the window between
     # opening the parent run and entering the block that marks it KILLED and resumable — the
     # race the old "parent run exists, then sleep 2 s" version left open. The 120 s timeout only
     # bounds a hang; the run itself (20,000 units) takes far longer than it takes to react.
-    spec = tmp_path / "spec.toml"
-    spec.write_text(SPEC)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    run = privlab_process("run", str(spec), "--serial", "--tracking-uri", uri)
-    run.wait_started()
+    run, uri = long_run("interrupt")
     run.signal(signal.SIGINT)
     code = run.finish()
     err, lines = run.stderr, run.lines

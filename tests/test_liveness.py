@@ -78,10 +78,10 @@ def test_a_run_with_a_live_driver_is_not_resumed(mini_spec: Path, tracking_uri: 
     run_id = _interrupted_run(mini_spec, tracking_uri)
     tracker = Tracker(tracking_uri)
     # Another process on this host holds the lease (this test process stands in for it).
-    tracker.log_batch(run_id, tags=liveness.driver_tags(liveness.this_driver()))
+    tracker.record_driver(run_id, liveness.this_driver())
     with pytest.raises(ExecutionError, match=f"PID {os.getpid()}"):
         _run(mini_spec, tracking_uri, resume=run_id)
-    tracker.log_batch(run_id, tags=liveness.driver_tags(dict(liveness.this_driver(), pid=_dead_pid())))
+    tracker.record_driver(run_id, dict(liveness.this_driver(), pid=_dead_pid()))
     summary = _run(mini_spec, tracking_uri, resume=run_id)  # its driver is gone: the resume goes on
     assert summary["run_id"] == run_id
     assert tracker.get_run(run_id).data.tags[liveness.DRIVER_TAG] == ""  # the lease is released at the end
@@ -108,31 +108,8 @@ def test_two_resumes_at_once_log_each_configuration_once(mini_spec: Path, tracki
     assert summary["configurations"] == reference["configurations"]
 
 
-SLOW_SPEC = """
-name = "hard-stop"
-seed = 5
-workload = "cpu_burn"
-trials = 20000
-[params]
-size = 40000
-sorts = 4
-[tracking]
-experiment = "hard-stop"
-checkpoint_interval_s = 0
-"""
-
-
-def _hard_stop_run(tmp_path: Path, privlab_process) -> tuple[object, str]:
-    spec = tmp_path / "spec.toml"
-    spec.write_text(SLOW_SPEC)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    run = privlab_process("run", str(spec), "--serial", "--tracking-uri", uri)
-    run.wait_started()
-    return run, uri
-
-
-def test_a_killed_driver_shows_as_gone_and_resumes(tmp_path: Path, privlab_process) -> None:
-    run, uri = _hard_stop_run(tmp_path, privlab_process)
+def test_a_killed_driver_shows_as_gone_and_resumes(long_run) -> None:
+    run, uri = long_run("hard-stop", checkpoint_interval_s=0)
     run.signal(signal.SIGKILL)
     run.finish()
     printed = next(line for line in run.lines if "if it stops, resume with:" in line)
@@ -145,8 +122,8 @@ def test_a_killed_driver_shows_as_gone_and_resumes(tmp_path: Path, privlab_proce
     assert "driver gone (resumable)" in shown.stdout, shown
 
 
-def test_ctrl_c_three_times_exits_130_with_the_resume_command(tmp_path: Path, privlab_process) -> None:
-    run, _ = _hard_stop_run(tmp_path, privlab_process)
+def test_ctrl_c_three_times_exits_130_with_the_resume_command(long_run) -> None:
+    run, _ = long_run("hard-stop", checkpoint_interval_s=0)
     run.signal(signal.SIGINT, times=3)
     code = run.finish()
     err = run.stderr

@@ -16,7 +16,7 @@ from privlab.platform.commands import (
     EXIT_OK,
     InputError,
     TomlKind,
-    add_tracking_argument,
+    add_run_reading_command,
     finished_summary,
     register_commands,
     register_toml_kind,
@@ -163,15 +163,13 @@ def add_commands(sub: Any) -> None:
     evaluate.add_argument("--json", action="store_true", help="print JSON")
     evaluate.set_defaults(handler=_evaluate)
 
-    shortlist = sub.add_parser(
-        "shortlist", help="write the configurations of a grid search worth taking to the private data",
+    add_run_reading_command(
+        sub, "shortlist", handler=_shortlist, run_id_help="the grid search's parent run id",
+        options={"--min-prob": {"type": float, "default": 0.1, "help": "minimal estimated acceptance (default 0.1)"}},
+        out_metavar="PATH", out_help="TOML file to write (atomically)",
+        help="write the configurations of a grid search worth taking to the private data",
         description="Read a finished release_flow grid-search run and write the configurations whose estimated "
                     "acceptance probability is at least --min-prob, best first, as TOML for the release spec.")
-    shortlist.add_argument("run_id", help="the grid search's parent run id")
-    shortlist.add_argument("--min-prob", type=float, default=0.1, help="minimal estimated acceptance (default 0.1)")
-    shortlist.add_argument("--out", required=True, metavar="PATH", help="TOML file to write (atomically)")
-    add_tracking_argument(shortlist)
-    shortlist.set_defaults(handler=_shortlist)
 
     release = sub.add_parser(
         "release", help="run the release scheme on private data (release mode, one machine) and write a bundle",

@@ -1,0 +1,172 @@
+"""What a ``privlab run`` logs per configuration: its summary entries and MLflow child runs.
+
+A finished configuration becomes one entry (and one child run) per facet of its workload:
+its selected metrics, the ledger's totals and steps, and, with artifacts, its ledger and
+reservoir sample. Metrics that measure time (``timing_*``) are logged on the child run but kept
+out of the entry, so results do not vary run to run. A ``unit_runs`` workload also gets one
+child run per unit. The entries of a run being resumed are read back from its child runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from privlab.platform import registry
+from privlab.platform.background_writer import BackgroundWriter
+from privlab.platform.configuration_state import ConfigState
+from privlab.platform.parent_run import ParentRun
+from privlab.platform.registry import MetricKind
+from privlab.platform.reports import parquet_bytes, parquet_frame
+from privlab.platform.spec import ExperimentSpec
+from privlab.platform.tracking import RunTags, Tracker
+
+RESULT_PATH = "result.json"
+RESERVOIR_PATH = "reservoir.parquet"
+
+
+class ConfigurationLog:
+    """The entries of a run's finished configurations, logged through ``writer`` as they finish."""
+
+    def __init__(self, tracker: Tracker, writer: BackgroundWriter, spec: ExperimentSpec, parent: ParentRun) -> None:
+        self.tracker = tracker
+        self.writer = writer
+        self.spec = spec
+        self.parent = parent
+        self.results: dict[str, list[dict[str, Any]]] = {}  # config id → its entries (one per facet)
+        self.timing: dict[str, dict[str, float]] = {}
+        self.reservoir_frames: dict[str, pd.DataFrame] = {}
+
+    def read_back(self) -> None:
+        """The entries the run logged before it stopped (on resume)."""
+        for child in self.tracker.configuration_runs(self.parent.experiment_id, self.parent.run_id):
+            result = self.tracker.read_text(child.info.run_id, RESULT_PATH)
+            if result:
+                entry = json.loads(result)
+                self.results.setdefault(entry.get("config", entry["id"]), []).append(entry)
+
+    def log_configuration(self, state: ConfigState) -> None:
+        """Log a finished configuration: one MLflow child run (and summary entry) per facet."""
+        config, ledger = state.config, state.ledger
+        study = self.spec.study(config.study)
+        workload = registry.get_workload(config.workload)
+        summary = state.aggregate.summary()
+        params = registry.build_params(workload.Params, config.params, where=config.id)
+        derived = workload.derive(params, summary)
+        kinds = workload.metric_kinds(params)
+        metrics = flatten_metrics(summary, kinds, study.metrics or (*kinds, *derived), derived)
+        measured = {k: v for k, v in metrics.items() if k.startswith("timing_")}
+        metrics = {k: v for k, v in metrics.items() if not k.startswith("timing_")}
+        ledger_metrics = {"eps_total": ledger.total().epsilon, "delta_total": ledger.total().delta}
+        for i, event in enumerate(ledger.events):
+            ledger_metrics[f"eps_step_{i:02d}_{_metric_safe(event.name)}"] = event.effective_epsilon
+        wall = time.perf_counter() - (state.started or time.perf_counter())
+        timing = {"wall_seconds": wall, "compute_seconds": state.aggregate.compute_seconds,
+                  "nodes": float(len(state.aggregate.nodes))} | {k.removeprefix("timing_"): v for k, v in measured.items()}
+        reservoirs = {name: acc.reservoir() for name, acc in state.aggregate.metrics.items() if acc.count}
+        facets = workload.facets(params) or {"": {}}
+        entries = []
+        for facet, facet_params in facets.items():
+            entry_id = f"{config.id}.{facet}" if facet else config.id
+            entry = {
+                "id": entry_id,
+                "study": config.study,
+                "workload": config.workload,
+                "label": " ".join(filter(None, (config.label(), _facet_label(facet_params)))),
+                "units": config.units,
+                "params": config.flat_params() | dict(facet_params),
+                "grid_point": dict(config.grid_point) | dict(facet_params),
+                "metrics": split_facet(metrics, facet, facets) | ledger_metrics,
+                "ledger": json.loads(ledger.to_json()),
+            }
+            if facet:
+                entry["config"] = config.id
+                entry["facet"] = facet
+            files: dict[str, str | bytes] = {RESULT_PATH: json.dumps(entry, indent=2, default=str)}
+            if self.spec.tracking.artifacts:
+                files["ledger.json"] = ledger.to_json()
+                files["ledger.txt"] = ledger.render_table()
+                kept = split_facet(reservoirs, facet, facets)
+                if kept:
+                    frame = pd.DataFrame({k: pd.Series(v) for k, v in kept.items()})
+                    self.reservoir_frames[entry_id] = frame
+                    files[RESERVOIR_PATH] = parquet_bytes(frame)
+            self.writer.submit(functools.partial(
+                self.tracker.log_result_run, self.parent.experiment_id, parent_id=self.parent.run_id,
+                name=entry["label"][:250],
+                params=entry["params"] | {"workload": config.workload, "study": config.study, "units": config.units},
+                metrics=entry["metrics"] | {f"timing_{k}": v for k, v in timing.items()}, files=files,
+                config_id=entry_id, group=config.id, study=config.study, workload=config.workload,
+                root_seed=self.parent.root_seed, mode=self.spec.mode,
+            ))
+            entries.append(entry)
+        self.results[config.id] = entries
+        self.timing[config.id] = timing
+
+    def log_unit_runs(self, state: ConfigState, records: list[tuple[int, dict[str, float]]]) -> None:
+        """One MLflow run per unit of a ``unit_runs`` workload (e.g. each release-flow attempt)."""
+        config = state.config
+        for index, metrics in records:
+            self.writer.submit(functools.partial(
+                self.tracker.log_result_run, self.parent.experiment_id, parent_id=self.parent.run_id,
+                name=f"{config.label()[:200]} #{index}",
+                params=config.flat_params() | {"workload": config.workload, "study": config.study, "unit": index},
+                metrics=metrics, files={}, config_id=config.id, group=config.id, study=config.study,
+                workload=config.workload, root_seed=self.parent.root_seed, mode=self.spec.mode, unit=index,
+            ))
+
+    def reservoir_of(self, config_id: str) -> pd.DataFrame | None:
+        """A configuration's reservoir sample: kept in memory, or read back after a resume."""
+        if config_id not in self.reservoir_frames and self.spec.tracking.artifacts:
+            child = next((c for c in self.tracker.configuration_runs(self.parent.experiment_id, self.parent.run_id)
+                          if RunTags.of(c).config_id == config_id), None)
+            frame = parquet_frame(self.tracker.read_bytes(child.info.run_id, RESERVOIR_PATH)) if child else None
+            if frame is not None:
+                self.reservoir_frames[config_id] = frame
+        return self.reservoir_frames.get(config_id)
+
+
+def flatten_metrics(
+    summary: Mapping[str, Mapping[str, float]],
+    kinds: Mapping[str, MetricKind],
+    selected: tuple[str, ...],
+    derived: Mapping[str, float],
+) -> dict[str, float]:
+    """``{metric}_{statistic}`` for the selected aggregated metrics, plus derived metrics."""
+    flat: dict[str, float] = {}
+    for name in selected:
+        if name in summary:
+            for statistic, value in summary[name].items():
+                flat[f"{name}_{statistic}"] = float(value)
+        elif name in derived:
+            flat[name] = float(derived[name])
+    return flat
+
+
+def split_facet(values: Mapping[str, Any], facet: str, facets: Mapping[str, Any]) -> dict[str, Any]:
+    """The values of one facet, renamed: ``"{facet}/{name}"`` becomes ``name``; values that
+    belong to no facet are shared by all. Without facets (``facet == ""``) nothing changes."""
+    if not facet:
+        return dict(values)
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        owner, sep, name = key.partition("/")
+        if sep and owner in facets:
+            if owner == facet:
+                out[name] = value
+        else:
+            out[key] = value
+    return out
+
+
+def _facet_label(params: Mapping[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items())
+
+
+def _metric_safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "_-./ " else "_" for c in name)

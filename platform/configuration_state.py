@@ -1,0 +1,134 @@
+"""What the driver of ``privlab run`` holds for each configuration while it runs, and how it is built.
+
+A :class:`ConfigState` is one configuration's worker context, its planned ledger, its exact
+aggregate so far (restored from a checkpoint on resume) and the trial ranges still to submit.
+Its data (a file dataset, or a dataset a workload names) is read once, up front, and put in the
+backend's object store once per study or dataset.
+
+Privacy accounting: each configuration is one candidate release, so its ledger is the plan of
+one trial checked against the ``[budget]`` cap before any work.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from privlab.platform import registry
+from privlab.platform.aggregation import ConfigAggregate
+from privlab.platform.datasets import FileDataset, GeneratedDataset
+from privlab.platform.ledger import Ledger
+from privlab.platform.spec import Configuration, ExperimentSpec
+from privlab.platform.worker_tasks import UnitContext
+
+
+@dataclasses.dataclass
+class ConfigState:
+    config: Configuration
+    context: UnitContext
+    aggregate: ConfigAggregate
+    ledger: Ledger
+    data_ref: Any = None
+    started: float | None = None
+    finished: bool = False
+    cursor: list[tuple[int, int]] = dataclasses.field(default_factory=list)  # ranges still to submit
+
+
+@dataclasses.dataclass(frozen=True)
+class RunData:
+    """The data a run's configurations read, loaded and validated before anything is logged."""
+
+    study_frames: Mapping[str, pd.DataFrame]  # study name → its file dataset
+    workload_frames: Mapping[str, pd.DataFrame]  # data key → a dataset a workload's parameters name
+    config_data_key: Mapping[str, str]  # configuration id → its workload's data key
+
+
+def load_run_data(spec: ExperimentSpec) -> RunData:
+    """Read every file dataset and every dataset a workload names, each once."""
+    study_frames = {
+        study.name: study.dataset.load() for study in spec.studies if isinstance(study.dataset, FileDataset)
+    }
+    workload_frames: dict[str, pd.DataFrame] = {}
+    config_data_key: dict[str, str] = {}
+    for config in spec.configurations:
+        if spec.study(config.study).dataset is not None:
+            continue
+        workload = registry.get_workload(config.workload)
+        params = registry.build_params(workload.Params, config.params, where=config.id)
+        key = workload.data_key(params)
+        if key is None:
+            continue
+        if key not in workload_frames:
+            workload_frames[key] = workload.load_data(params)
+        config_data_key[config.id] = key
+    return RunData(study_frames=study_frames, workload_frames=workload_frames, config_data_key=config_data_key)
+
+
+def prepare_states(
+    spec: ExperimentSpec,
+    *,
+    root_seed: int,
+    data: RunData,
+    put: Any,
+    results: dict[str, list[dict[str, Any]]],
+    checkpoint: Mapping[str, Any] | None,
+) -> dict[str, ConfigState]:
+    """The state of every configuration not already logged in ``results``.
+
+    ``put`` places a frame in the backend's object store. On resume, a configuration whose
+    facets were only partly logged before the stop is dropped from ``results`` and run again;
+    one fully logged has its entries put in facet order.
+    """
+    partial = (checkpoint or {}).get("partial", {})
+    refs: dict[str, Any] = {}
+    states: dict[str, ConfigState] = {}
+    for config in spec.configurations:
+        workload = registry.get_workload(config.workload)
+        params = registry.build_params(workload.Params, config.params, where=config.id)
+        if config.id in results:
+            facets = workload.facets(params)
+            logged = {entry.get("facet", "") for entry in results[config.id]}
+            if logged == (set(facets) or {""}):
+                order = list(facets) or [""]
+                results[config.id].sort(key=lambda e: order.index(e.get("facet", "")))
+                continue
+            del results[config.id]  # some facets were not logged before the stop: redo them all
+        study = spec.study(config.study)
+        ledger = spec.new_ledger()
+        for event in workload.plan(params):
+            ledger.spend(event)
+        context = UnitContext(
+            config_id=config.id,
+            workload=config.workload,
+            params=config.params,
+            dataset=study.dataset if isinstance(study.dataset, GeneratedDataset) else None,
+            dataset_params=config.dataset_params,
+            metric_kinds=dict(workload.metric_kinds(params)),
+            root_seed=root_seed,
+            study_key=config.study_key,
+            config_key=config.config_key,
+            ledger_template=ledger.fresh(),
+        )
+        aggregate = (
+            ConfigAggregate.from_state(partial[config.id]) if config.id in partial else context.empty_aggregate()
+        )
+        state = ConfigState(config=config, context=context, aggregate=aggregate, ledger=ledger)
+        if isinstance(study.dataset, FileDataset):
+            if study.name not in refs:
+                refs[study.name] = put(data.study_frames[study.name])
+            state.data_ref = refs[study.name]
+        elif config.id in data.config_data_key:
+            key = f"workload:{data.config_data_key[config.id]}"
+            if key not in refs:
+                refs[key] = put(data.workload_frames[data.config_data_key[config.id]])
+            state.data_ref = refs[key]
+        state.cursor = aggregate.done.missing(config.units)
+        states[config.id] = state
+    return states
+
+
+def is_actor_pool(state: ConfigState) -> bool:
+    return registry.get_workload(state.config.workload).pattern is registry.Pattern.ACTOR_POOL

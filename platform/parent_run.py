@@ -1,0 +1,93 @@
+"""The parent run of a ``privlab run``: started new, or resumed with its lease taken over.
+
+A new parent run records how it was made (version, git commit, root seed, spec hash, command)
+and the driver's lease; the spec itself is logged beside it. A resume checks that the run is a
+privlab parent run of exactly the same spec, reuses its root seed and takes the lease
+(:func:`privlab.platform.liveness.take_over`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+import json
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from privlab.platform.errors import ExecutionError
+from privlab.platform.liveness import take_over
+from privlab.platform.seeding import fresh_root_seed
+from privlab.platform.spec import ExperimentSpec
+from privlab.platform.tracking import RunTags, Tracker
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ParentRun:
+    experiment_id: str
+    run_id: str
+    root_seed: int
+
+
+def start_parent_run(
+    tracker: Tracker, spec: ExperimentSpec, experiment_id: str, driver: Mapping[str, Any], *, command: str | None,
+) -> ParentRun:
+    """A new parent run for ``spec``, driven by ``driver``."""
+    root_seed = spec.seed if spec.seed is not None else fresh_root_seed()
+    params = {
+        "spec": spec.name,
+        "seed": root_seed,
+        "studies": ",".join(s.name for s in spec.studies),
+        "configurations": len(spec.configurations),
+        "budget.epsilon": spec.budget.epsilon if spec.budget else "uncapped",
+    }
+    run_id = tracker.start_parent_run(
+        experiment_id, name=f"{spec.name}", params=params, description=spec.description, root_seed=root_seed,
+        mode=spec.mode, spec_name=spec.name, spec_sha256=spec.sha256, command=(command or "")[:4000],
+        version=_version(), git_commit=_git_commit(spec.source), driver=driver,
+    )
+    if spec.tracking.artifacts:
+        tracker.log_texts(run_id, {"spec.json": json.dumps(spec.document, indent=2, default=str),
+                                   "spec.toml": spec.text})
+    return ParentRun(experiment_id=experiment_id, run_id=run_id, root_seed=root_seed)
+
+
+def resume_parent_run(
+    tracker: Tracker, spec: ExperimentSpec, experiment_id: str, driver: Mapping[str, Any], *, run_id: str,
+) -> ParentRun:
+    """Parent run ``run_id``, taken over by ``driver`` to go on with ``spec``.
+
+    Raises:
+        ExecutionError: The run is not a privlab parent run, was started from another spec, has
+            finished, or another driver holds it.
+    """
+    tags = RunTags.of(tracker.get_run(run_id))
+    if tags.kind != "parent":
+        raise ExecutionError(f"run {run_id} is not a privlab parent run; resume the id `privlab run` printed")
+    if tags.spec_sha256 != spec.sha256:
+        raise ExecutionError(
+            f"run {run_id} was started from a different spec (or different --set values); "
+            "resume with exactly the same spec and overrides, or start a new run"
+        )
+    root_seed = int(tags.root_seed)  # type: ignore[arg-type]
+    take_over(tracker, run_id, driver)
+    return ParentRun(experiment_id=experiment_id, run_id=run_id, root_seed=root_seed)
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("privlab")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _git_commit(source: Path) -> str:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(source.resolve().parent), "rev-parse", "HEAD"],
+            capture_output=True, text=True, timeout=5, check=False,
+        )
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"

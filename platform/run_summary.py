@@ -1,0 +1,111 @@
+"""The end of a ``privlab run``: its summary, results table, plots and study reports.
+
+The summary lists every configuration's entries in spec order; the run's ``eps_total`` is the
+largest configuration total (configurations are alternatives, not compositions). The parent run
+gets the totals and is marked complete, then receives ``summary.json`` and, with artifacts, the
+results table, plots and reports in one upload.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from privlab.platform.background_writer import BackgroundWriter
+from privlab.platform.configuration_log import ConfigurationLog
+from privlab.platform.plots import study_plots
+from privlab.platform.reports import REPORT_PREFIX, build_reports, parquet_bytes, write_report_dir
+from privlab.platform.spec import ExperimentSpec
+from privlab.platform.tracking import Tracker
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunTiming:
+    wall_seconds: float
+    startup_seconds: float
+    execution_seconds: float
+
+
+def finish_run(
+    tracker: Tracker,
+    writer: BackgroundWriter,
+    spec: ExperimentSpec,
+    configuration_log: ConfigurationLog,
+    backend: Any,
+    timing: RunTiming,
+    *,
+    command: str | None,
+    report_dir: Path | None,
+) -> dict[str, Any]:
+    """Log the run's summary and artifacts on its parent run; returns the summary."""
+    parent = configuration_log.parent
+    ordered = [entry for c in spec.configurations for entry in configuration_log.results[c.id]]
+    epsilons = [e["metrics"]["eps_total"] for e in ordered]
+    deltas = [e["metrics"]["delta_total"] for e in ordered]
+    summary = {
+        "run_id": parent.run_id,
+        "experiment": spec.tracking.experiment,
+        "spec": spec.name,
+        "spec_sha256": spec.sha256,
+        "root_seed": parent.root_seed,
+        "mode": spec.mode,
+        "epsilon_total": max(epsilons, default=0.0),
+        "delta_total": max(deltas, default=0.0),
+        "budget": dataclasses.asdict(spec.budget) if spec.budget else None,
+        "configurations": ordered,
+        "timing": {
+            "wall_seconds": timing.wall_seconds,
+            "startup_seconds": timing.startup_seconds,
+            "execution_seconds": timing.execution_seconds,
+            "workers": backend.workers,
+            "ray_nodes": backend.nodes,
+            "backend": backend.name,
+            "configurations": configuration_log.timing,
+        },
+    }
+    parent_began = time.perf_counter()
+    table = results_table(ordered)
+    tracker.mark_complete(parent.run_id, {
+        "eps_total": summary["epsilon_total"], "delta_total": summary["delta_total"],
+        "configurations_done": float(len(ordered)), "timing_wall_seconds": timing.wall_seconds,
+    })
+    files: dict[str, str | bytes] = {"summary.json": json.dumps(summary, indent=2, default=str)}
+    if spec.tracking.artifacts:
+        files["results.parquet"] = parquet_bytes(table)
+        files["results.csv"] = table.to_csv(index=False)
+    if spec.tracking.artifacts and spec.tracking.plots:
+        for name, png in study_plots(spec, ordered).items():
+            files[f"plots/{name}"] = png
+    reports = build_reports(summary, configuration_log.reservoir_of, command=command)
+    if spec.tracking.artifacts:
+        files.update({f"{REPORT_PREFIX}/{name}": content for name, content in reports.items()})
+    tracker.log_texts(parent.run_id, files)
+    if report_dir is not None:
+        write_report_dir(reports, report_dir)
+    parent_seconds = time.perf_counter() - parent_began
+    # Where the results went (not part of the logged summary.json: it describes the store itself).
+    summary["tracking"] = {"uri": tracker.uri, "artifacts": tracker.get_run(parent.run_id).info.artifact_uri}
+    summary["timing"]["tracking_seconds"] = tracker.seconds
+    summary["timing"]["tracking_blocked_seconds"] = writer.blocked_seconds + parent_seconds
+    return summary
+
+
+def results_table(entries: list[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per entry: its id, study, workload, parameters and metrics."""
+    rows = []
+    for entry in entries:
+        row = {"config_id": entry["id"], "study": entry["study"], "workload": entry["workload"]}
+        row.update({k: (v if isinstance(v, (int, float, str)) else json.dumps(v)) for k, v in entry["params"].items()})
+        row.update(entry["metrics"])
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    for column in frame.columns:  # a column mixing numbers and text (depth 1, 2, "unlimited") → text
+        if frame[column].dtype == object and not all(isinstance(v, str) or v is None for v in frame[column]):
+            frame[column] = frame[column].map(lambda v: v if v is None else str(v))
+    return frame
