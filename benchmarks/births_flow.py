@@ -12,12 +12,23 @@
    same configurations, same attempts, one MLflow run per attempt): execution-phase seconds of
    each (Ray start-up reported apart), the speed-up, and a check that both give identical
    results (the run summaries' configurations).
+3. ``seconds_per_flow_wide``: a wide table, as in issue 13: a synthetic census-like table of
+   30,000 records and 13 columns (nine categoricals of 2 to 40 levels, four binned numeric
+   columns; hyphenated names), whose space and settings are written to a temporary folder;
+   flows of PrivBayes (θ flavour, ε = 4) with the all-k-way absolute marginals criterion
+   (8,191 marginals) and the relative 1-way one, on one core, 1 warm-up + ``--repeats``
+   timed. Then the all-k-way maximum of one flow's data and candidate, by
+   ``max_abs_marginal_difference`` (``seconds_marginals_wide``) and by the per-subset
+   reference it replaced (``seconds_marginals_wide_per_subset``, once; the two must agree),
+   and by the fast path against a perfect synthesizer's candidate (a fresh draw from the
+   generator: small differences, the least pruning; ``seconds_marginals_wide_fresh_sample``).
 
 The machine is shared: the load average is printed before and after, and every ratio compares
 numbers measured in this one run.
 
-    python benchmarks/births_flow.py --quick    # under two minutes on 2 cores
-    python benchmarks/births_flow.py            # more configurations and repeats
+    python benchmarks/births_flow.py --quick       # under two minutes on 2 cores (half a minute: part 3's reference)
+    python benchmarks/births_flow.py               # more configurations and repeats
+    python benchmarks/births_flow.py --wide-only   # part 3 alone
 """
 
 from __future__ import annotations
@@ -30,17 +41,24 @@ for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep Ray on loopback
 
 import argparse  # noqa: E402
+import math  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from privlab.mechanisms.release.flow import FlowConfiguration, run_flow  # noqa: E402
+from privlab.mechanisms.acceptance.base import codes_of  # noqa: E402
+from privlab.mechanisms.acceptance.marginals import (  # noqa: E402
+    max_abs_marginal_difference,
+    max_abs_marginal_difference_per_subset,
+)
+from privlab.mechanisms.release.flow import FlowConfiguration, load_settings, run_flow  # noqa: E402
+from privlab.mechanisms.tabular.space import load_release_space  # noqa: E402
 from privlab.mechanisms.release.workloads import ReleaseFlowParams, flow_inputs  # noqa: E402
 from privlab.platform.ledger import Ledger  # noqa: E402
 from privlab.platform.randomness import SeededSource  # noqa: E402
@@ -99,6 +117,175 @@ def flow_timings(
     return steps, totals, warmups
 
 
+# --- 3. a wide table ----------------------------------------------------------------------------------------------
+
+WIDE_RECORDS = 30_000
+# Categorical columns: levels and the Zipf exponent of their skew (occupation and industry are
+# derived from education below, so their skew comes out of that).
+WIDE_CATEGORIES = {"sex": (2, 0.1), "race-ethnicity": (9, 1.6), "marital-status": (6, 0.0),
+                   "education-level": (16, 0.0), "occupation-code": (40, 0.9), "industry-code": (25, 0.0),
+                   "state-of-residence": (40, 0.8), "citizenship-status": (5, 2.5), "language-at-home": (12, 2.0)}
+# Numeric columns: public bounds and bin edges (15, 10, 7 and 20 bins).
+WIDE_NUMERIC = {"age-years": ((16, 90), list(range(20, 90, 5))),
+                "hours-per-week": ((0, 99), [10, 20, 30, 35, 40, 45, 50, 60, 70]),
+                "household-size": ((1, 12), [2, 3, 4, 5, 6, 7]),
+                "annual-income": ((0, 999_999), [5_000, 10_000, 15_000, 20_000, 25_000, 30_000, 35_000, 40_000,
+                                                 50_000, 60_000, 70_000, 80_000, 100_000, 125_000, 150_000,
+                                                 200_000, 250_000, 300_000, 500_000])}
+WIDE_COLUMNS = ("age-years", "sex", "race-ethnicity", "marital-status", "education-level", "occupation-code",
+                "industry-code", "state-of-residence", "hours-per-week", "household-size", "annual-income",
+                "citizenship-status", "language-at-home")
+WIDE_SETTINGS = """description = "wide-table benchmark: all-k-way absolute marginals and 1-way relative marginals"
+epsilon_generation = 4.0
+
+[[criterion]]
+kind = "marginals_absolute"
+name = "marginals_absolute"
+threshold = 0.01
+epsilon = 0.01
+
+[[criterion]]
+kind = "marginals_relative"
+name = "marginals_relative"
+threshold = 1.4
+epsilon = 0.30
+ratio_clip = 2.0
+"""
+WIDE_CONFIGURATION = FlowConfiguration(transformation="", synthesizer="privbayes",
+                                       synthesizer_params=(("epsilon_split", 0.3), ("theta", 4.0)))
+
+
+def _zipf(levels: int, exponent: float) -> np.ndarray:
+    p = 1.0 / np.arange(1, levels + 1) ** exponent
+    return p / p.sum()
+
+
+def _label(column: str, code: int) -> str:
+    return f"{column.split('-')[0]}-{code:02d}"
+
+
+def wide_raw(n: int, rng: np.random.Generator) -> pd.DataFrame:
+    """``n`` census-like records: age drives marital status and education, education drives
+    occupation (and it industry) and income; the rest are skewed and independent."""
+    age = np.clip(rng.gamma(6.0, 7.0, n) + 10, 16, 90).astype(np.int64)
+    education = np.clip((rng.normal(9, 3, n) + 2 * (age > 22)).astype(np.int64), 0, 15)
+    occupation = (rng.choice(40, n, p=_zipf(40, 0.9)) + education) % 40
+    young = age < 25
+    codes = {
+        "sex": rng.choice(2, n, p=_zipf(2, 0.1)),
+        "race-ethnicity": rng.choice(9, n, p=_zipf(9, 1.6)),
+        "marital-status": np.where(young, rng.choice(6, n, p=[.8, .15, .02, .01, .01, .01]),
+                                   rng.choice(6, n, p=[.25, .5, .12, .05, .05, .03])),
+        "education-level": education,
+        "occupation-code": occupation,
+        "industry-code": (occupation * 7 // 11 + rng.choice(5, n, p=[.6, .2, .1, .05, .05])) % 25,
+        "state-of-residence": rng.choice(40, n, p=_zipf(40, 0.8)),
+        "citizenship-status": rng.choice(5, n, p=_zipf(5, 2.5)),
+        "language-at-home": rng.choice(12, n, p=_zipf(12, 2.0)),
+    }
+    numeric = {
+        "age-years": age,
+        "hours-per-week": np.clip(rng.normal(38, 12, n), 0, 99).astype(np.int64),
+        "household-size": np.clip(rng.poisson(1.6, n) + 1, 1, 12),
+        "annual-income": np.clip(np.exp(rng.normal(10.3 + 0.08 * education, 0.8, n)), 0, 999_999).astype(np.int64),
+    }
+    return pd.DataFrame({c: numeric[c] if c in numeric else [_label(c, v) for v in codes[c]] for c in WIDE_COLUMNS})
+
+
+def wide_space_toml() -> str:
+    """The release space of the wide table: its public schema, one transformation (categories
+    as codes, numeric columns binned), no constraints."""
+    lines = ['name = "wide-census"', 'description = "synthetic census-like table, 13 columns (benchmark)"', ""]
+    for c in WIDE_COLUMNS:
+        lines.append(f'[schema."{c}"]')
+        if c in WIDE_NUMERIC:
+            (lower, upper), _ = WIDE_NUMERIC[c]
+            lines += ['type = "integer"', f"lower = {lower}", f"upper = {upper}"]
+        else:
+            labels = ", ".join(f'"{_label(c, v)}"' for v in range(WIDE_CATEGORIES[c][0]))
+            lines += ['type = "categorical"', f"categories = [{labels}]"]
+        lines.append("")
+    for c in WIDE_COLUMNS:
+        lines.append(f'[transformations."{c}".alternatives.default]')
+        if c in WIDE_NUMERIC:
+            (lower, upper), edges = WIDE_NUMERIC[c]
+            lines += ['kind = "bins"', f"clip = [{lower}, {upper}]", f"edges = {edges}"]
+        else:
+            lines.append('kind = "categorical"')
+        lines.append("")
+    return "\n".join(lines)
+
+
+def wide_case(repeats: int) -> dict[str, float]:
+    """Part 3: wide-table flows on one core, then the all-k-way maximum, fast path vs per-subset."""
+    with tempfile.TemporaryDirectory(prefix="privlab-bench-wide-") as tmp:
+        Path(tmp, "space.toml").write_text(wide_space_toml())
+        Path(tmp, "flow.toml").write_text(WIDE_SETTINGS)
+        space = load_release_space(Path(tmp, "space.toml"))
+        settings = load_settings(Path(tmp, "flow.toml"))
+    raw = wide_raw(WIDE_RECORDS, np.random.default_rng(20240113))
+    cleaned = space.clean_raw(raw, source="wide table")
+    print(f"\n3. a wide table: {len(cleaned):,} records x {len(WIDE_COLUMNS)} columns, "
+          f"{2 ** len(WIDE_COLUMNS) - 1:,} marginals; PrivBayes "
+          f"{', '.join(f'{k}={v}' for k, v in WIDE_CONFIGURATION.synthesizer_params)}; one core, "
+          f"1 warm-up + {repeats} timed flows", flush=True)
+    steps: dict[str, list[float]] = {}
+    totals: list[float] = []
+    affinity = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(affinity)})
+    try:
+        for rep in range(repeats + 1):
+            source = SeededSource(np.random.default_rng([20240113, rep]))
+            began = time.perf_counter()
+            outcome = run_flow(cleaned, space=space, configuration=WIDE_CONFIGURATION, settings=settings,
+                               source=source, ledger=Ledger(epsilon_cap=settings.epsilon_flow))
+            seconds = time.perf_counter() - began
+            if rep == 0:
+                print(f"  warm-up flow (per-domain criteria check, first calls): {seconds:.3f} s", flush=True)
+                continue
+            totals.append(seconds)
+            for step, value in outcome.seconds.items():
+                steps.setdefault(step, []).append(value)
+        domain = outcome.transformation.domain
+        print(f"  domain sizes {domain.sizes} ({math.prod(domain.sizes):.2e} cells)")
+        print(f"  median seconds per step over {len(totals)} timed flows:")
+        for step, values in steps.items():
+            print(f"    {step:<36} {statistics.median(values):7.4f}")
+
+        names = domain.names
+        r = codes_of(outcome.transformation.apply(cleaned, source="wide table"), domain, names, what="wide data")
+        s = codes_of(outcome.candidate, domain, names, what="wide candidate")
+        fresh = codes_of(outcome.transformation.apply(
+            space.clean_raw(wide_raw(WIDE_RECORDS, np.random.default_rng(20240114)), source="fresh draw"),
+            source="fresh draw"), domain, names, what="fresh draw")
+        sizes, d = list(domain.sizes), len(names)
+        fast, fast_values = _best_of(3, lambda: max_abs_marginal_difference(r, s, sizes, k_max=d))
+        fresh_seconds, fresh_value = _best_of(3, lambda: max_abs_marginal_difference(r, fresh, sizes, k_max=d))
+        slow, slow_value = _best_of(1, lambda: max_abs_marginal_difference_per_subset(r, s, sizes, k_max=d))
+    finally:
+        os.sched_setaffinity(0, affinity)
+    print(f"  all-k-way maximum |q(R) - q(S)| of the last flow's candidate: {fast_values} "
+          f"(per-subset reference: {slow_value}; {'equal' if fast_values == slow_value else 'DIFFERENT'})")
+    print(f"    fast path {fast:.3f} s (best of 3), per-subset reference {slow:.3f} s: {slow / fast:.0f}x")
+    print(f"  against a fresh draw from the generator (a perfect synthesizer): maximum {fresh_value}, "
+          f"fast path {fresh_seconds:.3f} s (best of 3)")
+    if fast_values != slow_value:
+        raise SystemExit("ERROR: the fast all-k-way maximum differs from the per-subset reference")
+    return {"seconds_marginals_wide_per_subset": slow, "seconds_marginals_wide": fast,
+            "seconds_marginals_wide_fresh_sample": fresh_seconds,
+            "seconds_per_flow_wide": statistics.median(totals)}
+
+
+def _best_of(times: int, call: Callable[[], int]) -> tuple[float, int]:
+    """The fastest of ``times`` calls (seconds) and the call's value."""
+    seconds, value = math.inf, 0
+    for _ in range(times):
+        began = time.perf_counter()
+        value = call()
+        seconds = min(seconds, time.perf_counter() - began)
+    return seconds, value
+
+
 def platform_run(overrides: list[str], uri: str, workers: int) -> dict:
     spec = load_spec(GRID, overrides)
     return run_experiment(spec, RunOptions(workers=workers, tracking_uri=uri, progress=False))
@@ -106,12 +293,19 @@ def platform_run(overrides: list[str], uri: str, workers: int) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="fewer configurations and repeats (under two minutes)")
+    parser.add_argument("--quick", action="store_true", help="fewer configurations and repeats")
+    parser.add_argument("--wide-only", action="store_true", help="only part 3, the wide table")
     args = parser.parse_args()
     flow_points, repeats = (2, 2) if args.quick else (4, 4)
     ray_points, ray_repetitions = (2, 2) if args.quick else (4, 3)
 
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)", flush=True)
+    if args.wide_only:
+        wide = wide_case(repeats)
+        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        for name, value in wide.items():
+            print(f"{name}: {value:.3f}")
+        return 0
     spec = load_spec(GRID, grid_slice(flow_points, 1))
     configs = list(spec.configurations)
 
@@ -155,11 +349,16 @@ def main() -> int:
     print(f"  seconds per flow in the platform: 1 worker {one_seconds / flows:.3f}, "
           f"2 workers {two_seconds / flows:.3f}")
     print(f"  speedup_2_workers: {one_seconds / two_seconds:.3f}")
+
+    # --- 3. a wide table (issue 13): 13 columns, 8,191 marginals ----------------------------------------------
+    wide = wide_case(repeats)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if not identical:
         print("ERROR: 1- and 2-worker results differ", file=sys.stderr)
         return 1
     print(f"seconds_per_flow: {seconds_per_flow:.3f}")
+    for name, value in wide.items():
+        print(f"{name}: {value:.3f}")
     return 0
 
 

@@ -19,7 +19,10 @@ from privlab.mechanisms.acceptance.marginals import (
     MarginalsAbsoluteError,
     MarginalsRelativeError,
     adjusted_threshold,
+    _pruned_max_difference,
+    _subset_difference_max,
     max_abs_marginal_difference,
+    max_abs_marginal_difference_per_subset,
     relative_error_sensitivity,
 )
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
@@ -112,6 +115,117 @@ def test_every_counting_path_agrees(cell_limit: int) -> None:
     assert max_abs_marginal_difference(r, s, sizes, k_max=6, cell_limit=cell_limit) == reference
     assert max_abs_marginal_difference(r, s, sizes, k_max=2, cell_limit=cell_limit) == max_abs_marginal_difference(
         r, s, sizes, k_max=2)
+    for k_max in (1, 3, 6):
+        assert max_abs_marginal_difference(r, s, sizes, k_max=k_max, cell_limit=cell_limit) == (
+            max_abs_marginal_difference_per_subset(r, s, sizes, k_max=k_max))
+
+
+# --- wide tables: branch and bound against the per-subset reference ----------------------------
+
+
+def _skewed_codes(rng: np.random.Generator, n: int, sizes: tuple[int, ...]) -> np.ndarray:
+    """Codes with Zipf-like skew, and one column copied (noisily) from another, like census data."""
+    columns = []
+    for size in sizes:
+        p = 1.0 / np.arange(1, size + 1) ** rng.uniform(0.3, 2.0)
+        columns.append(rng.choice(size, size=n, p=p / p.sum()))
+    codes = np.column_stack(columns)
+    if len(sizes) > 3:
+        copy = rng.random(n) < 0.7
+        codes[copy, 3] = codes[copy, 2] % sizes[3]
+    return codes
+
+
+def _parity_design(base: np.ndarray, sizes: tuple[int, ...], columns: tuple[int, ...], copies: int,
+                   rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``R = base + E``, ``S = base + O``: on ``columns`` (codes 0/1) ``E`` holds the points of even
+    parity, ``O`` those of odd parity, each ``copies`` times, the other columns one fixed row.
+
+    Every marginal over fewer than ``t = len(columns)`` of them agrees (a projection of the even
+    or of the odd points of ``{0,1}^t`` onto ``t − 1`` coordinates is a bijection), so the
+    difference (``copies``) appears only in marginals holding all ``t`` columns: order ≥ t.
+    """
+    t = len(columns)
+    points = np.array(list(product((0, 1), repeat=t)))
+    fixed = np.array([rng.integers(0, size) for size in sizes])
+    extra = []
+    for parity in (0, 1):
+        chosen = np.repeat(points[points.sum(axis=1) % 2 == parity], copies, axis=0)
+        block = np.tile(fixed, (len(chosen), 1))
+        block[:, list(columns)] = chosen
+        extra.append(block)
+    return np.concatenate([base, extra[0]]), np.concatenate([base, extra[1]])
+
+
+WIDE_CASES = ["independent", "resampled", "one_record", "two_records", "equal", "parity_full", "parity_high"]
+
+
+def _per_level_reference(r: np.ndarray, s: np.ndarray, sizes: tuple[int, ...]) -> list[int]:
+    """``max_cell |q_A(R) − q_A(S)|`` maximised over the subsets of each size ``k = 1..d``, one
+    subset at a time as :func:`max_abs_marginal_difference_per_subset` counts them (bincount up to
+    ``4n`` cells, sparse unique beyond); the maximum up to ``k_max`` is that of the first ``k_max``."""
+    limit = 4 * len(r)
+    return [max(_subset_difference_max(r[:, list(a)], s[:, list(a)], [sizes[c] for c in a], limit)
+                for a in combinations(range(len(sizes)), k)) for k in range(1, len(sizes) + 1)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("case", WIDE_CASES)
+def test_branch_and_bound_equals_per_subset_on_wide_tables(case: str, seed: int) -> None:
+    """Exactly the per-subset maximum on 10–13 columns of 2–40 codes, where the maximum is in a
+    low-order marginal (independent draws), a middle one (part resampled), every order (one or
+    two records changed), nowhere (R == S), or only in high-order marginals (parity designs)."""
+    rng = np.random.default_rng([13, seed, WIDE_CASES.index(case)])
+    parity = case.startswith("parity")
+    d = 10 if parity else 11 + seed  # a parity design on t columns has 2^(t-1) rows a side
+    t = {"parity_full": d, "parity_high": d - 3}.get(case, 0)  # its lowest differing order
+    sizes = tuple(int(k) for k in rng.choice([2, 2, 3, 5, 8, 12, 20, 40], size=d))
+    n = 1000
+    r = _skewed_codes(rng, n, sizes)
+    if case == "independent":
+        s = _skewed_codes(np.random.default_rng([99, seed]), n, sizes)
+    elif case == "resampled":
+        s = r.copy()
+        rows = rng.choice(n, size=n // 5, replace=False)
+        s[rows] = _skewed_codes(rng, rows.size, sizes)
+    elif case in ("one_record", "two_records"):
+        s = r.copy()
+        for row in range(1 if case == "one_record" else 2):
+            s[row] = [rng.integers(0, k) for k in sizes]
+    elif case == "equal":
+        s = r.copy()
+    else:  # the difference only in marginals of order >= t (t = d: only the full d-way one)
+        columns = tuple(sorted(rng.choice(d, size=t, replace=False).tolist()))
+        r, s = _parity_design(r, sizes, columns, copies=1 + seed, rng=np.random.default_rng(seed))
+    levels = _per_level_reference(r, s, sizes)
+    if parity:
+        assert levels == [0] * (t - 1) + [1 + seed] * (d - t + 1)
+    if case == "equal":
+        assert levels == [0] * d
+    for k_max in range(1, d + 1):
+        if parity and k_max not in (1, t - 1, t, d):
+            continue  # nothing is pruned below order t: every k_max costs a whole lattice
+        got = max_abs_marginal_difference(r, s, sizes, k_max=k_max)
+        assert type(got) is int and got == max(levels[:k_max]), (case, seed, k_max)
+    # Keeping no rows (every subset counted on all rows) or few changes nothing.
+    for live in (0, 500):
+        assert _pruned_max_difference(r, s, sizes, k_max=d, live_rows_limit=live) == max(levels)
+
+
+def test_branch_and_bound_renumbers_cells_past_int64() -> None:
+    """13 columns of 40 codes (40¹³ > 2⁶²): the mixed-radix index is renumbered, results unchanged;
+    a parity design on 9 of them differs only in marginals of order ≥ 9."""
+    rng = np.random.default_rng(5)
+    sizes = (40,) * 13
+    r = _skewed_codes(rng, 300, sizes)
+    s = r.copy()
+    s[rng.choice(300, size=20, replace=False)] = _skewed_codes(rng, 20, sizes)
+    expected = max(_per_level_reference(r, s, sizes))
+    assert max_abs_marginal_difference(r, s, sizes, k_max=13) == expected
+    assert _pruned_max_difference(r, s, sizes, k_max=13, live_rows_limit=0) == expected
+    r2, s2 = _parity_design(r, sizes, (0, 2, 3, 5, 7, 8, 10, 11, 12), copies=2, rng=rng)
+    assert max_abs_marginal_difference(r2, s2, sizes, k_max=13) == 2
+    assert max_abs_marginal_difference(r2, s2, sizes, k_max=8) == 0
 
 
 def test_relative_error_by_hand() -> None:
