@@ -22,6 +22,7 @@ import fcntl
 import json
 import logging
 import os
+import re
 import tempfile
 import time
 from collections.abc import Iterator
@@ -101,6 +102,22 @@ def resolve_tracking_uri(uri: str | None) -> str:
     import mlflow
 
     return mlflow.get_tracking_uri()
+
+
+def artifact_location(uri: str, experiment: str) -> str | None:
+    """Where a new experiment's artifacts go: beside a local sqlite store, in ``mlruns/`` next to
+    the database file (MLflow's own default is ``./mlruns`` of whatever folder the command runs
+    in); None (the server's or store's default) for any other store.
+
+    The experiment's folder is its name with anything but letters, digits, ``.``, ``_`` and
+    ``-`` replaced by ``_``; runs get their own subfolders below it, so two names that map to
+    the same folder still never share an artifact.
+    """
+    if not uri.startswith("sqlite:///"):
+        return None
+    database = Path(uri.removeprefix("sqlite:///").split("?", 1)[0]).resolve()
+    folder = re.sub(r"[^A-Za-z0-9._-]", "_", experiment) or "experiment"
+    return (database.parent / "mlruns" / folder).as_uri()
 
 
 def existing_store_uri(uri: str | None) -> str:
@@ -197,7 +214,7 @@ class Tracker:
             experiment = self.client.get_experiment_by_name(name)
             if experiment is not None:
                 return experiment.experiment_id
-            return self.client.create_experiment(name)
+            return self.client.create_experiment(name, artifact_location=artifact_location(self.uri, name))
 
     def experiment_names(self) -> list[str]:
         """The names of the store's active experiments, MLflow's empty ``Default`` left out."""

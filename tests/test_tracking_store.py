@@ -71,3 +71,19 @@ def test_a_run_says_where_its_results_went(tmp_path: Path) -> None:
     assert store.endswith(f"sqlite:///{tmp_path / 'mlflow.db'}")
     artifacts = next(line for line in done.stdout.splitlines() if "artifacts of run" in line).split(": ", 1)[1]
     assert (Path(artifacts) / "summary.json").is_file()  # the location printed is where the files are
+
+
+def test_artifacts_go_beside_a_sqlite_store_wherever_the_command_runs(tmp_path: Path) -> None:
+    """Issue 13 item 10: MLflow's default put them in ./mlruns of the working folder."""
+    store, elsewhere = tmp_path / "store", tmp_path / "elsewhere"
+    store.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "tiny.toml").write_text(SPEC)
+    done = subprocess.run([*PRIVLAB, "run", "tiny.toml", "--serial", "--no-progress",
+                           "--tracking-uri", f"sqlite:///{store / 'runs.db'}"],
+                          cwd=elsewhere, capture_output=True, text=True, timeout=240, check=False, env=_environment())
+    assert done.returncode == 0, done.stderr
+    assert not (elsewhere / "mlruns").exists()
+    artifacts = sorted(p.name for p in (store / "mlruns" / "tiny").rglob("*") if p.is_file())
+    assert "spec.json" in artifacts and "ledger.json" in artifacts
+    assert "artifacts of run" in done.stdout and str(store / "mlruns" / "tiny") in done.stdout
