@@ -108,10 +108,8 @@ def datasheet(spec: ReleaseSpec, shortlist: Shortlist, outcome: FlowOutcome, acc
     transforms = outcome.transformation.columns
     sources = [transform.column.name for transform in transforms]
     shown = [transform.representative_values() for transform in transforms]
-    for source_name, column, values in zip(sources, outcome.transformation.domain, shown, strict=True):
-        text = ", ".join(column.labels) if values is None else \
-            ", ".join(f"{label} → {value:g}" for label, value in zip(column.labels, values, strict=True))
-        columns.append(f"| {source_name} | {column.name} | {text} |")
+    for source_name, column, transform in zip(sources, outcome.transformation.domain, transforms, strict=True):
+        columns.append(f"| {source_name} | {column.name} | {', '.join(transform.code_descriptions())} |")
     binned = next(((name, label, value) for name, column, values in zip(sources, outcome.transformation.domain, shown,
                                                                           strict=True)
                    if values is not None
@@ -150,10 +148,12 @@ after it passed every acceptance criterion below (their noisy results are in `ac
 columns are those of the original schema at the resolution of the selected transformation
 (`{outcome.transformation.id}`); {decode_text}.
 
-Released columns and the bins behind them (a boolean column holds the code 0/1 as False/True; a
-date column holds the bin's representative date):
+Released columns and the codes behind them: each code's label and, after →, what the released
+data holds for it (a bin's representative value; a group of categories, listed in brackets, holds
+its first category; a boolean column holds the code 0/1 as False/True; a date column holds the
+bin's representative date):
 
-| released column | modelled as | bins (label → representative value) |
+| released column | modelled as | codes (label → released value) |
 |---|---|---|
 {chr(10).join(columns)}
 

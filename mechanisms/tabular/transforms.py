@@ -154,9 +154,18 @@ class ColumnTransform(abc.ABC):
         """Raw-like values of valid codes: representative values, or uniform in the bin with ``rng``."""
 
     def representative_values(self) -> tuple[float, ...] | None:
-        """What each code decodes to without an ``rng``, for ordered columns (None otherwise):
+        """What each code decodes to without an ``rng``, when that is a number (None otherwise):
         the domain's values, except where a subclass decodes to something else."""
         return self.domain.values
+
+    def code_descriptions(self) -> tuple[str, ...]:
+        """Per code, its label and what it decodes to without an ``rng`` (for datasheets):
+        ``"25-34 → 29.5"`` for a bin, the label alone where the label is the value."""
+        values = self.representative_values()
+        if values is None:
+            return self.domain.labels
+        return tuple(label if label == f"{value:g}" else f"{label} → {value:g}"
+                     for label, value in zip(self.domain.labels, values, strict=True))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -476,6 +485,14 @@ class CategoricalTransform(ColumnTransform):
         return ColumnDomain(name=self.name, labels=self.labels or tuple(str(c) for c in self.categories),
                             values=None if self.values is None else tuple(float(v) for v in self.values))
 
+    def representative_values(self) -> None:
+        """None: codes decode to the schema's categories (declared ``values`` are for the criteria)."""
+        return None
+
+    def code_descriptions(self) -> tuple[str, ...]:
+        return tuple(label if label == str(category) else f"{label} → {category}"
+                     for label, category in zip(self.domain.labels, self.categories, strict=True))
+
     def encode(self, values: pd.Series) -> np.ndarray:
         typed = values if isinstance(values.dtype, pd.CategoricalDtype) else values.astype(
             pd.CategoricalDtype(list(self.categories))
@@ -547,6 +564,13 @@ class CategoryGroupsTransform(ColumnTransform):
         if self.other is not None:
             return [*self.groups, (self.other, rest)]
         return [*self.groups, *((str(c), (c,)) for c in rest)]
+
+    def representative_values(self) -> None:
+        """None: codes decode to categories (a group's first listed member), not numbers."""
+        return None
+
+    def code_descriptions(self) -> tuple[str, ...]:
+        return tuple(f"{label} ({', '.join(map(str, members))}) → {members[0]}" for label, members in self._members())
 
     @property
     def domain(self) -> ColumnDomain:
