@@ -110,6 +110,13 @@ def shared_dataset(relative: str) -> Path:
 
 
 @pytest.fixture(scope="session")
+def acs_national() -> Path:
+    """The NIST ACS 2019 national excerpt of the ACS example (experiments/acs): skipped with a
+    reason when absent, an error under ``CI=true``."""
+    return shared_dataset("nist_acs_excerpts/national/national2019.csv")
+
+
+@pytest.fixture(scope="session")
 def nvss_10k() -> Path:
     """The public NVSS 10K births sample (session scope, so it is checked before any module
     fixture reads it): skipped with a reason when absent, an error under ``CI=true``."""
