@@ -31,6 +31,10 @@ CAP_RELATIVE_TOLERANCE = 1e-12
 
 DetailValue = int | float | str
 
+SENSITIVITY_NOTE = "sensitivity_is"
+"""A detail that says what an event's recorded sensitivity is when that needs saying: a plan's
+worst case over data-dependent public inputs (e.g. the candidate) or the value actually used."""
+
 
 def _text(name: str, value: object, *, empty_ok: bool = False) -> str:
     if not isinstance(value, str):
@@ -732,6 +736,8 @@ class Ledger:
 
         out = [line(headers), "  ".join("-" * w for w in widths)]
         out += [line(r) for r in rows] or ["(no events)"]
+        out += [f"#{i} sensitivity: {dict(e.details)[SENSITIVITY_NOTE]}"
+                for i, e in enumerate(self._events, start=1) if SENSITIVITY_NOTE in dict(e.details)]
         out += [f"partition {p}: {' | '.join(parts)}" for p, parts in self._partitions]
         for name, budget in self.totals_by_accountant().items():
             label = name if name == "basic" else f"{name}, δ''={self._delta_slack:.6g}"

@@ -293,6 +293,8 @@ def test_the_whole_scheme_runs_on_the_file_as_published(census: dict[str, object
     data = (bundle / "released.csv").read_text().splitlines()
     assert data[0] == "age,workclass,education,marital-status,hours-per-week,native-country,income"
     # Integer columns decode to integers; merged groups decode to one of their categories.
+    # The bundle's Δ is the one used for the released candidate, and says so (issue 13 item 12).
+    assert "| sensitivity (this candidate) |" in (bundle / "acceptance.md").read_text()
     first = data[1].split(",")
     assert first[0].isdigit() and first[4].isdigit()
     assert first[5] in ("United-States", "Mexico")

@@ -389,3 +389,28 @@ def test_a_missing_data_file_fails_before_any_mlflow_run(tmp_path: Path, capsys:
     assert main([*grid_args(missing), "--serial", "--tracking-uri", f"sqlite:///{db}"]) == 2
     assert f"data ('{missing}') does not exist" in capsys.readouterr().err
     assert not db.exists() and not (tmp_path / "mlruns").exists(), "nothing may be logged before the data loads"
+
+
+def test_worst_case_and_actual_sensitivities_are_both_shown_and_labelled(births: ReleaseSpace) -> None:
+    """Issue 13 item 12: the research ledger's plan states the worst-case Δ of candidate-dependent
+    criteria and says so; each attempt logs the Δ it actually used as a metric."""
+    from privlab.mechanisms.release.workloads import ReleaseFlow, ReleaseFlowParams
+
+    params = ReleaseFlowParams(space=str(BIRTHS / "space.toml"), settings=str(BIRTHS / "flow.toml"), data=str(SAMPLE),
+                               transformation="mother_age=coarse,parity=coarse,gestation_week=coarse",
+                               synthesizer="privbayes", epsilon_split=0.25, degree=2)
+    workload = ReleaseFlow()
+    plan = Ledger(epsilon_cap=None)
+    for event in workload.plan(params):
+        plan.spend(event)
+    table = plan.render_table()
+    labelled = [line for line in table.splitlines() if "sensitivity: worst case over candidates" in line]
+    # The three conditional means and the relative marginals depend on the candidate; the rest do not.
+    assert len(labelled) == 4 and any("birth_weight_mean_sensitivity" in line for line in labelled)
+    planned = {e.name.removeprefix("acceptance:"): e.sensitivity for e in workload.plan(params)}
+    result = workload.run_trial(params, data=workload.load_data(params), source=SeededSource(np.random.default_rng(3)),
+                                ledger=Ledger(epsilon_cap=None))
+    assert {"birth_weight_mean_sensitivity", "faithfulness_sensitivity"} <= set(result)
+    assert "birth_weight_mean_sensitivity" in workload.metric_kinds(params)
+    assert 0 < result["birth_weight_mean_sensitivity"] <= planned["birth_weight_mean"]
+    assert result["faithfulness_sensitivity"] == planned["faithfulness"]

@@ -277,9 +277,13 @@ def acceptance_markdown(document: Mapping[str, Any]) -> str:
         "",
         "Each criterion compares the released dataset with the original one. Its error was released",
         "with differential privacy (the noisy value below); the dataset was accepted because every noisy",
-        "value is below its threshold. Exact (non-private) errors are not published.",
+        "value is below its threshold. Exact (non-private) errors are not published. Where a criterion's",
+        "sensitivity depends on the candidate (conditional means, relative marginal errors), the table shows",
+        "the value for the released candidate, computed from it alone; the plan checked before the release",
+        "charged each criterion's ε whatever the candidate.",
         "",
-        "| criterion | kind | DP value | threshold | passed | ε | mechanism | bounds | sensitivity | noise scale |",
+        "| criterion | kind | DP value | threshold | passed | ε | mechanism | bounds | sensitivity (this candidate) "
+        "| noise scale |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in document["criteria"]:

@@ -152,7 +152,8 @@ class ReleaseFlow(Workload):
         for criterion in _settings(params.settings).criteria:
             name = metric_name(criterion.name)
             kinds |= {f"{name}_passed": MetricKind.RATE, f"{name}_dp": MetricKind.VALUE,
-                      f"{name}_exact": MetricKind.VALUE, f"timing_{name}_seconds": MetricKind.VALUE}
+                      f"{name}_exact": MetricKind.VALUE, f"{name}_sensitivity": MetricKind.VALUE,
+                      f"timing_{name}_seconds": MetricKind.VALUE}
         for step in ("transform", "fit", "sample", "project", "flow"):
             kinds[f"timing_{step}_seconds"] = MetricKind.VALUE
         kinds["epsilon_flow"] = MetricKind.VALUE
@@ -176,6 +177,7 @@ class ReleaseFlow(Workload):
             exact = criterion_result.true_value
             result |= {f"{name}_passed": float(criterion_result.passed), f"{name}_dp": criterion_result.dp_value,
                        f"{name}_exact": math.nan if exact is None else float(exact),
+                       f"{name}_sensitivity": criterion_result.sensitivity,
                        f"timing_{name}_seconds": outcome.seconds[f"criterion:{criterion_result.name}"]}
         for step in ("transform", "fit", "sample", "project"):
             result[f"timing_{step}_seconds"] = outcome.seconds[step]
