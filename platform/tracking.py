@@ -117,7 +117,7 @@ def artifact_location(uri: str, experiment: str) -> str | None:
         return None
     database = Path(uri.removeprefix("sqlite:///").split("?", 1)[0]).resolve()
     folder = re.sub(r"[^A-Za-z0-9._-]", "_", experiment) or "experiment"
-    return (database.parent / "mlruns" / folder).as_uri()
+    return str(database.parent / "mlruns" / folder)
 
 
 def existing_store_uri(uri: str | None) -> str:
