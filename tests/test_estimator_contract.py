@@ -34,6 +34,8 @@ import pandas as pd
 import pytest
 
 import privlab.mechanisms
+from privlab.mechanisms.plausible_deniability.model import (
+    PlausibleDeniabilityModel, PlausibleDeniabilityModelParams)
 from privlab.mechanisms.pmse.bppd import BPPDParams, BPPDSynthesizer, NoisyBPPDParams, NoisyBPPDSynthesizer
 from privlab.mechanisms.pmse.functional_mechanism import FunctionalMechanismParams, FunctionalMechanismSynthesizer
 from privlab.mechanisms.pmse.mechanism import PMSEMechanism, PMSEMechanismParams
@@ -127,9 +129,32 @@ def _continuous_case(build: Callable[[], PrivateEstimator], *, bounded: bool) ->
     )
 
 
+def _plausible_deniability_case() -> Case:
+    """D_T is the first half of the data and D_P the second (the split itself is tested in
+    test_plausible_deniability_model.py); basic accounting, as the contract's ledgers are basic."""
+    def halves(data: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+        return data.iloc[: len(data) // 2], data.iloc[len(data) // 2:]
+
+    def fit(est: Any, data: pd.DataFrame, ledger: Ledger, source: RandomSource, scope: str) -> Any:
+        structure, parameters = halves(data)
+        return est.fit(structure, parameter_data=parameters, domain=DOMAIN, ledger=ledger, source=source,
+                       scope=scope)
+
+    def plan(est: Any, data: pd.DataFrame, scope: str) -> list[PrivacyEvent]:
+        structure, parameters = halves(data)
+        return est.planned_events(DOMAIN, len(structure), len(parameters), scope=scope)
+
+    base = _tabular_case("independent_marginals", {})
+    return Case(
+        build=lambda: PlausibleDeniabilityModel(PlausibleDeniabilityModelParams(
+            epsilon=TABULAR_EPSILON, accountant="basic", maxcost=8)),
+        data=_codes, fit=fit, plan=plan, bad_data=base.bad_data)
+
+
 CASES: dict[str, Case] = {
     "privbayes": _tabular_case("privbayes", {"epsilon_split": 0.3, "degree": 1}),
     "independent_marginals": _tabular_case("independent_marginals", {}),
+    "plausible_deniability_model": _plausible_deniability_case(),
     "bppd": _continuous_case(lambda: BPPDSynthesizer(BPPDParams(datasets=2)), bounded=False),
     "noisy_bppd": _continuous_case(
         lambda: NoisyBPPDSynthesizer(NoisyBPPDParams(epsilon=1.0, lower=LOWER, upper=UPPER, datasets=3)),

@@ -1,0 +1,25 @@
+"""Plausible deniability: the DP seed-based generative model and privacy tests 1 and 2.
+
+One module a job:
+
+* :mod:`.split` — the seeded, disjoint split into D_T, D_P, D_S and a test set (issue 10 item 1);
+* :mod:`.entropy` — empirical entropies and their exact replace-one sensitivity (Section 3.3.1);
+* :mod:`.accounting` — per-step ε from a model budget (Section 3.5) and Theorem 1's (ε, δ);
+* :mod:`.structure` — noisy entropies, symmetrical uncertainty, CFS merit and the greedy,
+  acyclic, ``maxcost``-bounded parent selection (Section 3.3, eqs. 4–8);
+* :mod:`.parameters` — noisy conditional count tables and the Dirichlet estimator (Section 3.4);
+* :mod:`.model` — :class:`~.model.PlausibleDeniabilityModel`, the DP generative model as a
+  :class:`~privlab.platform.estimator.PrivateEstimator`;
+* :mod:`.synthesis` — seed-based synthesis by eq. (3) with ω fixed or drawn from a range (3.2);
+* :mod:`.probability` — the exact Pr{y = M(d)}: a literal reference and a seed index (item 6);
+* :mod:`.privacy_tests` — Privacy Tests 1 and 2 with early stopping, and the candidate loop.
+
+Privacy:
+    The neighbouring relation of the model's sensitivities is replace-one with the split sizes
+    public (see :mod:`.entropy` for why); Theorem 1 of the paper is stated for add/remove-one
+    and :func:`.accounting.theorem1_replace_one` converts it.
+
+References:
+    Bindschaedler, Shokri & Gunter, "Plausible Deniability for Privacy-Preserving Data
+    Synthesis" (VLDB 2017), Sections 2–5.
+"""

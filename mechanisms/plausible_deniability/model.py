@@ -1,0 +1,221 @@
+"""The DP generative model of Section 3 as a :class:`PrivateEstimator`.
+
+``fit`` learns the structure from D_T (:mod:`.structure`) and the conditional tables from D_P
+(:mod:`.parameters`); ``sample`` draws whole records by ancestral sampling in the dependency
+order (eq. 2), which is synthesis with ω = m and no seed. Seed-based synthesis and the privacy
+tests (:mod:`.synthesis`, :mod:`.privacy_tests`) use the fitted model with D_S.
+
+Privacy:
+    (ε, δ)-DP for replace-one neighbours of the whole dataset with the split sizes public:
+    K = (#entropy queries) + m Laplace releases, each ε_step-DP, composed by the ledger's
+    accountant (``"advanced"``: δ = ``delta_slack``; ``"basic"``: δ = 0) to exactly the
+    declared ε (:mod:`.accounting`). Sensitivities: Δ_H = h(1/n_T) nats per entropy
+    (:mod:`.entropy`), 2 per count table (:mod:`.parameters`). Everything else is
+    post-processing. Release-safe: every DP draw is the source's own Laplace sampler; the
+    Dirichlet draws are post-processing from ``source.generator``.
+
+References:
+    Bindschaedler, Shokri & Gunter (VLDB 2017), Sections 3.1–3.5.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Self
+
+import numpy as np
+import pandas as pd
+
+from privlab.mechanisms.plausible_deniability.accounting import ACCOUNTANTS, step_epsilons
+from privlab.mechanisms.plausible_deniability.entropy import entropy_sensitivity
+from privlab.mechanisms.plausible_deniability.parameters import (
+    COUNT_SENSITIVITY, ESTIMATORS, conditional_tables, configuration_index)
+from privlab.mechanisms.plausible_deniability.structure import (
+    Bucketing, Structure, correlations, dependency_order, entropy_queries, greedy_parents, noisy_entropies)
+from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
+from privlab.platform.errors import SchemaError, SpecError
+from privlab.platform.estimator import PrivateEstimator
+from privlab.platform.ledger import Ledger, PrivacyEvent
+from privlab.platform.randomness import RandomSource
+
+__all__ = ["PlausibleDeniabilityModel", "PlausibleDeniabilityModelParams"]
+
+DEFAULT_DELTA_SLACK = 2.0**-30
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PlausibleDeniabilityModelParams:
+    """Hyperparameters of the generative model.
+
+    Attributes:
+        epsilon: The model's ε (structure and parameters together), finite and > 0.
+        accountant: ``"advanced"`` (the paper's, Section 3.5) or ``"basic"``; must be the
+            ledger's accountant, so the ledger's total is the declared ε.
+        delta_slack: δ'' of advanced composition (the paper's δ_L), in (0, 1); default 2⁻³⁰.
+            Must equal the ledger's ``delta_slack`` with the advanced accountant.
+        maxcost: The bound of eq. (6) on a parent set's number of configurations, ≥ 1.
+        alpha: Dirichlet prior α of every cell, > 0.
+        estimator: ``"posterior_sample"`` (eq. 12, the paper's) or ``"posterior_mean"`` (eq. 13).
+    """
+
+    epsilon: float
+    accountant: str = "advanced"
+    delta_slack: float = DEFAULT_DELTA_SLACK
+    maxcost: int = 64
+    alpha: float = 1.0
+    estimator: str = "posterior_sample"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, (int, float)) or \
+                not (math.isfinite(self.epsilon) and self.epsilon > 0):
+            raise SpecError(f"epsilon ({self.epsilon!r}) must be finite and > 0")
+        if self.accountant not in ACCOUNTANTS:
+            raise SpecError(f"accountant ({self.accountant!r}) must be one of {list(ACCOUNTANTS)}")
+        if not (isinstance(self.delta_slack, float) and 0.0 < self.delta_slack < 1.0):
+            raise SpecError(f"delta_slack ({self.delta_slack!r}) must be a float in (0, 1)")
+        if isinstance(self.maxcost, bool) or not isinstance(self.maxcost, int) or self.maxcost < 1:
+            raise SpecError(f"maxcost ({self.maxcost!r}) must be an int >= 1")
+        if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) or \
+                not (math.isfinite(self.alpha) and self.alpha > 0):
+            raise SpecError(f"alpha ({self.alpha!r}) must be finite and > 0")
+        if self.estimator not in ESTIMATORS:
+            raise SpecError(f"estimator ({self.estimator!r}) must be one of {list(ESTIMATORS)}")
+
+
+class PlausibleDeniabilityModel(PrivateEstimator):
+    """The paper's DP Bayesian-network generative model (module docstring).
+
+    Fitted attributes: ``domain_``, ``bucketing_``, ``structure_`` (parents and σ),
+    ``tables_`` (one (#c, |x_i|) array per attribute), ``events_``.
+    """
+
+    name: ClassVar[str] = "plausible_deniability_model"
+    Params: ClassVar[type] = PlausibleDeniabilityModelParams
+    release_safe: ClassVar[bool] = True
+
+    # --- plan ----------------------------------------------------------------------------------
+
+    def planned_events(self, domain: Domain, n_structure: int, n_parameters: int, *,
+                       buckets: Mapping[str, Sequence[int]] | None = None, scope: str = "data") -> list[PrivacyEvent]:
+        """The events a research-mode fit records, from public inputs only.
+
+        Raises:
+            SchemaError: a bucketisation names an unknown attribute or is malformed.
+            SpecError: n_T < 2, or ε too small for the number of steps.
+        """
+        if not isinstance(domain, Domain):
+            raise TypeError(f"domain ({domain!r}) must be a Domain")
+        if n_structure < 2:
+            raise SpecError(f"n_structure ({n_structure!r}) must be >= 2 (structure learning needs D_T)")
+        if n_parameters < 1:
+            raise SpecError(f"n_parameters ({n_parameters!r}) must be >= 1")
+        bucketing = Bucketing.build(domain, buckets)
+        queries = entropy_queries(len(domain), bucketing)
+        eps = self._step_epsilons(len(queries) + len(domain))
+        delta_h = entropy_sensitivity(n_structure)
+        names = domain.names
+        events = [PrivacyEvent(name=f"pd.entropy {q.label(names)}", mechanism="laplace", epsilon=e,
+                               sensitivity=delta_h, noise_scale=delta_h / e, scope=scope, step="pd.structure")
+                  for q, e in zip(queries, eps)]
+        events += [PrivacyEvent(name=f"pd.counts {name}", mechanism="laplace", epsilon=e,
+                                sensitivity=COUNT_SENSITIVITY, noise_scale=COUNT_SENSITIVITY / e, scope=scope,
+                                step="pd.parameters")
+                   for name, e in zip(names, eps[len(queries):])]
+        return events
+
+    def _step_epsilons(self, steps: int) -> tuple[float, ...]:
+        p = self.params
+        return step_epsilons(p.epsilon, steps, accountant=p.accountant, delta_slack=p.delta_slack)
+
+    # --- fit -----------------------------------------------------------------------------------
+
+    def fit(self, structure_data: pd.DataFrame, *, parameter_data: pd.DataFrame, domain: Domain, ledger: Ledger,
+            source: RandomSource, buckets: Mapping[str, Sequence[int]] | None = None, scope: str = "data") -> Self:
+        """Learn the structure from D_T and the conditional tables from D_P.
+
+        Args:
+            structure_data: D_T, integer codes over ``domain``.
+            parameter_data: D_P, integer codes over ``domain`` (disjoint from D_T).
+            domain: The public domain.
+            ledger: Charged with :meth:`planned_events`; its accountant (and with
+                ``"advanced"`` its ``delta_slack``) must be the params'.
+            source: DP noise (Laplace) and the Dirichlet stream.
+            buckets: Public bucketisation ``{attribute: bucket of each code}`` (eq. 7).
+            scope: The ledger scope of every event.
+
+        Raises:
+            TypeError: a wrong-typed ledger, source or domain.
+            SchemaError: data not over ``domain``, or a bad bucketisation.
+            SpecError: the ledger's accounting differs from the params', or D_T too small.
+            BudgetExceededError: the plan does not fit the ledger (nothing drawn).
+            ModeError: never (the model is release-safe).
+        """
+        self._check_protocol_arguments(ledger, source)
+        if not isinstance(domain, Domain):
+            raise TypeError(f"domain ({domain!r}) must be a Domain")
+        structure = domain.validate(structure_data, what="D_T (structure data)").to_numpy(dtype=CODE_DTYPE)
+        parameters = domain.validate(parameter_data, what="D_P (parameter data)").to_numpy(dtype=CODE_DTYPE)
+        p = self.params
+        if ledger.accountant != p.accountant:
+            raise SpecError(f"accountant ({p.accountant!r}) must be the ledger's ({ledger.accountant!r}) so that "
+                            "the ledger's total is the model's declared ε")
+        if p.accountant == "advanced" and ledger.delta_slack != p.delta_slack:
+            raise SpecError(f"delta_slack ({p.delta_slack!r}) must be the ledger's ({ledger.delta_slack!r})")
+        plan = self.planned_events(domain, len(structure), len(parameters), buckets=buckets, scope=scope)
+        bucketing = Bucketing.build(domain, buckets)
+        eps = [e.epsilon for e in plan]
+
+        def run() -> None:
+            queries = entropy_queries(len(domain), bucketing)
+            noisy = noisy_entropies(structure, domain=domain, bucketing=bucketing, queries=queries,
+                                    epsilons=eps[:len(queries)], sensitivity=plan[0].sensitivity,
+                                    source=source, ledger=ledger, scope=scope)
+            parents = greedy_parents(correlations(noisy, len(domain), bucketing), bucketing, p.maxcost)
+            self.structure_ = Structure(parents=parents, order=dependency_order(parents))
+            self.tables_ = conditional_tables(
+                parameters, sizes=domain.sizes, parents=parents, bucketing=bucketing, epsilons=eps[len(queries):],
+                alpha=float(p.alpha), estimator=p.estimator, source=source, ledger=ledger, scope=scope,
+                names=domain.names)
+            self.domain_ = domain
+            self.bucketing_ = bucketing
+
+        return self._charged_fit(plan, ledger=ledger, source=source, run=run)
+
+    # --- use -----------------------------------------------------------------------------------
+
+    @property
+    def m(self) -> int:
+        self._require_fitted("fit(structure_data, parameter_data=..., ...)")
+        return len(self.domain_)
+
+    def conditional(self, attribute: int, record: np.ndarray) -> np.ndarray:
+        """Pr{x_attribute = · | parents as in ``record``} (a row of the attribute's table)."""
+        c = configuration_index(record, self.structure_.parents[attribute], self.bucketing_)
+        return self.tables_[attribute][c]
+
+    def sample(self, n: int, *, rng: np.random.Generator) -> pd.DataFrame:
+        """``n`` records by ancestral sampling in σ (eq. 2); post-processing.
+
+        Raises:
+            NotFittedError: before ``fit``.
+            ValueError: ``n`` < 0.
+        """
+        self._require_fitted("fit(structure_data, parameter_data=..., ...)")
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"n ({n!r}) must be an int >= 0")
+        records = np.zeros((int(n), self.m), dtype=CODE_DTYPE)
+        for i in self.structure_.order:
+            cdf = np.cumsum(self.tables_[i], axis=1)
+            rows = cdf[configuration_index(records, self.structure_.parents[i], self.bucketing_)]
+            u = rng.random(int(n))[:, None] * rows[:, -1:]
+            records[:, i] = np.minimum((rows <= u).sum(axis=1), rows.shape[1] - 1)
+        return pd.DataFrame(records, columns=list(self.domain_.names))
+
+    def describe(self) -> dict[str, Any]:
+        """Loggable summary: each attribute's parents and σ, by name."""
+        self._require_fitted("fit(structure_data, parameter_data=..., ...)")
+        names = self.domain_.names
+        return {"order": [names[i] for i in self.structure_.order],
+                "parents": {names[i]: [names[j] for j in pa] for i, pa in enumerate(self.structure_.parents)}}
