@@ -28,7 +28,7 @@ Privacy:
     the binary entropy of 1/n, which is ≤ (ln n + 1)/n. The same bound holds for any histogram
     of n records, so for joint entropies H(x_i, bkt(x_j)) too. The paper's eq. (9),
     [2 + 1/ln 2 + 2 log₂ n]/n bits, is a valid but about twice looser upper bound
-    (:func:`paper_entropy_bound_bits`); ``tests/test_plausible_deniability_entropy.py`` checks
+    (:func:`paper_entropy_bound_bits`); ``tests/test_plausible_deniability_model.py`` checks
     Δ_H against brute force over every histogram and move on tiny domains.
 
 References:
