@@ -148,3 +148,28 @@ class SeedIndex:
         """L(d, y) for the seeds at ``rows`` (positions in D_S)."""
         agree = self._sorted_seeds[rows] == np.asarray(y, dtype=np.int64)[self._order]
         return np.cumprod(agree, axis=1).sum(axis=1)
+
+    def exactly_batch(self, y: np.ndarray) -> np.ndarray:
+        """:meth:`exactly` for each row of ``y`` ((B, m) codes in domain order): (B, m + 1).
+
+        A prefix that no seed has cannot be extended by any seed, so looking every prefix up
+        (instead of stopping at the first miss, as :meth:`at_least` does) gives the same counts.
+        """
+        ys = np.asarray(y, dtype=np.int64)[:, self._order]
+        at_least = np.zeros((len(ys), len(self._order) + 1), dtype=np.int64)
+        at_least[:, 0] = self.n
+        key = np.zeros(len(ys), dtype=np.int64)
+        for p in range(len(self._order)):
+            key = key * self._radix[p] + ys[:, p]
+            keys = self._keys[p]
+            at = np.minimum(np.searchsorted(keys, key), len(keys) - 1)
+            at_least[:, p + 1] = np.where(keys[at] == key, self._counts[p][at], 0)
+        out = at_least.copy()
+        out[:, :-1] -= at_least[:, 1:]
+        return out
+
+    def prefix_lengths_batch(self, rows: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """L(d, y) for seeds ``rows`` (any shape S) and candidates ``y`` (shape broadcasting to
+        S + (m,), domain order): :meth:`prefix_lengths` elementwise, shape S."""
+        agree = self._sorted_seeds[rows] == np.asarray(y, dtype=np.int64)[..., self._order]
+        return np.cumprod(agree, axis=-1).sum(axis=-1)
