@@ -7,6 +7,8 @@ on many parameter combinations and for every batch size.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -14,12 +16,13 @@ import pytest
 from privlab.mechanisms.plausible_deniability import batched
 from privlab.mechanisms.plausible_deniability.batched import (
     draw_batch, draw_candidate, laplace_from_uniform, partition_indices)
-from privlab.mechanisms.plausible_deniability.privacy_tests import PrivacyTestParams, generate_candidates
+from privlab.mechanisms.plausible_deniability.privacy_tests import PrivacyTestParams, generate_candidates, record_generation
 from privlab.mechanisms.plausible_deniability.probability import partition_index
 from privlab.mechanisms.plausible_deniability.streams import (
     CandidateStream, bounded, bounded_batch, lane_words)
 from privlab.mechanisms.plausible_deniability.synthesis import SynthesisParams
-from privlab.platform.errors import SpecError
+from privlab.platform import composition
+from privlab.platform.errors import BudgetExceededError, SpecError
 from privlab.platform.randomness import SeededSource
 
 from privlab.mechanisms.plausible_deniability.model import (
@@ -196,3 +199,62 @@ def test_bad_batch_size_is_refused(model, seeds) -> None:
     with pytest.raises(SpecError, match=r"batch_size \(0\) must be an int >= 1"):
         generate_candidates(model, seeds, synthesis=SynthesisParams.fixed(1), test=PrivacyTestParams(k=5, gamma=2.0),
                             n=3, source=SeededSource(np.random.default_rng(0)), batch_size=0)
+
+
+# --- the generation run's (ε, δ) in the ledger ------------------------------------------------
+
+
+def _fitted_with(ledger: Ledger, accountant: str) -> PlausibleDeniabilityModel:
+    data = coded(1200, 0)
+    params = PlausibleDeniabilityModelParams(epsilon=1.0, maxcost=20, accountant=accountant)
+    return PlausibleDeniabilityModel(params).fit(
+        data.iloc[:500], parameter_data=data.iloc[500:], domain=DOMAIN, ledger=ledger,
+        source=SeededSource(np.random.default_rng(1)), buckets={"d": [0, 0, 1, 1, 2]})
+
+
+def test_ledger_total_is_model_plus_theorem1_basic() -> None:
+    ledger = Ledger(epsilon_cap=None, delta_cap=None, accountant="basic")
+    _fitted_with(ledger, "basic")
+    model_events = ledger.events
+    test = PrivacyTestParams(k=50, gamma=4.0, epsilon0=1.0)
+    total = record_generation(ledger, test, t=10, released=3)
+    eps_t, delta_t = 1.0 + math.log1p(4.0 / 10), math.exp(-1.0 * 40)  # Theorem 1, add/remove-one
+    eps_r, delta_r = 2 * eps_t, (1 + math.exp(eps_t)) * delta_t          # replace-one: group of 2
+    assert total.epsilon == pytest.approx(math.fsum(e.epsilon for e in model_events) + 3 * eps_r, rel=1e-15)
+    assert total.epsilon == pytest.approx(1.0 + 3 * eps_r, rel=1e-12)  # the model's declared ε is 1
+    assert total.delta == pytest.approx(3 * delta_r, rel=1e-12)
+    new = ledger.events[len(model_events):]
+    assert len(new) == 3 and all(e.scope == "seeds" and e.step == "pd.test" for e in new)
+    assert dict(new[0].details) == {"k": 50, "gamma": 4.0, "epsilon0": 1.0, "t": 10, "neighbouring": "replace_one"}
+
+
+def test_ledger_total_is_model_plus_theorem1_advanced_add_remove() -> None:
+    slack = 2.0**-30
+    ledger = Ledger(epsilon_cap=None, delta_cap=None, accountant="advanced", delta_slack=slack,
+                    neighbouring="add_remove")
+    _fitted_with(ledger, "advanced")
+    k_model = len(ledger.events)
+    step = ledger.events[0].epsilon
+    test = PrivacyTestParams(k=30, gamma=2.0, epsilon0=0.5)
+    total = record_generation(ledger, test, t=5, released=2)
+    eps_t, delta_t = 0.5 + math.log1p(2.0 / 5), math.exp(-0.5 * 25)
+    model = composition.advanced(epsilon=step, delta=0.0, k=k_model, delta_slack=slack)
+    tests = composition.advanced(epsilon=eps_t, delta=delta_t, k=2, delta_slack=slack)
+    assert total.epsilon == pytest.approx(model[0] + tests[0], rel=1e-12)
+    assert total.delta == pytest.approx(model[1] + tests[1], rel=1e-12)
+    assert model[0] <= 1.0 + 1e-12
+
+
+def test_ledger_statement_refuses_before_recording() -> None:
+    ledger = Ledger(epsilon_cap=3.0, delta_cap=1e-3, accountant="basic")
+    _fitted_with(ledger, "basic")
+    before = ledger.events
+    with pytest.raises(SpecError, match="Theorem 1 holds for Privacy Test 2 only"):
+        record_generation(ledger, PrivacyTestParams(k=50, gamma=4.0), t=10)
+    with pytest.raises(ValueError, match=r"t \(50\) must be < k \(50\)"):
+        record_generation(ledger, PrivacyTestParams(k=50, gamma=4.0, epsilon0=1.0), t=50)
+    with pytest.raises(SpecError, match=r"released \(0\) must be an int >= 1"):
+        record_generation(ledger, PrivacyTestParams(k=50, gamma=4.0, epsilon0=1.0), t=10, released=0)
+    with pytest.raises(BudgetExceededError):  # 1 + 2 · 2·(1 + ln 1.4) > 3
+        record_generation(ledger, PrivacyTestParams(k=50, gamma=4.0, epsilon0=1.0), t=10, released=2)
+    assert ledger.events == before

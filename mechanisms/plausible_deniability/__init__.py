@@ -12,7 +12,10 @@ One module a job:
   :class:`~privlab.platform.estimator.PrivateEstimator`;
 * :mod:`.synthesis` — seed-based synthesis by eq. (3) with ω fixed or drawn from a range (3.2);
 * :mod:`.probability` — the exact Pr{y = M(d)}: a literal reference and a seed index (item 6);
-* :mod:`.privacy_tests` — Privacy Tests 1 and 2 with early stopping, and the candidate loop.
+* :mod:`.privacy_tests` — Privacy Tests 1 and 2 with early stopping, the candidate loop and the
+  run's ledger statement (model + Theorem 1, :func:`~.privacy_tests.record_generation`);
+* :mod:`.streams` — per-candidate counter-based (Philox) random streams keyed by candidate index;
+* :mod:`.batched` — Mechanism 1 for a batch of candidates with numpy, identical to the references.
 
 Privacy:
     The neighbouring relation of the model's sensitivities is replace-one with the split sizes

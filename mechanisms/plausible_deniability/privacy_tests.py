@@ -49,7 +49,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from privlab.mechanisms.plausible_deniability.accounting import theorem1
+from privlab.mechanisms.plausible_deniability.accounting import theorem1, theorem1_replace_one
 from privlab.mechanisms.plausible_deniability.batched import (
     BatchTester, draw_batch, draw_candidate, laplace_from_uniform)
 from privlab.mechanisms.plausible_deniability.probability import (
@@ -57,9 +57,11 @@ from privlab.mechanisms.plausible_deniability.probability import (
 from privlab.mechanisms.plausible_deniability.synthesis import SynthesisParams, synthesize
 from privlab.mechanisms.tabular.domain import CODE_DTYPE
 from privlab.platform.errors import SpecError
+from privlab.platform.ledger import Budget, Ledger, PrivacyEvent
 from privlab.platform.randomness import RandomSource
 
-__all__ = ["CandidateResults", "METHODS", "PrivacyTestParams", "count_plausible", "generate_candidates"]
+__all__ = ["CandidateResults", "METHODS", "PrivacyTestParams", "count_plausible", "generate_candidates",
+           "record_generation"]
 
 METHODS = ("batched", "fast", "literal")
 DEFAULT_BATCH_SIZE = 4096
@@ -225,3 +227,60 @@ def generate_candidates(model, seeds: pd.DataFrame, *, synthesis: SynthesisParam
         out_y[j], rows[j], omegas[j] = y, row, omega
         found[j] = count_plausible(model, codes, index, row, y, synthesis, test, order, method)
     return CandidateResults(out_y, rows, omegas, found, thresholds, found >= thresholds)
+
+
+def record_generation(ledger: Ledger, test: PrivacyTestParams, *, t: int, released: int = 1,
+                      scope: str = "seeds") -> Budget:
+    """Record Theorem 1 for a generation run's Test 2 in ``ledger``; return the run's composed (ε, δ).
+
+    The model's steps are already in ``ledger`` (``fit`` recorded them, scope ``"data"`` by
+    default). This adds one event per released synthetic, mechanism ``"pd.privacy_test_2"``,
+    step ``"pd.test"``, with ε, δ from Theorem 1 for the user's t and the details
+    (k, gamma, epsilon0, t), in ``scope`` (D_S), and returns ``ledger.total()``: the ledger's
+    accountant composes the released synthetics within the scope and the scopes sequentially.
+
+    Math: Theorem 1 gives, per released synthetic, ε_T = ε₀ + ln(1 + γ/t) and
+    δ_T = e^(−ε₀(k − t)) for add/remove-one neighbours of D_S; on a replace-one ledger (the
+    default) group privacy of size 2 gives (2ε_T, (1 + e^ε_T)·δ_T)
+    (:func:`.accounting.theorem1_replace_one`). With the basic accountant and the model in
+    another scope the total is ε_model + R·ε_T, δ_model + R·δ_T for R released synthetics.
+
+    Args:
+        ledger: The run's ledger (already holding the model's events).
+        test: Privacy Test 2's parameters (``epsilon0`` set).
+        t: The user's trade-off, an int with 1 ≤ t < k.
+        released: R, the number of synthetics released (≥ 1); each is charged.
+        scope: The ledger scope of the seeds D_S.
+
+    Returns:
+        The ledger's total after recording.
+
+    Raises:
+        SpecError: Test 1 (no DP guarantee), or ``released`` < 1.
+        ValueError: t is not in [1, k).
+        BudgetExceededError: the events do not fit the ledger's caps (nothing recorded).
+
+    Privacy:
+        Theorem 1 covers one released synthetic; several released from the same D_S compose
+        (the paper, Section 2.1: "the composition theorems … can be used to extend the
+        guarantee to arbitrarily large synthetic datasets"). D_S is disjoint from D_T and
+        D_P, but the ledger composes the scopes sequentially, which is conservative.
+
+    References:
+        Bindschaedler, Shokri & Gunter (VLDB 2017), Theorem 1 and Section 2.1.
+    """
+    if not isinstance(ledger, Ledger):
+        raise TypeError(f"ledger ({ledger!r}) must be a Ledger")
+    if isinstance(released, bool) or not isinstance(released, int) or released < 1:
+        raise SpecError(f"released ({released!r}) must be an int >= 1")
+    test.guarantee(t)  # validates Test 2 and t before anything is recorded
+    rule = theorem1_replace_one if ledger.neighbouring == "replace_one" else theorem1
+    epsilon, delta = rule(k=test.k, gamma=float(test.gamma), epsilon0=float(test.epsilon0), t=t)
+    event = PrivacyEvent(name="pd.privacy_test_2", mechanism="pd.privacy_test_2", epsilon=epsilon, delta=delta,
+                         scope=scope, step="pd.test",
+                         details=(("k", test.k), ("gamma", float(test.gamma)), ("epsilon0", float(test.epsilon0)),
+                                  ("t", t), ("neighbouring", ledger.neighbouring)))
+    ledger.check_plan([*ledger.events, *([event] * released)])
+    for _ in range(released):
+        ledger.spend(event)
+    return ledger.total()
