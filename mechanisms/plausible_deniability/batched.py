@@ -47,7 +47,6 @@ References:
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 

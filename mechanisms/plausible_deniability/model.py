@@ -35,7 +35,7 @@ from privlab.mechanisms.plausible_deniability.parameters import (
 from privlab.mechanisms.plausible_deniability.structure import (
     Bucketing, Structure, correlations, dependency_order, entropy_queries, greedy_parents, noisy_entropies)
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
-from privlab.platform.errors import SchemaError, SpecError
+from privlab.platform.errors import SpecError
 from privlab.platform.estimator import PrivateEstimator
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import RandomSource
