@@ -87,6 +87,7 @@ def test_a_run_with_a_live_driver_is_not_resumed(mini_spec: Path, tracking_uri: 
     assert tracker.get_run(run_id).data.tags[liveness.DRIVER_TAG] == ""  # the lease is released at the end
 
 
+@pytest.mark.slow  # several privlab processes at once: large, run by .ci/run's -m slow
 def test_two_resumes_at_once_log_each_configuration_once(mini_spec: Path, tracking_uri: str) -> None:
     reference = _run(mini_spec, tracking_uri)
     run_id = _interrupted_run(mini_spec, tracking_uri)

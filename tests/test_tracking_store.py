@@ -30,6 +30,7 @@ def _start(folder: Path, *extra: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_environment())
 
 
+@pytest.mark.slow  # several privlab processes at once: large, run by .ci/run's -m slow
 def test_several_commands_on_a_new_store_all_succeed(tmp_path: Path) -> None:
     # Issue 14 item 3: without the store lock all six failed here with exit 4 ("Online migration
     # expected to match one row", "table ... already exists").
@@ -46,6 +47,7 @@ def test_several_commands_on_a_new_store_all_succeed(tmp_path: Path) -> None:
     assert len(parents) == 6
 
 
+@pytest.mark.slow  # two privlab processes, one starting Ray: 15 s, run by .ci/run's -m slow
 @pytest.mark.ray
 def test_a_normal_run_prints_no_mlflow_or_ray_noise(tmp_path: Path) -> None:
     (tmp_path / "tiny.toml").write_text(SPEC)
