@@ -15,7 +15,7 @@ pure function of (K, j, ℓ, position), so
 * :func:`philox4x64` computes the same blocks for many counters at once with numpy uint64
   arithmetic (the 64×64→128-bit products from four 32-bit partial products),
 
-and the two agree bit for bit (``tests/test_plausible_deniability_batched.py`` checks them
+and the two agree bit for bit (``tests/test_plausible_deniability_tests.py`` checks them
 against each other), whatever the batch. This replaces the earlier keying, one
 ``SeedSequence(root, spawn_key=(j,))`` + PCG64 + ``Generator`` per candidate: hashing a seed
 sequence and seeding a generator cost ≈ 19 µs per candidate in Python, more than the whole
