@@ -7,6 +7,7 @@ prints the SHA-256 of each summary's results (configurations, root seed, total �
 checkout's path masked, e.g.::
 
     python benchmarks/summary_fingerprint.py            # before a change, and again after
+    python benchmarks/summary_fingerprint.py --quick    # the two runs that need no public data (~1 min)
 
     quickstart_fingerprint: cc243c2a…
     births_slice_fingerprint: 48d8fe2a…
@@ -54,11 +55,13 @@ def fingerprint(summary: dict) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=sorted(RUNS), help="run one of them")
+    parser.add_argument("--quick", action="store_true",
+                        help="leave out the births slice (the one run that reads ../shared/data)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="privlab-fingerprint-") as folder:
         store = f"sqlite:///{Path(folder) / 'mlflow.db'}"
         for name, (spec, overrides) in RUNS.items():
-            if args.only and name != args.only:
+            if (args.only and name != args.only) or (args.quick and name == "births_slice"):
                 continue
             summary_path = Path(folder) / f"{name}.json"
             command = [sys.executable, "-m", "privlab.platform.cli", "run", str(spec), "--serial", "--no-progress",
