@@ -33,7 +33,7 @@ import pandas as pd
 from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.mechanisms.tabular.domain import Domain
 from privlab.platform.errors import SpecError
-from privlab.platform.ledger import Ledger, PrivacyEvent
+from privlab.platform.ledger import SENSITIVITY_NOTE, Ledger, PrivacyEvent
 from privlab.platform.plugins import Registry
 from privlab.platform.randomness import RandomSource
 
@@ -133,10 +133,17 @@ class AcceptanceCriterion(abc.ABC):
     def planned_events(self, n: int, *, scope: str = "data") -> list[PrivacyEvent]:
         """The ledger steps :meth:`release` takes for ``n`` records (research-mode records; a
         release source uses the lattice Laplace with the same ε and sensitivity). Criteria whose
-        release differs from one Laplace step override this together with :meth:`release`."""
+        release differs from one Laplace step override this together with :meth:`release`. A
+        criterion whose Δ depends on the candidate (``candidate_sensitivity``) plans the worst case
+        and says so in the event's details (:data:`~privlab.platform.ledger.SENSITIVITY_NOTE`)."""
         delta = self.sensitivity(n)
+        details: tuple[tuple[str, str], ...] = ()
+        if hasattr(self, "candidate_sensitivity"):  # the release uses the candidate's own, smaller Δ
+            details = ((SENSITIVITY_NOTE, f"worst case over candidates; each attempt's actual value is the metric "
+                                          f"{self.name}_sensitivity"),)
         return [PrivacyEvent(name=f"acceptance:{self.name}", mechanism="laplace", epsilon=float(self.epsilon),
-                             sensitivity=delta, noise_scale=delta / self.epsilon, scope=scope, step="acceptance")]
+                             sensitivity=delta, noise_scale=delta / self.epsilon, scope=scope, step="acceptance",
+                             details=details)]
 
     @property
     def bounds(self) -> tuple[float, float] | None:

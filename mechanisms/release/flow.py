@@ -44,7 +44,7 @@ from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
 from privlab.mechanisms.tabular.space import ReleaseSpace
 from privlab.mechanisms.tabular.transforms import Transformation
 from privlab.platform.errors import SchemaError, SpecError
-from privlab.platform.ledger import SENSITIVITY_NOTE, Ledger, PrivacyEvent
+from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import RandomSource
 
 
@@ -226,12 +226,7 @@ def planned_events(configuration: FlowConfiguration, settings: FlowSettings, *, 
     check_criteria(settings.criteria, transformation.domain)
     events = list(synthesizer.planned_events(settings.epsilon_generation, transformation.domain, n, scope=scope))
     for criterion in settings.criteria:
-        planned = criterion.planned_events(n, scope=scope)
-        if hasattr(criterion, "candidate_sensitivity"):  # Δ of the release depends on the candidate
-            note = (f"worst case over candidates; each attempt's actual value is the metric "
-                    f"{criterion.name}_sensitivity")
-            planned[-1] = dataclasses.replace(planned[-1], details=(*planned[-1].details, (SENSITIVITY_NOTE, note)))
-        events.extend(planned)
+        events.extend(criterion.planned_events(n, scope=scope))
     return events
 
 
