@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import numbers
 
-__all__ = ["check_count", "check_positive_finite", "check_real"]
+__all__ = ["check_count", "check_positive_finite", "check_real", "check_text"]
 
 
 def check_real(name: str, value: object) -> float:
@@ -48,3 +48,17 @@ def check_count(name: str, value: object, *, minimum: int = 1) -> int:
     if value < minimum:
         raise ValueError(f"{name} ({value!r}) must be >= {minimum}")
     return int(value)
+
+
+def check_text(name: str, value: object) -> str:
+    """``value`` if it is a string with something other than whitespace in it.
+
+    Raises:
+        TypeError: not a string.
+        ValueError: empty or blank.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{name} ({value!r}) must be a str")
+    if not value.strip():
+        raise ValueError(f"{name} ({value!r}) must be a non-empty string")
+    return value

@@ -30,7 +30,7 @@ from privlab.mechanisms.pmse.numeric_data import data_matrix
 from privlab.platform.estimator import PrivateEstimator
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import RandomSource
-from privlab.platform.validation import check_count
+from privlab.platform.validation import check_count, check_text
 
 __all__ = ["ContinuousSynthesizer", "stack_datasets"]
 
@@ -38,12 +38,6 @@ __all__ = ["ContinuousSynthesizer", "stack_datasets"]
 def stack_datasets(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
     """Synthetic datasets stacked into one frame indexed by ``(dataset, row)``."""
     return pd.concat(list(frames), keys=range(len(frames)), names=["dataset", "row"])
-
-
-def _check_scope(scope: object) -> str:
-    if not isinstance(scope, str) or not scope.strip():
-        raise ValueError(f"scope ({scope!r}) must be a non-empty string")
-    return scope
 
 
 class ContinuousSynthesizer(PrivateEstimator, abc.ABC):
@@ -77,7 +71,7 @@ class ContinuousSynthesizer(PrivateEstimator, abc.ABC):
             BudgetExceededError: the plan does not fit the ledger's cap; nothing is charged.
         """
         self._check_protocol_arguments(ledger, source)
-        scope = _check_scope(scope)
+        scope = check_text("scope", scope)
         matrix, columns = self._read(data)
         plan = self.planned_events(matrix.shape[0], matrix.shape[1], scope=scope)
 

@@ -48,7 +48,7 @@ from privlab.platform.errors import LedgerError, NotFittedError, SchemaError, Sp
 from privlab.platform.estimator import PrivateEstimator
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.plugins import Registry, build, require_frozen_kw_only
-from privlab.platform.validation import check_count, check_positive_finite
+from privlab.platform.validation import check_count, check_positive_finite, check_text
 from privlab.platform.randomness import RandomSource
 
 __all__ = [
@@ -117,14 +117,6 @@ class BudgetStep:
             scope=scope,
             step=step,
         )
-
-
-def _check_scope(scope: object) -> str:
-    if not isinstance(scope, str):
-        raise TypeError(f"scope ({scope!r}) must be a str")
-    if not scope.strip():
-        raise ValueError(f"scope ({scope!r}) must be a non-empty string")
-    return scope
 
 
 class Synthesizer(PrivateEstimator, abc.ABC):
@@ -196,7 +188,7 @@ class Synthesizer(PrivateEstimator, abc.ABC):
         if not isinstance(domain, Domain):
             raise TypeError(f"domain ({domain!r}) must be a Domain")
         n = check_count("n", n, minimum=0)
-        scope = _check_scope(scope)
+        scope = check_text("scope", scope)
         steps = self._validated_steps(epsilon, domain, n)
         return [step.event(scope=scope, step=self._ledger_step) for step in steps]
 
@@ -264,7 +256,7 @@ class Synthesizer(PrivateEstimator, abc.ABC):
             raise TypeError(f"domain ({domain!r}) must be a Domain")
         self._check_protocol_arguments(ledger, source)
         epsilon = check_positive_finite("epsilon", epsilon)
-        scope = _check_scope(scope)
+        scope = check_text("scope", scope)
         frame = domain.validate(data, what=f"{self.name} training data")
         n = len(frame)
         steps = self._validated_steps(epsilon, domain, n)
