@@ -1,0 +1,167 @@
+"""Checks of the forests' settings and data, before any budget is spent or anything drawn.
+
+Public configuration (never read from the data): per-feature bounds, categorical features'
+categories, the target's bounds (regression) or the classes (classification). Data outside it
+is refused with a :class:`~privlab.platform.errors.SchemaError` naming the column, never its
+values: refusing is a choice made on the data owner's side before anything is released, while
+clipping silently would hide a wrong configuration (and a recorded warning would release
+whether clipping happened). NaN or infinite features are refused the same way; the message
+says "NaN or infinity" as scikit-learn's own checks expect.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from privlab.mechanisms.dipreme.growth import MAX_CATEGORIES, FeatureLayout
+from privlab.platform.errors import SchemaError
+
+__all__ = ["PrivacyLeakWarning", "check_settings", "check_target_in_bounds", "encode_features", "layout_for",
+           "n_candidates"]
+
+
+class PrivacyLeakWarning(UserWarning):
+    """Something public was taken from the private data because the configuration lacked it."""
+
+
+def _must(ok: bool, name: str, value: object, constraint: str, error: type[Exception] = ValueError) -> None:
+    if not ok:
+        raise error(f"{name} ({value!r}) must be {constraint}")
+
+
+def _is_real(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(float(value))
+
+
+def _is_int(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, numbers.Integral)
+
+
+def check_settings(est: Any, *, private: bool, private_splits: bool, regression: bool) -> None:
+    """Refuse bad hyperparameters with ``f"{name} ({value!r}) must be ..."`` messages."""
+    if private:
+        _must(_is_real(est.epsilon), "epsilon", est.epsilon, "a finite real number > 0 (no default ε)",
+              TypeError if not isinstance(est.epsilon, numbers.Real) or isinstance(est.epsilon, bool) else ValueError)
+        _must(est.epsilon > 0, "epsilon", est.epsilon, "> 0")
+    _must(_is_int(est.max_depth), "max_depth", est.max_depth, "an int", TypeError)
+    _must(1 <= est.max_depth <= 20, "max_depth", est.max_depth, "between 1 and 20")
+    _must(_is_int(est.n_estimators), "n_estimators", est.n_estimators, "an int", TypeError)
+    _must(est.n_estimators >= 1, "n_estimators", est.n_estimators, ">= 1")
+    _must(est.partition in ("disjoint", "full"), "partition", est.partition, "'disjoint' or 'full'")
+    if private_splits:
+        sf = est.split_fraction
+        _must(_is_real(sf) and 0 < sf < 1, "split_fraction", sf, "a real number strictly between 0 and 1")
+    if hasattr(est, "max_features"):
+        mf = est.max_features
+        _must(mf is None or mf == "sqrt" or (_is_int(mf) and mf >= 1), "max_features", mf,
+              "None (all features), 'sqrt' or an int >= 1")
+    if regression and private:
+        tb = est.target_bounds
+        _must(tb is not None, "target_bounds", tb, "given as (lower, upper): public bounds of y, never read from the data")
+        _must(isinstance(tb, Sequence) and len(tb) == 2 and all(_is_real(b) for b in tb) and tb[0] < tb[1],
+              "target_bounds", tb, "a pair (lower, upper) of finite numbers with lower < upper")
+
+
+def n_candidates(max_features: int | str | None, n_features: int) -> int:
+    if max_features is None:
+        return n_features
+    if max_features == "sqrt":
+        return max(1, int(math.sqrt(n_features)))
+    return min(int(max_features), n_features)
+
+
+def layout_for(feature_bounds: Any, categories: Any, n_features: int, *, required: bool) -> tuple[FeatureLayout, dict[int, np.ndarray]]:
+    """The public feature layout from the settings (``required``: bounds must be given)."""
+    cats: dict[int, np.ndarray] = {}
+    if categories is not None:
+        _must(isinstance(categories, Mapping), "categories", categories,
+              "a mapping {feature index: sequence of category values}", TypeError)
+        for key, values in categories.items():
+            _must(_is_int(key) and 0 <= key < n_features, "categories key", key, f"a feature index in [0, {n_features})")
+            arr = np.asarray(values, dtype=float)
+            _must(arr.ndim == 1 and 1 <= arr.size <= MAX_CATEGORIES and np.all(np.isfinite(arr))
+                  and np.unique(arr).size == arr.size, f"categories[{key}]", values,
+                  f"1 to {MAX_CATEGORIES} distinct finite numbers (category codes)")
+            cats[int(key)] = arr
+    lower = np.zeros(n_features)
+    upper = np.zeros(n_features)
+    numeric = [j for j in range(n_features) if j not in cats]
+    if numeric:
+        if feature_bounds is None:
+            _must(not required, "feature_bounds", feature_bounds,
+                  "given: one (lower, upper) pair for all features or one per feature; public bounds, "
+                  "never read from the data")
+        else:
+            pairs = _bound_pairs(feature_bounds, n_features)
+            for j in numeric:
+                lower[j], upper[j] = pairs[j]
+    n_codes = np.zeros(n_features, np.int64)
+    for j, arr in cats.items():
+        n_codes[j] = arr.size
+        upper[j] = arr.size - 1
+    return FeatureLayout(lower=lower, upper=upper, n_codes=n_codes), cats
+
+
+def _bound_pairs(feature_bounds: Any, n_features: int) -> list[tuple[float, float]]:
+    fb = feature_bounds
+    ok_pair = lambda b: (isinstance(b, Sequence) and len(b) == 2 and all(_is_real(x) for x in b)  # noqa: E731
+                         and b[0] < b[1])
+    if isinstance(fb, Sequence) and len(fb) == 2 and all(_is_real(x) for x in fb):
+        _must(ok_pair(fb), "feature_bounds", fb, "(lower, upper) with lower < upper")
+        return [(float(fb[0]), float(fb[1]))] * n_features
+    _must(isinstance(fb, Sequence) and len(fb) == n_features, "feature_bounds", fb,
+          f"one (lower, upper) pair for all features or {n_features} pairs (one per feature)")
+    for j, b in enumerate(fb):
+        _must(ok_pair(b), f"feature_bounds[{j}]", b, "(lower, upper) of finite numbers with lower < upper")
+    return [(float(b[0]), float(b[1])) for b in fb]
+
+
+def encode_features(X: np.ndarray, layout: FeatureLayout, cats: Mapping[int, np.ndarray], *,
+                    training: bool, bounds_known: bool) -> np.ndarray:
+    """Encode categorical columns to codes; on training data, refuse values outside the public
+    configuration (``SchemaError`` naming the column). At prediction time unknown categories get
+    a code no split sends left, and numeric values need no bounds."""
+    out = np.array(X, dtype=float, copy=True)
+    for j, values in cats.items():
+        col = out[:, j]
+        by_value = np.argsort(values)  # code = position in the declared order
+        index = np.minimum(np.searchsorted(values[by_value], col), values.size - 1)
+        known = values[by_value][index] == col
+        if training and not known.all():
+            raise SchemaError(f"X column {j} has values outside its declared categories; declare every category "
+                              "in `categories`", column=str(j), problem="categories")
+        out[:, j] = np.where(known, by_value[index], 63)
+    if training and bounds_known:
+        numeric = ~layout.is_categorical
+        below = (out[:, numeric] < layout.lower[numeric]).any(axis=0)
+        above = (out[:, numeric] > layout.upper[numeric]).any(axis=0)
+        bad = np.flatnonzero(numeric)[below | above]
+        if bad.size:
+            j = int(bad[0])
+            raise SchemaError(
+                f"X column {j} has values outside its public bounds ({layout.lower[j]!r}, {layout.upper[j]!r}); "
+                "fix feature_bounds (public configuration) or the data — values are not clipped",
+                column=str(j), problem="bounds")
+    return out
+
+
+def check_target_in_bounds(y: np.ndarray, bounds: Sequence[float]) -> np.ndarray:
+    """Regression targets as floats, refused (not clipped) when outside the public bounds."""
+    y = np.asarray(y, dtype=float)
+    if not np.all(np.isfinite(y)):
+        raise SchemaError("y has NaN or infinity; targets must be finite", column="y", problem="missing")
+    if np.any(y < bounds[0]) or np.any(y > bounds[1]):
+        raise SchemaError(f"y has values outside target_bounds ({bounds[0]!r}, {bounds[1]!r}); fix target_bounds "
+                          "(public configuration) or the data — targets are not clipped", column="y", problem="bounds")
+    return y
+
+
+def warn_classes_from_data() -> None:
+    warnings.warn("classes were not given, so the labels present in y were used: the set of labels is then "
+                  "not protected; pass classes=[...] (public configuration)", PrivacyLeakWarning, stacklevel=3)
