@@ -52,14 +52,27 @@ class ForestNotFittedError(NotFittedError, SklearnNotFittedError):
     """Predicting before ``fit``: privlab's and scikit-learn's not-fitted error at once."""
 
 
+def _wrap_not_finite(error: ValueError) -> Exception:
+    if "NaN" in str(error) or "infinity" in str(error):
+        return SchemaError(f"{error} Features and targets must be finite (NaN or infinity refused)",
+                           problem="missing")
+    return error
+
+
 def _validate_X(est: BaseEstimator, X: Any, *, reset: bool) -> np.ndarray:
     try:
         return validate_data(est, X, reset=reset, dtype=np.float64, ensure_min_samples=1)
     except ValueError as error:
-        if "NaN" in str(error) or "infinity" in str(error):
-            raise SchemaError(f"X has NaN or infinity: {error}; features must be finite",
-                              problem="missing") from error
-        raise
+        raise _wrap_not_finite(error) from error
+
+
+def _validate_Xy(est: BaseEstimator, X: Any, y: Any, *, regression: bool) -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's validation of (X, y) (its error types and messages), with NaN and
+    infinity reported as :class:`SchemaError` (a ValueError)."""
+    try:
+        return validate_data(est, X, y, reset=True, dtype=np.float64, y_numeric=regression, ensure_min_samples=1)
+    except ValueError as error:
+        raise _wrap_not_finite(error) from error
 
 
 def assign_rows(n: int, n_estimators: int, partition: str, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -132,7 +145,7 @@ class _Forest(BaseEstimator):
             raise TypeError(f"ledger ({ledger!r}) must be a privlab Ledger or None")
         if not isinstance(scope, str) or not scope.strip():
             raise TypeError(f"scope ({scope!r}) must be a non-empty str")
-        X = _validate_X(self, X, reset=True)
+        X, y = _validate_Xy(self, X, y, regression=self._regression)
         layout, cats = inputs.layout_for(getattr(self, "feature_bounds", None), getattr(self, "categories", None),
                                          X.shape[1], required=self._private)
         bounds_known = getattr(self, "feature_bounds", None) is not None
@@ -238,7 +251,7 @@ class _Forest(BaseEstimator):
     # --- predicting -------------------------------------------------------------------------
 
     def _leaf_of(self, X: Any) -> np.ndarray:
-        if not hasattr(self, "trees_"):
+        if not hasattr(self, "leaf_values_"):
             raise ForestNotFittedError(f"{type(self).__name__} is not fitted; call fit first")
         X = _validate_X(self, X, reset=False)
         Xe = inputs.encode_features(X, self.layout_, self.categories_, training=False, bounds_known=False)
@@ -258,13 +271,7 @@ class _RegressorForest(RegressorMixin, _Forest):
     _regression = True
 
     def _encode_target(self, y: Any, n: int) -> tuple[np.ndarray, int, float, float]:
-        y = np.asarray(y)
-        if y.ndim != 1:
-            y = y.ravel() if y.ndim == 2 and y.shape[1] == 1 else y
-        if y.ndim != 1 or len(y) != n:
-            raise ValueError(f"y (shape {np.shape(y)!r}) must be 1-d with one target per row of X ({n})")
-        if not np.issubdtype(y.dtype, np.number) or np.issubdtype(y.dtype, np.bool_):
-            raise TypeError(f"y (dtype {y.dtype!r}) must be numeric")
+        y = np.asarray(y, dtype=np.float64)
         if self._private:
             lo, hi = (float(b) for b in self.target_bounds)
             y = inputs.check_target_in_bounds(y, (lo, hi))
@@ -282,11 +289,6 @@ class _RegressorForest(RegressorMixin, _Forest):
 
 class _ClassifierForest(ClassifierMixin, _Forest):
     def _encode_target(self, y: Any, n: int) -> tuple[np.ndarray, int, float, float]:
-        y = np.asarray(y)
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = y.ravel()
-        if y.ndim != 1 or len(y) != n:
-            raise ValueError(f"y (shape {np.shape(y)!r}) must be 1-d with one label per row of X ({n})")
         check_classification_targets(y)
         classes = getattr(self, "classes", None)
         if classes is None:
@@ -314,7 +316,8 @@ class _ClassifierForest(ClassifierMixin, _Forest):
         return shares[tix, leaves].mean(axis=0)
 
     def predict(self, X: Any) -> np.ndarray:
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]
 
 
 class DiPriMeRegressor(_RegressorForest):

@@ -145,7 +145,7 @@ def encode_features(X: np.ndarray, layout: FeatureLayout, cats: Mapping[int, np.
         if bad.size:
             j = int(bad[0])
             raise SchemaError(
-                f"X column {j} has values outside its public bounds ({layout.lower[j]!r}, {layout.upper[j]!r}); "
+                f"X column {j} has values outside its public bounds ({float(layout.lower[j])!r}, {float(layout.upper[j])!r}); "
                 "fix feature_bounds (public configuration) or the data — values are not clipped",
                 column=str(j), problem="bounds")
     return out
