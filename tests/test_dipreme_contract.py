@@ -1,0 +1,251 @@
+"""The DiPriMe package's estimators against privlab's budget protocol (issue 11).
+
+What ``tests/test_estimator_contract.py`` asks of a PrivateEstimator, asked here of the
+scikit-learn-style forests: the ledger receives exactly the plan (total = ε, exactly); a plan
+over the cap, bad settings and bad data are refused before anything is charged or drawn;
+"disjoint" is charged by parallel composition only when the trees' rows really are disjoint
+and the ledger's neighbouring relation allows it; same seed → same model, other seed → other
+model; the fitted model keeps no copy of the data.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from privlab.mechanisms.dipreme import (DiPriMeClassifier, DiPriMeRegressor, DPERTClassifier, DPERTRegressor,
+                                        MedianForestClassifier)
+from privlab.mechanisms.dipreme.dpdf import DPDFClassifier
+from privlab.mechanisms.dipreme.forest import ForestNotFittedError, assign_rows, rows_are_disjoint
+from privlab.platform.errors import BudgetExceededError, LedgerError, NotFittedError, SchemaError
+from privlab.platform.ledger import Ledger
+
+BOUNDS = [(-5.0, 5.0), (-5.0, 5.0), (0.0, 3.0)]
+CATEGORIES = {2: (0, 1, 2, 3)}
+EPSILON = 1.3
+
+
+def _data(n: int = 240, seed: int = 4) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = np.column_stack([np.clip(rng.normal(0, 1.5, n), -5, 5), np.clip(rng.normal(1, 1, n), -5, 5),
+                         rng.integers(0, 4, n)]).astype(float)
+    labels = (X[:, 0] + 0.5 * X[:, 2] > 0.7).astype(int)
+    target = np.clip(0.5 + 0.1 * X[:, 0] + 0.05 * X[:, 2] + rng.normal(0, 0.05, n), 0, 1)
+    return X, labels, target
+
+
+BUILDERS: dict[str, Callable[..., Any]] = {
+    "dipreme_regressor": lambda **kw: DiPriMeRegressor(epsilon=EPSILON, max_depth=3, n_estimators=4, max_features=2,
+                                                       feature_bounds=BOUNDS, target_bounds=(0.0, 1.0),
+                                                       categories=CATEGORIES, **kw),
+    "dipreme_classifier": lambda **kw: DiPriMeClassifier(epsilon=EPSILON, max_depth=3, n_estimators=4,
+                                                         feature_bounds=BOUNDS, classes=[0, 1],
+                                                         categories=CATEGORIES, **kw),
+    "dpert_regressor": lambda **kw: DPERTRegressor(epsilon=EPSILON, max_depth=3, n_estimators=4, feature_bounds=BOUNDS,
+                                                   target_bounds=(0.0, 1.0), categories=CATEGORIES, **kw),
+    "dpert_classifier": lambda **kw: DPERTClassifier(epsilon=EPSILON, max_depth=3, n_estimators=4,
+                                                     feature_bounds=BOUNDS, classes=[0, 1], categories=CATEGORIES,
+                                                     **kw),
+    "dpdf_classifier": lambda **kw: DPDFClassifier(epsilon=EPSILON, max_depth=2, n_estimators=3,
+                                                   feature_bounds=BOUNDS, classes=[0, 1], categories=CATEGORIES,
+                                                   **{k: v for k, v in kw.items() if k != "partition"}),
+}
+NAMES = sorted(BUILDERS)
+PARTITIONED = [n for n in NAMES if not n.startswith("dpdf")]
+
+
+def _y(name: str) -> np.ndarray:
+    _, labels, target = _data()
+    return target if "regressor" in name else labels
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_fresh_ledger_is_charged_exactly_epsilon(name: str) -> None:
+    X, _, _ = _data()
+    est = BUILDERS[name](random_state=3).fit(X, _y(name))
+    assert est.ledger_.total().epsilon == EPSILON  # exact, not approximately
+    assert est.ledger_.epsilon_cap == EPSILON
+    assert est.events_ == est.ledger_.events
+    assert all(e.sensitivity is not None and e.noise_scale is not None for e in est.events_)
+    # Public inputs only: other data of the same shape gives the same plan.
+    X2, labels2, target2 = _data(seed=9)
+    again = BUILDERS[name](random_state=4).fit(X2, target2 if "regressor" in name else labels2)
+    assert again.events_ == est.events_
+
+
+@pytest.mark.parametrize("name", PARTITIONED)
+@pytest.mark.parametrize("partition", ["disjoint", "full"])
+def test_disjoint_is_parallel_composition_only_when_rows_are_disjoint(name: str, partition: str) -> None:
+    X, _, _ = _data()
+    ledger = Ledger(epsilon_cap=None, neighbouring="add_remove")
+    est = BUILDERS[name](random_state=1, partition=partition).fit(X, _y(name), ledger=ledger, scope="train")
+    T = est.n_estimators
+    rows, trees = assign_rows(len(X), T, partition, np.random.default_rng(0))
+    assert rows_are_disjoint(rows, len(X)) == (partition == "disjoint")
+    if partition == "disjoint":
+        assert len(ledger.partitions) == 1
+        parent, parts = ledger.partitions[0]
+        assert parent == "train" and len(parts) == T
+        assert {e.scope for e in ledger.events} == set(parts)
+        per_tree = [math.fsum(e.epsilon for e in ledger.events if e.scope == p) for p in parts]
+        assert per_tree == [EPSILON] * T  # every tree gets all of ε ...
+        assert sorted(est.tree_sizes_) == sorted(np.bincount(trees))  # ... on its own rows
+        assert est.tree_sizes_.sum() == len(X)
+    else:
+        assert ledger.partitions == ()
+        assert {e.scope for e in ledger.events} == {"train"}
+        assert list(est.tree_sizes_) == [len(X)] * T
+    assert ledger.total().epsilon == EPSILON
+
+
+@pytest.mark.parametrize("name", PARTITIONED)
+def test_disjoint_is_refused_on_a_replace_one_ledger_before_anything_is_charged(name: str) -> None:
+    X, _, _ = _data()
+    ledger = Ledger(epsilon_cap=None)  # replace_one: the ledger refuses parallel composition
+    rng = np.random.default_rng(5)
+    state = rng.bit_generator.state
+    est = BUILDERS[name](random_state=rng, partition="disjoint")
+    with pytest.raises(LedgerError, match="parallel composition.*replace_one"):
+        est.fit(X, _y(name), ledger=ledger)
+    assert not ledger.events and not ledger.partitions and rng.bit_generator.state == state
+    assert not hasattr(est, "leaf_values_")
+
+
+@pytest.mark.parametrize("name", PARTITIONED)
+def test_replace_one_doubles_every_sensitivity_and_noise_scale(name: str) -> None:
+    X, _, _ = _data()
+    add_remove = Ledger(epsilon_cap=None, neighbouring="add_remove")
+    replace_one = Ledger(epsilon_cap=None)
+    BUILDERS[name](random_state=1, partition="full").fit(X, _y(name), ledger=add_remove)
+    BUILDERS[name](random_state=1, partition="full").fit(X, _y(name), ledger=replace_one)
+    assert replace_one.total().epsilon == add_remove.total().epsilon == EPSILON
+    for a, r in zip(add_remove.events, replace_one.events, strict=True):
+        assert (a.name, a.epsilon) == (r.name, r.epsilon)
+        assert r.sensitivity == 2 * a.sensitivity and r.noise_scale == 2 * a.noise_scale
+
+
+def test_the_recorded_split_follows_the_paper_and_charges_k_medians_sequentially() -> None:
+    X, _, target = _data()
+    est = BUILDERS["dipreme_regressor"](random_state=0, split_fraction=0.4).fit(X, target)
+    first_tree = [e for e in est.events_ if dict(e.details)["tree"] == 0]
+    by_name = {e.name: e for e in first_tree}
+    assert [e.name for e in first_tree] == ["median_splits", "feature_choice", "leaf_counts", "leaf_sums"]
+    assert by_name["median_splits"].epsilon == pytest.approx(EPSILON * 0.4 / 2)
+    assert dict(by_name["median_splits"].details)["epsilon_per_median"] == pytest.approx(EPSILON * 0.4 / 2 / (3 * 2))
+    assert by_name["feature_choice"].sensitivity == 1.0  # B² with B = 1
+    assert by_name["median_splits"].sensitivity == 0.5
+    assert by_name["leaf_sums"].sensitivity == 0.5  # B/2 for centred targets
+    assert by_name["leaf_counts"].epsilon == pytest.approx(EPSILON * 0.6 / 2)
+    one = BUILDERS["dipreme_regressor"](random_state=0).set_params(max_features=1).fit(X, target)
+    assert [e.name for e in one.events_[:3]] == ["median_splits", "leaf_counts", "leaf_sums"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_plan_over_the_cap_is_refused_before_anything_is_drawn(name: str) -> None:
+    X, _, _ = _data()
+    ledger = Ledger(epsilon_cap=EPSILON, neighbouring="add_remove")
+    ledger.charge(name="earlier", mechanism="laplace", epsilon=EPSILON / 2)
+    rng = np.random.default_rng(1)
+    state = rng.bit_generator.state
+    est = BUILDERS[name](random_state=rng)
+    with pytest.raises(BudgetExceededError, match="over the cap"):
+        est.fit(X, _y(name), ledger=ledger)
+    assert [e.name for e in ledger.events] == ["earlier"] and ledger.partitions == ()
+    assert rng.bit_generator.state == state and not hasattr(est, "leaf_values_")
+
+
+def _bad_settings(name: str) -> list[tuple[dict[str, Any], type[Exception], str]]:
+    cases: list[tuple[dict[str, Any], type[Exception], str]] = [
+        ({"epsilon": None}, TypeError, r"epsilon \(None\) must be"),
+        ({"epsilon": 0.0}, ValueError, r"epsilon \(0.0\) must be > 0"),
+        ({"epsilon": -1.0}, ValueError, r"epsilon \(-1.0\) must be > 0"),
+        ({"epsilon": math.nan}, ValueError, r"epsilon \(nan\) must be a finite"),
+        ({"max_depth": 0}, ValueError, r"max_depth \(0\) must be between 1 and 20"),
+        ({"n_estimators": 0}, ValueError, r"n_estimators \(0\) must be >= 1"),
+        ({"feature_bounds": None}, ValueError, r"feature_bounds \(None\) must be given"),
+        ({"feature_bounds": [(0.0, 1.0)]}, ValueError, r"feature_bounds .* must be one \(lower, upper\) pair"),
+        ({"feature_bounds": [(1.0, 0.0)] * 3}, ValueError, r"feature_bounds\[0\] \(\(1.0, 0.0\)\) must be"),
+        ({"categories": {2: (0, 0)}}, ValueError, r"categories\[2\] .* must be 1 to 62 distinct"),
+    ]
+    if "regressor" in name:
+        cases.append(({"target_bounds": None}, ValueError, r"target_bounds \(None\) must be given"))
+        cases.append(({"target_bounds": (1.0, 0.0)}, ValueError, r"target_bounds \(\(1.0, 0.0\)\) must be a pair"))
+    if name.startswith("dipreme"):
+        cases.append(({"split_fraction": 1.0}, ValueError, r"split_fraction \(1.0\) must be a real number strictly"))
+        cases.append(({"max_features": 0}, ValueError, r"max_features \(0\) must be"))
+    return cases
+
+
+def _bad_data(name: str) -> list[tuple[np.ndarray, np.ndarray, type[Exception], str]]:
+    X, _, _ = _data()
+    y = _y(name)
+    nan = X.copy()
+    nan[3, 1] = np.nan
+    outside = X.copy()
+    outside[7, 0] = 6.0
+    unknown = X.copy()
+    unknown[2, 2] = 9.0
+    cases = [(nan, y, SchemaError, "NaN"), (outside, y, SchemaError, "X column 0 has values outside its public bounds"),
+             (unknown, y, SchemaError, "X column 2 has values outside its declared categories")]
+    if "regressor" in name:
+        y_out = y.copy()
+        y_out[0] = 1.5
+        cases.append((X, y_out, SchemaError, "y has values outside target_bounds"))
+    else:
+        y_out = y.copy()
+        y_out[0] = 7
+        cases.append((X, y_out, SchemaError, "y has labels outside the declared classes"))
+    return cases
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_bad_settings_and_bad_data_are_refused_before_anything_is_charged(name: str) -> None:
+    X, _, _ = _data()
+    for settings, error, pattern in _bad_settings(name):
+        ledger = Ledger(epsilon_cap=None, neighbouring="add_remove")
+        est = BUILDERS[name](random_state=0).set_params(**settings)
+        with pytest.raises(error, match=pattern):
+            est.fit(X, _y(name), ledger=ledger)
+        assert not ledger.events and not ledger.partitions, settings
+    for data, y, error, pattern in _bad_data(name):
+        ledger = Ledger(epsilon_cap=None, neighbouring="add_remove")
+        rng = np.random.default_rng(2)
+        state = rng.bit_generator.state
+        with pytest.raises(error, match=pattern):
+            BUILDERS[name](random_state=rng).fit(data, y, ledger=ledger)
+        assert not ledger.events and not ledger.partitions and rng.bit_generator.state == state
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_unfitted_same_seed_other_seed_and_no_copy_of_the_data(name: str) -> None:
+    X, _, _ = _data()
+    y = _y(name)
+    with pytest.raises(NotFittedError, match="not fitted; call fit"):
+        BUILDERS[name]().predict(X)
+    assert issubclass(ForestNotFittedError, NotFittedError)
+    first = BUILDERS[name](random_state=7).fit(X, y).predict(X)
+    assert np.array_equal(first, BUILDERS[name](random_state=7).fit(X, y).predict(X))
+    def output(est: Any) -> np.ndarray:
+        return est.predict_proba(X) if hasattr(est, "predict_proba") else est.predict(X)
+
+    assert not np.array_equal(output(BUILDERS[name](random_state=8).fit(X, y)),
+                              output(BUILDERS[name](random_state=7).fit(X, y)))
+    before = X.copy()
+    fitted = BUILDERS[name](random_state=7).fit(X, y)
+    assert np.array_equal(X, before)
+    arrays = [v for v in vars(fitted).values() if isinstance(v, np.ndarray)]
+    if hasattr(fitted, "trees_"):
+        arrays += [fitted.trees_.threshold]
+    for array in arrays:
+        for column in X.T[:2]:  # real-valued columns: no fitted array holds their values
+            assert np.isin(column, array).mean() < 0.05
+
+
+def test_the_non_private_median_forest_charges_nothing_and_needs_no_bounds() -> None:
+    X, labels, _ = _data()
+    est = MedianForestClassifier(max_depth=3, n_estimators=3, random_state=0).fit(X, labels)
+    assert not hasattr(est, "ledger_") and est.score(X, labels) > 0.8
