@@ -67,7 +67,7 @@ class ForestStudyParams:
     categories: Mapping[str, Sequence[float]] = dataclasses.field(default_factory=dict)
     target_bounds: Sequence[float] = ()
     classes: Sequence[Any] = ()
-    epsilon: float = 1.0
+    epsilon: float
     max_depth: int = 5
     n_estimators: int = 10
     split_fraction: float = 0.5
