@@ -44,7 +44,7 @@ addition (group privacy of size 2); within one node the same factor 2 appears di
 * Leaf counts (regression): Δ₁ = 1. Leaf sums of ``y − (lo + hi)/2`` with y in [lo, hi]: Δ₁ = B/2.
 
 References:
-    Consul, Williamson & Dagli (2020), Section 3 and Algorithms 1–3 (arXiv:2006.13155);
+    Consul, Williamson & Dagli (2020), Section 3 and Algorithms 1–3 (arXiv:2006.08795; the later arXiv version is titled "Balance is key: Private median splits yield high-utility random trees");
     McSherry & Talwar (2007); McSherry (2009), Theorem 4; Smith (2011), Section 3.
 """
 
