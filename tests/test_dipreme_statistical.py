@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privlab.mechanisms.dipreme import DiPriMeClassifier, DPERTClassifier
+from privlab.mechanisms.dipreme import DiPriMeClassifier, DPERTClassifier, DPERTRegressor
 from privlab.mechanisms.dipreme.growth import Splitter, _choose, _numeric_split, route
 from privlab.platform.ledger import Ledger
 
@@ -83,3 +83,25 @@ def test_dipreme_leaves_get_the_leaf_share_of_epsilon() -> None:
     b = 1.0 / (epsilon / trees * (1 - share))
     assert [e.noise_scale for e in est.events_ if e.name == "leaf_class_counts"] == pytest.approx([b] * trees)
     assert stats.kstest(_leaf_noise(est, X, y), stats.laplace(scale=b).cdf).pvalue > P_MIN
+
+
+def test_regression_leaves_get_laplace_counts_and_centred_sums_of_the_recorded_scales() -> None:
+    rng = np.random.default_rng(12)
+    X = rng.uniform(0, 1, (30, 2))
+    y = np.clip(0.2 + 0.5 * X[:, 0] + rng.normal(0, 0.05, 30), 0.0, 1.0)
+    trees, epsilon = 300, 600.0
+    est = DPERTRegressor(epsilon=epsilon, max_depth=3, n_estimators=trees, feature_bounds=(0.0, 1.0),
+                         target_bounds=(0.0, 1.0), partition="full", random_state=4).fit(X, y)
+    b_count = {e.noise_scale for e in est.events_ if e.name == "leaf_counts"}
+    b_sum = {e.noise_scale for e in est.events_ if e.name == "leaf_sums"}
+    assert len(b_count) == len(b_sum) == 1
+    b_count, b_sum = b_count.pop(), b_sum.pop()
+    assert b_count == pytest.approx(1.0 / (epsilon / trees / 2)) and b_sum == pytest.approx(0.5 / (epsilon / trees / 2))
+    leaves = route(est.trees_, X, est.layout_.is_categorical)
+    true_count = np.zeros_like(est.leaf_counts_)
+    true_sum = np.zeros_like(est.leaf_sums_)
+    for t in range(trees):
+        np.add.at(true_count[t], leaves[t], 1.0)
+        np.add.at(true_sum[t], leaves[t], y - 0.5)
+    assert stats.kstest((est.leaf_counts_ - true_count).ravel(), stats.laplace(scale=b_count).cdf).pvalue > P_MIN
+    assert stats.kstest((est.leaf_sums_ - true_sum).ravel(), stats.laplace(scale=b_sum).cdf).pvalue > P_MIN

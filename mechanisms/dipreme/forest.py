@@ -4,7 +4,8 @@ Every estimator takes its settings in ``__init__`` only and keeps what it learns
 ending in ``_``; ``fit(X, y, ledger=None, scope="data")`` charges the ledger it is given, or a
 fresh one exposed as ``ledger_`` (capped at ``epsilon``, add/remove-one neighbours), before it
 draws anything. Fitted state: ``trees_`` (the splits), ``leaf_values_`` (the noisy leaf
-statistics), ``events_`` (what was charged), ``tree_sizes_`` (rows per tree: public, a function
+statistics; a private regressor also keeps the noisy leaf counts and centred sums it divided,
+``leaf_counts_`` and ``leaf_sums_``), ``events_`` (what was charged), ``tree_sizes_`` (rows per tree: public, a function
 of n, ``n_estimators`` and ``partition``), never the data.
 
 These are not :class:`~privlab.platform.estimator.PrivateEstimator` subclasses: that contract
@@ -243,6 +244,7 @@ class _Forest(BaseEstimator):
             sum_scale = np.array([e.noise_scale for e in _named(plan, "leaf_sums")])
             count = count + rng.laplace(size=count.shape) * count_scale[:, None]
             total = total + rng.laplace(size=total.shape) * sum_scale[:, None]
+            self.leaf_counts_, self.leaf_sums_ = count, total  # the released statistics (DP)
             half = self.target_bounds[1] - centre
             return centre + np.clip(total / np.maximum(count, 1.0), -half, half)
         fallback = float(np.mean(target)) if len(target) else centre

@@ -1,4 +1,4 @@
-"""The results page of a ``dipreme_forest`` study: a table of test errors with 95% confidence
+"""The results page of a ``private_forests`` study: a table of test errors with 95% confidence
 intervals and, when one setting is swept (ε, depth, trees), a plot against it."""
 
 from __future__ import annotations

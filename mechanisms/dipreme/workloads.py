@@ -164,7 +164,7 @@ def planned_events(params: ForestStudyParams) -> list[PrivacyEvent]:
 class ForestStudy(Workload):
     """Test error of a DP (or reference) forest on a public UCI dataset; one split per repetition."""
 
-    name = "dipreme_forest"
+    name = "private_forests"
     pattern = Pattern.GRID
     Params = ForestStudyParams
     metrics = {"test_error": MetricKind.VALUE}

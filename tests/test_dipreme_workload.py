@@ -1,0 +1,87 @@
+"""The ``private_forests`` workload and the DiPriMe specs (issue 11).
+
+Every spec under experiments/dipreme loads; its public bounds cover every column of its dataset
+and every value in it (the estimators refuse data outside them); one trial charges exactly the
+workload's plan. Tests that read /work/shared/data skip with a reason when it is absent, and
+fail under CI=true (the pattern of tests/conftest.py::shared_dataset).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from privlab.mechanisms.dipreme.datasets import TARGET
+from privlab.mechanisms.dipreme.inputs import encode_features, layout_for
+from privlab.mechanisms.dipreme.workloads import ForestStudy, ForestStudyParams
+from privlab.platform.ledger import Ledger
+from privlab.platform.randomness import SeededSource
+from privlab.platform.spec import load_spec
+
+SPECS = sorted((Path(__file__).resolve().parents[1] / "experiments" / "dipreme").glob("*.toml"))
+
+
+def _require(path: str) -> None:
+    if Path(path).is_file():
+        return
+    reason = f"public dataset {path!r} is missing; see {Path(path).parent}/README.md"
+    if os.environ.get("CI", "").strip().lower() in {"true", "1", "yes"}:
+        pytest.fail(f"CI=true and {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def _first_params(spec_path: Path) -> ForestStudyParams:
+    spec = load_spec(spec_path)
+    return ForestStudyParams(**spec.configurations[0].params)
+
+
+def test_there_is_a_spec_per_table_and_figure() -> None:
+    assert {p.stem for p in SPECS} >= {"table2_banknote", "table2_credit", "table2_robot", "table1_parkinsons",
+                                       "table1_appliances", "figure3_depth", "figure3_trees"}
+
+
+@pytest.mark.parametrize("spec_path", SPECS, ids=lambda p: p.stem)
+def test_every_spec_loads_and_its_bounds_cover_its_dataset(spec_path: Path) -> None:
+    params = _first_params(spec_path)
+    _require(params.data)
+    frame = ForestStudy().load_data(params)
+    columns = [c for c in frame.columns if c != TARGET]
+    bounds, cats = params.features(columns)
+    layout, categories = layout_for(bounds, cats, len(columns), required=True)
+    encode_features(frame[columns].to_numpy(float), layout, {j: np.asarray(v) for j, v in categories.items()},
+                    training=True, bounds_known=True)  # raises SchemaError on a value outside them
+    target = frame[TARGET].to_numpy()
+    if params.task == "regression":
+        assert params.target_bounds[0] <= target.min() and target.max() <= params.target_bounds[1]
+    else:
+        assert set(np.unique(target)) <= set(params.classes)
+
+
+@pytest.mark.parametrize("method", ["dipreme", "dpdf", "random_forest"])
+def test_a_trial_charges_exactly_the_plan(method: str) -> None:
+    base = _first_params(next(p for p in SPECS if p.stem == "table2_banknote"))
+    _require(base.data)
+    params = ForestStudyParams(**{**base.__dict__, "method": method, "epsilon": 0.7, "n_estimators": 3,
+                                  "max_depth": 2})
+    workload = ForestStudy()
+    frame = workload.load_data(params)
+    ledger = Ledger(epsilon_cap=1.0)  # the runner's trial ledger: replace-one by default
+    metrics = workload.run_trial(params, data=frame, source=SeededSource(np.random.default_rng(3)), ledger=ledger)
+    assert list(ledger.events) == workload.plan(params)
+    assert ledger.total().epsilon == (0.7 if method != "random_forest" else 0.0)
+    assert 0.0 <= metrics["test_error"] < 0.5
+
+
+def test_bad_study_parameters_are_refused_when_the_spec_is_built() -> None:
+    base = _first_params(next(p for p in SPECS if p.stem == "table1_parkinsons")).__dict__
+    with pytest.raises(ValueError, match=r"method \('dpdf'\) must be a regression method"):
+        ForestStudyParams(**{**base, "method": "dpdf"})
+    with pytest.raises(ValueError, match=r"target_bounds \(\(\)\) must be \[lower, upper\]"):
+        ForestStudyParams(**{**base, "target_bounds": ()})
+    with pytest.raises(ValueError, match=r"epsilon \(0.0\) must be a positive finite number"):
+        ForestStudyParams(**{**base, "epsilon": 0.0})
+    with pytest.raises(ValueError, match=r"split_fraction \(1.5\) must be"):
+        ForestStudyParams(**{**base, "split_fraction": 1.5})
