@@ -106,6 +106,8 @@ def grow(X: np.ndarray, rows: np.ndarray, tree_of_row: np.ndarray, n_trees: int,
     allowed = np.tile(layout.all_codes, (n_trees, 1))
     is_cat = layout.is_categorical
     p = X.shape[1]
+    # Each feature is sorted once: a node's values in order are then one integer sort away.
+    ranks = np.argsort(np.argsort(X, axis=0, kind="stable"), axis=0, kind="stable") if splitter.kind != "random" else None
     for level in range(max_depth):
         width = 2 ** level
         n_nodes = n_trees * width
@@ -123,7 +125,9 @@ def grow(X: np.ndarray, rows: np.ndarray, tree_of_row: np.ndarray, n_trees: int,
             f = candidates[:, k]
             values = X[rows, f[node]]
             node_lo, node_hi = lower[np.arange(n_nodes), f], upper[np.arange(n_nodes), f]
-            t = _numeric_split(splitter, values, node, counts, starts, node_lo, node_hi, tree_of_node, rng)
+            sort_key = None if ranks is None else node * len(X) + ranks[rows, f[node]]
+            t = _numeric_split(splitter, values, node, counts, starts, node_lo, node_hi, tree_of_node, rng,
+                               sort_key=sort_key)
             m = _categorical_split(splitter, values, node, counts, f, is_cat, allowed, tree_of_node, rng)
             proposed_t[:, k], proposed_m[:, k] = t, m
             if k_count > 1:
@@ -183,12 +187,15 @@ def _gumbel_scale(epsilon: np.ndarray | None, sensitivity: float, tree_of_node: 
 
 def _numeric_split(splitter: Splitter, values: np.ndarray, node: np.ndarray, counts: np.ndarray,
                    starts: np.ndarray, lo: np.ndarray, hi: np.ndarray, tree_of_node: np.ndarray,
-                   rng: np.random.Generator) -> np.ndarray:
-    """One threshold per node (used where the candidate feature is numeric)."""
+                   rng: np.random.Generator, sort_key: np.ndarray | None = None) -> np.ndarray:
+    """One threshold per node (used where the candidate feature is numeric).
+
+    ``sort_key`` (node · n + the value's rank in its column) orders the rows by node, then value,
+    with one integer sort; without it the two keys are sorted directly."""
     n_nodes = len(counts)
     if splitter.kind == "random":
         return lo + rng.random(n_nodes) * (hi - lo)
-    order = np.lexsort((values, node))
+    order = np.lexsort((values, node)) if sort_key is None else np.argsort(sort_key)
     ordered = values[order]
     if splitter.kind == "exact_median":
         mid = starts[:-1] + counts // 2
