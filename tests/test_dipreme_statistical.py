@@ -105,3 +105,21 @@ def test_regression_leaves_get_laplace_counts_and_centred_sums_of_the_recorded_s
         np.add.at(true_sum[t], leaves[t], y - 0.5)
     assert stats.kstest((est.leaf_counts_ - true_count).ravel(), stats.laplace(scale=b_count).cdf).pvalue > P_MIN
     assert stats.kstest((est.leaf_sums_ - true_sum).ravel(), stats.laplace(scale=b_sum).cdf).pvalue > P_MIN
+
+
+def test_a_fitted_forest_draws_its_root_medians_with_the_planned_epsilon() -> None:
+    """End to end: the estimator hands each median the ε its plan records (here one candidate,
+    so the whole split share of a depth-1 tree) with Δ = 1/2."""
+    values = np.array([0.5, 1.0, 1.2, 3.0, 3.1, 6.0, 8.5])
+    X, y = values[:, None], np.array([0, 0, 0, 1, 1, 1, 1])
+    trees, share = 400, 0.5
+    epsilon = 1.2 * trees / share  # each tree's root median gets ε·b/T = 1.2
+    est = DiPriMeClassifier(epsilon=epsilon, max_depth=1, n_estimators=trees, split_fraction=share,
+                            feature_bounds=(0.0, 10.0), classes=[0, 1], partition="full", random_state=9).fit(X, y)
+    per_median = [dict(e.details)["epsilon_per_median"] for e in est.events_ if e.name == "median_splits"]
+    assert per_median == pytest.approx([1.2] * trees)
+    index = np.searchsorted(values, est.trees_.threshold[:, 0])
+    edges = np.concatenate(([0.0], values, [10.0]))
+    weights = np.diff(edges) * np.exp(1.2 * -np.abs(np.arange(8) - 3.5) / (2 * 0.5))
+    observed = np.bincount(index, minlength=8)
+    assert stats.chisquare(observed, weights / weights.sum() * trees).pvalue > P_MIN
