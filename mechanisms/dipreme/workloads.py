@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,10 +35,7 @@ import numpy as np
 import pandas as pd
 
 from privlab.mechanisms.dipreme.datasets import TARGET, TASKS, read_dataset
-from privlab.mechanisms.dipreme.dpdf import DPDFClassifier
 from privlab.mechanisms.dipreme.inputs import check_settings
-from privlab.mechanisms.dipreme.forest import (DiPriMeClassifier, DiPriMeRegressor, DPERTClassifier, DPERTRegressor,
-                                               MedianForestClassifier, MedianForestRegressor)
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import SeededSource
 from privlab.platform.registry import MetricKind, Pattern, Workload, register_workload
@@ -94,9 +92,12 @@ class ForestStudyParams:
         _must(self.max_features in ("all", "sqrt") or (isinstance(self.max_features, int) and self.max_features >= 1),
               "max_features", self.max_features, "'all', 'sqrt' or an int >= 1")
         _must(0 < self.test_fraction < 1, "test_fraction", self.test_fraction, "in (0, 1)")
-        if self.method in PRIVATE:  # the estimator's own checks, so a bad spec fails when it is loaded
-            check_settings(self.estimator(random_state=0), private=True, private_splits=self.method == "dipreme",
-                           regression=False)
+        if self.method in PRIVATE:  # the estimators' own checks, so a bad spec fails when it is loaded
+            settings = types.SimpleNamespace(
+                epsilon=self.epsilon, max_depth=self.max_depth, n_estimators=self.n_estimators,
+                partition=self.partition, split_fraction=self.split_fraction,
+                max_features=None if self.max_features == "all" else self.max_features)
+            check_settings(settings, private=True, private_splits=self.method == "dipreme", regression=False)
 
     @property
     def task(self) -> str:
@@ -118,7 +119,14 @@ class ForestStudyParams:
         return bounds, cats
 
     def estimator(self, *, random_state: Any, columns: Sequence[str] | None = None) -> Any:
-        """The configuration's estimator (scikit-learn's for the non-private references)."""
+        """The configuration's estimator (scikit-learn's for the non-private references).
+
+        scikit-learn (and with it scipy.stats) is imported here, not with the module: the CLI
+        loads every workload plug-in, and commands that run none must stay light."""
+        from privlab.mechanisms.dipreme.dpdf import DPDFClassifier
+        from privlab.mechanisms.dipreme.forest import (DiPriMeClassifier, DiPriMeRegressor, DPERTClassifier,
+                                                       DPERTRegressor, MedianForestClassifier, MedianForestRegressor)
+
         K = None if self.max_features == "all" else self.max_features
         if columns is None:
             bounds, cats = None, None
