@@ -358,6 +358,13 @@ def test_advanced_accountant_keeps_the_basic_total_where_it_dominates() -> None:
     assert ledger.total() == Budget(1.0 + 40.0, 1e-7)
 
 
+def test_advanced_composition_of_a_huge_epsilon_is_infinite_not_an_overflow() -> None:
+    assert composition.advanced(epsilon=800.0, delta=0.0, k=2, delta_slack=1e-5)[0] == math.inf
+    ledger = Ledger(neighbouring="add_remove", epsilon_cap=None, delta_cap=None, accountant="advanced", delta_slack=1e-5)
+    ledger.charge(name="composed", mechanism="composed", epsilon=8000.0)
+    assert ledger.total() == Budget(8000.0, 0.0)
+
+
 def test_advanced_accountant_uses_max_for_heterogeneous_events() -> None:
     # ε = max(0.01, 0.005) = 0.01, k = 1000: 0.01·sqrt(2000 ln 1e5) + 1000·0.01·(e^0.01 − 1).
     ledger = Ledger(neighbouring="add_remove", epsilon_cap=None, delta_cap=1e-4, accountant="advanced", delta_slack=1e-5)
