@@ -1,8 +1,7 @@
 """Plausible-deniability generation on Ray's actor pool: 1 worker against 2 (issue 10's target).
 
 Runs the ``pd_generation`` study (``privlab run``'s runner, real local Ray) on an Adult-shaped
-table (the synthetic one of ``pd_throughput.py``, written as a CSV with a space) with 1 and 2
-workers, each at two candidate counts N₁ < N₂. A configuration's wall time includes fixed costs
+table (``census_like``, written as a CSV with a space that codes it back) with 1 and 2 workers, each at two candidate counts N₁ < N₂. A configuration's wall time includes fixed costs
 that do not scale with the workers (the driver's split and model fit, the state's trip to the
 object store, starting the actors), so the streaming rate is measured as the slope
 (N₂ − N₁) / (wall(N₂) − wall(N₁)), which cancels them; Ray's own start-up is outside the
@@ -26,23 +25,20 @@ for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_name, "1")
 
 import argparse  # noqa: E402
-import sys  # noqa: E402
 import tempfile  # noqa: E402
 import textwrap  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pd_throughput import LEVELS, adult_like  # noqa: E402
-
+from privlab.mechanisms.plausible_deniability.census_like import LEVELS, census_like  # noqa: E402
 from privlab.platform.runner import RunOptions, run_experiment  # noqa: E402
 from privlab.platform.spec import load_spec  # noqa: E402
 
 
 def write_inputs(folder: Path, records: int, seed: int) -> None:
     """The Adult-shaped table as a labelled CSV and a space that codes it back."""
-    data, _ = adult_like(records, np.random.default_rng(seed))
+    data, _ = census_like(records, np.random.default_rng(seed))
     labelled = data.apply(lambda column: column.map(lambda code, name=column.name: f"{name}{code}"))
     labelled.to_csv(folder / "table.csv", index=False)
     lines = ['name = "adult-shaped"']

@@ -9,16 +9,17 @@
   any number of workers and any batch size. Figure 6's sweep is this workload on a k × ω grid.
 
 Spec parameters: ``space`` and ``data`` (files, relative to the spec; ``data`` may list several
-files, concatenated), ``buckets`` (:func:`.dataset.bucket_map`), the split fractions, the
+files, concatenated) — or ``toy_records``, the number of records of a generated census-shaped
+table (:mod:`.census_like`, for examples that need no data) —, ``buckets`` (:func:`.dataset.bucket_map`), the split fractions, the
 model's ``model_epsilon``, ``maxcost``, ``alpha``, ``omega`` (an int, or ``"a-b"`` for ω drawn
 uniformly from [a, b] per candidate), the test's ``k``, ``gamma``, ``epsilon0`` (omit it for
 Test 1, which has no DP guarantee), ``max_plausible``, ``max_check_plausible``, Theorem 1's
 ``t``, and ``candidates`` (tested) in batches of ``batch``.
 
 Privacy:
-    A configuration's ledger (its ``plan``) holds the model's K steps (scope ``data``; the
-    spec's ``[budget]`` must use the advanced accountant with ``delta_slack`` equal to the
-    model's, as the paper composes them) and, with Test 2, one event composing Theorem 1 over
+    A configuration's ledger (its ``plan``) holds the model's K steps (scope ``data``; with
+    the model's default ``accountant = "advanced"``, as the paper composes them, the spec's
+    ``[budget]`` must use that accountant with the model's ``delta_slack``) and, with Test 2, one event composing Theorem 1 over
     all ``candidates`` runs of Mechanism 1 (scope ``seeds``; see
     :func:`.privacy_tests.record_generation`). The state's fit charges its own ledger, which
     is checked against the model part of the plan before any candidate is drawn. Research
@@ -31,6 +32,7 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from collections.abc import Iterator, Mapping
@@ -40,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from privlab.mechanisms.plausible_deniability.batched import BatchTester, draw_batch, laplace_from_uniform
+from privlab.mechanisms.plausible_deniability.census_like import census_like
 from privlab.mechanisms.plausible_deniability.dataset import CodedTable, bucket_map, load_coded_table
 from privlab.mechanisms.plausible_deniability.model import (
     DEFAULT_DELTA_SLACK, PlausibleDeniabilityModel, PlausibleDeniabilityModelParams)
@@ -84,20 +87,22 @@ class GenerationParams:
             summing to ≥ 1, t not in [1, k), …), each named.
     """
 
-    space: str = dataclasses.field(metadata={"path": True})
-    data: Any = dataclasses.field(metadata={"path": True})
+    space: str = dataclasses.field(default="", metadata={"path": True})
+    data: Any = dataclasses.field(default="", metadata={"path": True})
+    toy_records: int | None = dataclasses.field(default=None, metadata={"seed_key": "when_set"})
     buckets: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     structure_fraction: float = 0.19
     parameters_fraction: float = 0.19
     seeds_fraction: float = 0.49
     model_epsilon: float = 1.0
+    accountant: str = "advanced"
     delta_slack: float = DEFAULT_DELTA_SLACK
     maxcost: int = 64
     alpha: float = 1.0
     omega: Any = "5-11"
     k: int = 50
     gamma: float = 4.0
-    epsilon0: float | None = 1.0
+    epsilon0: float | None = None
     max_plausible: int | None = 100
     max_check_plausible: int | None = 50_000
     t: int = 10
@@ -105,11 +110,17 @@ class GenerationParams:
     batch: int = dataclasses.field(default=2048, metadata={"seed_key": "never"})  # results do not depend on it
 
     def __post_init__(self) -> None:
-        if not isinstance(self.space, str) or not self.space:
-            raise SpecError(f"space ({self.space!r}) must be a file path")
-        paths = _data_paths(self.data) if isinstance(self.data, (str, list)) else ()
-        if not paths or not all(isinstance(p, str) and p for p in paths):
-            raise SpecError(f"data ({self.data!r}) must be a file path or a list of file paths")
+        if self.toy_records is not None:
+            if isinstance(self.toy_records, bool) or not isinstance(self.toy_records, int) or self.toy_records < 10:
+                raise SpecError(f"toy_records ({self.toy_records!r}) must be an int >= 10")
+            if self.space or self.data:
+                raise SpecError(f"toy_records ({self.toy_records!r}) replaces space and data; give one or the other")
+        else:
+            if not isinstance(self.space, str) or not self.space:
+                raise SpecError(f"space ({self.space!r}) must be a file path (or set toy_records)")
+            paths = _data_paths(self.data) if isinstance(self.data, (str, list)) else ()
+            if not paths or not all(isinstance(p, str) and p for p in paths):
+                raise SpecError(f"data ({self.data!r}) must be a file path or a list of file paths")
         fractions = (self.structure_fraction, self.parameters_fraction, self.seeds_fraction)
         for name, value in zip(("structure_fraction", "parameters_fraction", "seeds_fraction"), fractions):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value < 1.0:
@@ -131,7 +142,7 @@ class GenerationParams:
         return _data_paths(self.data)
 
     def model_params(self) -> PlausibleDeniabilityModelParams:
-        return PlausibleDeniabilityModelParams(epsilon=self.model_epsilon, accountant="advanced",
+        return PlausibleDeniabilityModelParams(epsilon=self.model_epsilon, accountant=self.accountant,
                                                delta_slack=self.delta_slack, maxcost=self.maxcost, alpha=self.alpha)
 
     def synthesis(self) -> SynthesisParams:
@@ -148,8 +159,20 @@ class GenerationParams:
         return sizes
 
 
+TOY_SEED = 20170501
+"""The public seed of the generated census-shaped table (``toy_records``)."""
+
+
+@functools.lru_cache(maxsize=4)
+def _toy_table(records: int) -> CodedTable:
+    codes, domain = census_like(records, np.random.default_rng(TOY_SEED))
+    return CodedTable(codes=codes, domain=domain)
+
+
 def coded_table(params: GenerationParams) -> CodedTable:
     """The configuration's table, coded (cached per process)."""
+    if params.toy_records is not None:
+        return _toy_table(params.toy_records)
     return load_coded_table(params.space, params.data_paths())
 
 
@@ -180,7 +203,7 @@ def fit_split_model(params: GenerationParams, table: CodedTable, rng: np.random.
                     ) -> tuple[DataSplit, PlausibleDeniabilityModel, Ledger]:
     """Split (seeded), then fit the DP model on D_T and D_P with a ledger checked against the plan."""
     split = split_dataset(table.codes, sizes=params.sizes(len(table.codes)), domain=table.domain, rng=rng)
-    ledger = Ledger(epsilon_cap=None, delta_cap=None, accountant="advanced", delta_slack=params.delta_slack)
+    ledger = Ledger(epsilon_cap=None, delta_cap=None, accountant=params.accountant, delta_slack=params.delta_slack)
     model = PlausibleDeniabilityModel(params.model_params()).fit(
         split.structure, parameter_data=split.parameters, domain=table.domain, ledger=ledger,
         source=SeededSource(rng), buckets=bucket_map(table.domain, params.buckets))
@@ -209,6 +232,8 @@ class PlausibleDeniabilityGeneration(ActorPoolWorkload):
     metrics = {"passed": MetricKind.RATE, "plausible_seeds": MetricKind.VALUE, "omega_drawn": MetricKind.VALUE}
 
     def data_key(self, params: GenerationParams) -> str:
+        if params.toy_records is not None:
+            return f"census_like:{params.toy_records}"
         return f"{params.space}|{'|'.join(params.data_paths())}"
 
     def load_data(self, params: GenerationParams) -> pd.DataFrame:
