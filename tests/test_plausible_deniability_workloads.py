@@ -10,6 +10,7 @@ logged.
 
 from __future__ import annotations
 
+import json
 import math
 import textwrap
 from pathlib import Path
@@ -18,7 +19,7 @@ import numpy as np
 import pytest
 
 from privlab.mechanisms.plausible_deniability.privacy_tests import PrivacyTestParams, generate_candidates
-from privlab.mechanisms.plausible_deniability.workloads import (
+from privlab.mechanisms.plausible_deniability.generation_params import (
     GenerationParams, coded_table, fit_split_model, parse_omega)
 from privlab.platform.errors import PrivlabError, SchemaError, SpecError
 from privlab.platform.randomness import SeededSource
@@ -155,13 +156,8 @@ def test_actor_results_equal_the_library_generation(tmp_path: Path) -> None:
                              for item in workload.items(params, rng=np.random.default_rng(0))])
     rng = np.random.default_rng(3)
     split, model, _ = fit_split_model(params, table, rng)
-
-    class KeyedSource(SeededSource):  # hands generate_candidates the same two key words
-        def dp_generator(self, *, purpose: str) -> np.random.Generator:
-            return rng
-
     reference = generate_candidates(model, split.seeds, synthesis=parse_omega("1-4"), test=params.test(), n=300,
-                                    source=KeyedSource(np.random.default_rng(0)))
+                                    source=SeededSource(rng))
     assert np.array_equal(passed, reference.passed.astype(float))
 
 
@@ -235,3 +231,51 @@ def test_three_node_cluster_gives_the_serial_results(tmp_path: Path) -> None:
     assert summary["timing"]["ray_nodes"] == 3
     assert _rates(summary) == _rates(serial)
     assert [e["ledger"] for e in summary["configurations"]] == [e["ledger"] for e in serial["configurations"]]
+
+
+# --- privlab pd-generate: the bundle ----------------------------------------------------------
+
+
+def test_pd_generate_writes_the_runs_candidates_as_a_checked_bundle(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    import hashlib
+
+    import pandas as pd
+
+    from privlab.platform.cli import EXIT_INPUT, EXIT_OK, main
+
+    spec = _spec(tmp_path, grid='omega = ["1-4"]')
+    summary = run_experiment(load_spec(spec), RunOptions(serial=True, progress=False,
+                                                         tracking_uri=f"sqlite:///{tmp_path / 'g.db'}"))
+    out = tmp_path / "bundle"
+    assert main(["pd-generate", str(spec), "--out", str(out)]) == EXIT_OK
+    assert "candidates passed" in capsys.readouterr().out
+    facts = json.loads((out / "summary.json").read_text())
+    (entry,) = summary["configurations"]
+    assert facts["pass_rate"] == entry["metrics"]["passed_rate"]  # the run's own candidates, to the bit
+    released = pd.read_csv(out / "released.csv")
+    assert len(released) == facts["released"] == round(facts["pass_rate"] * 600)
+    assert list(released.columns) == ["age", "education", "work", "income"]
+    assert set(released["education"]) <= {"none", "primary", "secondary", "college", "graduate"}
+    assert pd.read_parquet(out / "released.parquet").astype(str).equals(released.astype(str))
+    for line in (out / "SHA256SUMS").read_text().splitlines():
+        digest, name = line.split("  ")
+        assert hashlib.sha256((out / name).read_bytes()).hexdigest() == digest
+    assert json.loads((out / "ledger.json").read_text())["events"] == entry["ledger"]["events"]
+    statement = (out / "privacy-statement.md").read_text()
+    assert "Theorem 1" in statement and "600 candidates tested" in statement
+    # an existing folder is refused before any work, and is left as it was
+    before = sorted(p.name for p in out.iterdir())
+    assert main(["pd-generate", str(spec), "--out", str(out), "--set", "study.generation.params.k=11"]) == EXIT_INPUT
+    assert "already exists" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == before
+
+
+def test_pd_generate_bad_input_leaves_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from privlab.platform.cli import EXIT_INPUT, main
+
+    spec = _spec(tmp_path)
+    out = tmp_path / "never"
+    assert main(["pd-generate", str(spec), "--out", str(out), "--set", "study.generation.grid.omega=[9]"]) == EXIT_INPUT
+    assert "omega_max (9) must be <= m (4)" in capsys.readouterr().err
+    assert not out.exists() and not any(p.name.startswith(".never") for p in tmp_path.iterdir())
