@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -81,6 +82,11 @@ class PlausibleDeniabilityGeneration(ActorPoolWorkload):
         table = coded_table(params)
         check_against_table(params, table)
         return run_plan(params, table)
+
+    def report(self, results: Any) -> dict[str, str | bytes]:
+        from privlab.mechanisms.plausible_deniability.reports_generation import generation_report
+
+        return generation_report(results)
 
     def item_count(self, params: GenerationParams) -> int:
         return math.ceil(params.candidates / params.batch)
