@@ -1,8 +1,8 @@
 """The contract of everything that fits on private data and releases something (issue 9 item 5).
 
 Every concrete :class:`~privlab.platform.estimator.PrivateEstimator` in privlab — the tabular
-synthesizers of the release scheme and the pMSE paper's mechanism and baselines — needs a case
-below (``test_every_estimator_has_a_contract_case`` finds them by importing every module of
+synthesizers of the release scheme, the pMSE paper's mechanism and baselines, the plausible-
+deniability model and its Table 4 DP classifiers — needs a case below (``test_every_estimator_has_a_contract_case`` finds them by importing every module of
 ``privlab.mechanisms``), and each case is held to the same protocol:
 
 * not fitted → :class:`NotFittedError` naming the call that fits;
