@@ -15,7 +15,7 @@ from scipy import stats
 from privlab.mechanisms.plausible_deniability.distinguishing_game import distinguishing_game
 from privlab.mechanisms.plausible_deniability.dp_erm import (
     DPLinearClassifier, DPLinearClassifierParams, erm_features, fit_erm, loss_curvature,
-    objective_perturbation_parameters, output_perturbation_sensitivity, sample_l2_laplace_noise)
+    nonprivate_erm_accuracies, objective_perturbation_parameters, output_perturbation_sensitivity, sample_l2_laplace_noise)
 from privlab.mechanisms.plausible_deniability.evaluation_classifiers import (
     CLASSIFIER_KINDS, agreement_rate, compare_classifiers)
 from privlab.mechanisms.plausible_deniability.evaluation_data import coded_table, one_hot
@@ -296,6 +296,23 @@ def test_the_nonprivate_fit_is_scikit_learns_logistic_regression() -> None:
     theirs.fit(features, labels)
     assert gradient < 1e-8
     np.testing.assert_allclose(ours, theirs.coef_[0], atol=1e-4)
+
+
+def test_nonprivate_accuracies_over_the_lambda_grid() -> None:
+    domain, data = binary_task(1200, 9)
+    codes = data.to_numpy()
+    accuracies = nonprivate_erm_accuracies(codes[:800], codes[800:], sizes=domain.sizes, target=3, loss="huber",
+                                           regularizations=(1e-2, 10.0))
+    features, labels = erm_features(codes, domain.sizes, 3)
+    coef, _ = fit_erm(features[:800], labels[:800], loss="huber", regularization=1e-2)
+    assert accuracies[1e-2] == np.mean((features[800:] @ coef > 0) == (labels[800:] > 0))
+    # At λ = 10 every margin is below 1 − h, where the Huber loss is linear, so the minimiser is
+    # f = Σ y_i x_i / (nλ): the class-mean-difference classifier, exactly.
+    mean_difference = features[:800].T @ labels[:800]
+    assert accuracies[10.0] == np.mean((features[800:] @ mean_difference > 0) == (labels[800:] > 0))
+    assert accuracies[10.0] != accuracies[1e-2]
+    with pytest.raises(SchemaError, match=r"target \(1\) must be the index of an attribute with exactly 2"):
+        nonprivate_erm_accuracies(codes, codes, sizes=domain.sizes, target=1, loss="huber")
 
 
 @pytest.mark.parametrize("loss", ["logistic", "huber"])

@@ -80,7 +80,7 @@ from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import RandomSource
 
 __all__ = ["DPLinearClassifier", "DPLinearClassifierParams", "LOSSES", "PERTURBATIONS", "erm_features",
-           "fit_erm", "loss_curvature", "objective_perturbation_parameters", "output_perturbation_sensitivity",
+           "fit_erm", "loss_curvature", "nonprivate_erm_accuracies", "objective_perturbation_parameters", "output_perturbation_sensitivity",
            "sample_l2_laplace_noise"]
 
 LOSSES = ("logistic", "huber")
@@ -229,6 +229,46 @@ def erm_features(codes: np.ndarray, sizes: tuple[int, ...], target: int) -> tupl
     encoded = one_hot(codes[:, others], [sizes[j] for j in others]).toarray()
     features = np.hstack([encoded, np.ones((len(codes), 1))]) / math.sqrt(len(sizes))
     return features, np.where(codes[:, target] == 1, 1.0, -1.0)
+
+
+def nonprivate_erm_accuracies(train: np.ndarray | pd.DataFrame, test: np.ndarray | pd.DataFrame, *,
+                              sizes: tuple[int, ...], target: int, loss: str,
+                              regularizations: tuple[float, ...] = (1e-3, 1e-4, 1e-5, 1e-6),
+                              huber_h: float = 0.5) -> dict[float, float]:
+    """Test accuracy of the non-private ERM fit for each λ (Table 4's "Non Private" row).
+
+    The paper picks, for the DP baselines, "whichever value maximizes the accuracy of the
+    non-private classification model" — an optimistic, non-private choice made on reals; the
+    ε of the DP baselines does not pay for it (as in the paper).
+
+    Args:
+        train, test: ``(n, m)`` integer codes over ``sizes``; ``sizes[target]`` must be 2.
+        sizes: The public number of categories of each attribute.
+        target: The target attribute's index (code 1 is the positive class).
+        loss: ``"logistic"`` or ``"huber"``.
+        regularizations: The λ grid (the paper's by default).
+        huber_h: h of the Huber loss.
+
+    Returns:
+        ``{λ: accuracy on test}``.
+
+    Raises:
+        SchemaError: a table not over ``sizes`` or a target without exactly 2 categories.
+        SpecError: a bad loss, λ or h.
+    """
+    from privlab.mechanisms.plausible_deniability.evaluation_data import check_sizes, coded_table
+
+    sizes = check_sizes(sizes)
+    if isinstance(target, bool) or not isinstance(target, (int, np.integer)) or not 0 <= target < len(sizes) \
+            or sizes[target] != 2:
+        raise SchemaError(f"target ({target!r}) must be the index of an attribute with exactly 2 categories")
+    x_train, y_train = erm_features(coded_table(train, sizes, name="train"), sizes, int(target))
+    x_test, y_test = erm_features(coded_table(test, sizes, name="test"), sizes, int(target))
+    out = {}
+    for lam in regularizations:
+        coef, _ = fit_erm(x_train, y_train, loss=loss, regularization=lam, huber_h=huber_h)
+        out[float(lam)] = float(np.mean(np.where(x_test @ coef > 0, 1.0, -1.0) == y_test))
+    return out
 
 
 # --- the estimator -------------------------------------------------------------------------------
