@@ -25,10 +25,9 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import sparse
 
 from privlab.mechanisms.plausible_deniability.evaluation_classifiers import make_classifier
-from privlab.mechanisms.plausible_deniability.evaluation_data import check_sizes, coded_table, one_hot
+from privlab.mechanisms.plausible_deniability.evaluation_data import check_sizes, coded_table, one_hot_dense
 from privlab.platform.errors import SchemaError
 
 __all__ = ["DISTINGUISHERS", "distinguishing_game"]
@@ -71,8 +70,8 @@ def distinguishing_game(reals: np.ndarray | pd.DataFrame, others: np.ndarray | p
             raise SchemaError(f"{name} ({len(codes)} records) must hold at least n_train + n_test = {needed} records")
         tables.append(codes[rng.choice(len(codes), size=needed, replace=False)])
     real, other = tables
-    x_train = sparse.vstack([one_hot(real[:n_train], sizes), one_hot(other[:n_train], sizes)]).tocsr()
-    x_test = sparse.vstack([one_hot(real[n_train:], sizes), one_hot(other[n_train:], sizes)]).tocsr()
+    x_train = np.vstack([one_hot_dense(real[:n_train], sizes), one_hot_dense(other[:n_train], sizes)])
+    x_test = np.vstack([one_hot_dense(real[n_train:], sizes), one_hot_dense(other[n_train:], sizes)])
     y_train = np.r_[np.ones(n_train, dtype=np.int64), np.zeros(n_train, dtype=np.int64)]
     y_test = np.r_[np.ones(n_test, dtype=np.int64), np.zeros(n_test, dtype=np.int64)]
     out = {}

@@ -1,7 +1,7 @@
 """Classifiers trained on synthetics vs reals (Section 6.3, Tables 3–4) and agreement rates.
 
 The task is the paper's: predict one attribute (the income class) from the others, every
-attribute one-hot encoded (:func:`~.evaluation_data.one_hot`). A classifier of each kind is
+attribute one-hot encoded (:func:`~.evaluation_data.one_hot_dense`). A classifier of each kind is
 trained on each training table — the reference reals, and candidates such as other reals,
 marginals or synthetics — and evaluated on one held-out real test table:
 
@@ -34,9 +34,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import sparse
 
-from privlab.mechanisms.plausible_deniability.evaluation_data import check_sizes, coded_table, one_hot
+from privlab.mechanisms.plausible_deniability.evaluation_data import check_sizes, coded_table, one_hot_dense
 from privlab.platform.errors import SchemaError
 
 __all__ = ["CLASSIFIER_KINDS", "agreement_rate", "compare_classifiers", "make_classifier", "target_features"]
@@ -68,8 +67,8 @@ def make_classifier(kind: str, *, random_state: int) -> Any:
 
 
 def target_features(table: np.ndarray | pd.DataFrame, *, sizes: Sequence[int], target: int,
-                    name: str = "table") -> tuple[sparse.csr_matrix, np.ndarray]:
-    """One-hot features of every attribute but ``target``, and the target's codes.
+                    name: str = "table") -> tuple[np.ndarray, np.ndarray]:
+    """One-hot features (dense float32) of every attribute but ``target``, and the target's codes.
 
     Raises:
         SchemaError: ``table`` empty or not over ``sizes``.
@@ -82,7 +81,7 @@ def target_features(table: np.ndarray | pd.DataFrame, *, sizes: Sequence[int], t
     if len(codes) == 0:
         raise SchemaError(f"{name} (0 records) must hold at least one record")
     others = [j for j in range(len(sizes)) if j != target]
-    return one_hot(codes[:, others], [sizes[j] for j in others]), codes[:, target].copy()
+    return one_hot_dense(codes[:, others], [sizes[j] for j in others]), codes[:, target].copy()
 
 
 def agreement_rate(first: np.ndarray, second: np.ndarray) -> float:

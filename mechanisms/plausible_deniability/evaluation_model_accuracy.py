@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from privlab.mechanisms.plausible_deniability.evaluation_data import check_sizes, coded_table, one_hot
+from privlab.mechanisms.plausible_deniability.evaluation_data import check_sizes, coded_table, one_hot_dense
 from privlab.platform.errors import SchemaError
 
 if TYPE_CHECKING:
@@ -180,8 +180,8 @@ def random_forest_accuracy(train: np.ndarray | pd.DataFrame, records: np.ndarray
         other_sizes = [sizes[j] for j in others]
         forest = RandomForestClassifier(n_estimators=n_estimators, n_jobs=1,
                                         random_state=int(rng.integers(0, 2**31 - 1)))
-        forest.fit(one_hot(fit_codes[:, others], other_sizes), fit_codes[:, i])
-        predicted = forest.predict(one_hot(test_codes[:, others], other_sizes))
+        forest.fit(one_hot_dense(fit_codes[:, others], other_sizes), fit_codes[:, i])
+        predicted = forest.predict(one_hot_dense(test_codes[:, others], other_sizes))
         accuracy[i] = float(np.mean(predicted == test_codes[:, i]))
     return accuracy
 
