@@ -336,6 +336,27 @@ def test_output_perturbation_adds_exactly_the_recorded_noise(loss: str) -> None:
     assert estimator.events_ == ledger.events
 
 
+@pytest.mark.parametrize("loss", ["logistic", "huber"])
+def test_objective_perturbation_solves_the_objective_with_exactly_the_recorded_noise(loss: str) -> None:
+    # The first-order condition of J(f) + bᵀf/n + (Δ/2)‖f‖²: ∇J_{λ+Δ}(f_priv) = −b/n, with b
+    # the dp_generator's draw of density ∝ exp(−(ε'/2)‖b‖); small n, λ put Δ > 0 for logistic.
+    domain, data = binary_task(300, 12)
+    estimator, ledger = fit_dp(data, domain, seed=9, epsilon=0.8, regularization=1e-3, loss=loss,
+                               perturbation="objective")
+    details = dict(ledger.events[0].details)
+    d, n = int(details["dimension"]), 300
+    noise = sample_l2_laplace_noise(d, details["beta"],
+                                    SeededSource(np.random.default_rng(9)).dp_generator(purpose="dp_erm.noise"))
+    assert details["beta"] == pytest.approx(estimator.epsilon_prime_ / 2, rel=1e-12)
+    features, labels = erm_features(data.to_numpy(), domain.sizes, 3)
+    total = 1e-3 + details["delta_regularization"]
+    f = estimator.coef_
+    z = labels * (features @ f)
+    slope = -1 / (1 + np.exp(z)) if loss == "logistic" else np.where(z > 1.5, 0.0, np.where(z < 0.5, -1.0, -(1.5 - z)))
+    gradient = features.T @ (slope * labels) / n + total * f
+    np.testing.assert_allclose(gradient, -noise / n, atol=1e-6)
+
+
 def test_objective_perturbation_records_epsilon_prime_and_the_delta_branch() -> None:
     domain, data = binary_task(400, 3)
     epsilon, lam = 1.0, 0.05
