@@ -26,7 +26,7 @@ from privlab.mechanisms.plausible_deniability.evaluation_statistics import attri
 from privlab.mechanisms.plausible_deniability.model import PlausibleDeniabilityModel, PlausibleDeniabilityModelParams
 from privlab.mechanisms.plausible_deniability.structure import Bucketing, Structure
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
-from privlab.platform.errors import SchemaError, SpecError
+from privlab.platform.errors import NotFittedError, SchemaError, SpecError
 from privlab.platform.ledger import Ledger
 from privlab.platform.randomness import SeededSource
 
@@ -156,6 +156,8 @@ def test_the_model_accuracy_is_the_argmax_of_the_joint_probability_of_a_fitted_m
             hits += int(np.argmax(scores) == record[i])
         expected.append(hits / len(records))
     np.testing.assert_allclose(generative_model_accuracy(model, records), expected, rtol=0, atol=1e-12)
+    with pytest.raises(NotFittedError, match="PlausibleDeniabilityModel is not fitted"):
+        generative_model_accuracy(PlausibleDeniabilityModel(PlausibleDeniabilityModelParams(epsilon=1.0)), records)
     with pytest.raises(ValueError, match=r"conditioning \('children'\) must be one of"):
         generative_model_accuracy(model, records, conditioning="children")
     with pytest.raises(SchemaError, match="records column 1 has a code outside 0..3"):

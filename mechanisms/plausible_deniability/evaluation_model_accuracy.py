@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from privlab.mechanisms.plausible_deniability.evaluation_data import check_sizes, coded_table, one_hot_dense
-from privlab.platform.errors import SchemaError
+from privlab.platform.errors import NotFittedError, SchemaError
 
 if TYPE_CHECKING:
     from privlab.mechanisms.plausible_deniability.model import PlausibleDeniabilityModel
@@ -77,7 +77,9 @@ def generative_model_accuracy(model: PlausibleDeniabilityModel, records: np.ndar
     """
     if conditioning not in CONDITIONINGS:
         raise ValueError(f"conditioning ({conditioning!r}) must be one of {list(CONDITIONINGS)}")
-    model._require_fitted("fit(structure_data, parameter_data=..., ...)")
+    if not model.is_fitted:
+        raise NotFittedError(f"{type(model).__name__} is not fitted; call fit(structure_data, parameter_data=..., ...) "
+                             "before measuring its accuracy")
     sizes = model.domain_.sizes
     codes = _nonempty(coded_table(records, sizes, name="records"))
     parents = model.structure_.parents
