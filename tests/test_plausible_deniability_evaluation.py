@@ -20,9 +20,10 @@ from privlab.mechanisms.plausible_deniability.evaluation_classifiers import (
     CLASSIFIER_KINDS, agreement_rate, compare_classifiers)
 from privlab.mechanisms.plausible_deniability.evaluation_data import coded_table, one_hot
 from privlab.mechanisms.plausible_deniability.evaluation_model_accuracy import (
-    empirical_marginals, generative_model_accuracy, marginal_accuracy, random_forest_accuracy,
+    empirical_marginals, generative_model_accuracy, marginal_accuracy, model_accuracy_table, random_forest_accuracy,
     random_guess_accuracy, relative_error_reduction)
-from privlab.mechanisms.plausible_deniability.evaluation_statistics import attribute_tvd, pairwise_tvd, tvd_summary
+from privlab.mechanisms.plausible_deniability.evaluation_statistics import (
+    attribute_tvd, pairwise_tvd, tvd_summary, tvd_table)
 from privlab.mechanisms.plausible_deniability.model import PlausibleDeniabilityModel, PlausibleDeniabilityModelParams
 from privlab.mechanisms.plausible_deniability.structure import Bucketing, Structure
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
@@ -92,6 +93,18 @@ def test_tvd_refuses_tables_that_are_not_codes_over_the_sizes() -> None:
         attribute_tvd(a, a, (2, 0, 4, 2))
     with pytest.raises(SchemaError, match="at least two attributes"):
         pairwise_tvd(a[:, :1], a[:, :1], (2,))
+
+
+def test_the_tvd_table_has_one_row_per_table_and_attribute_or_pair() -> None:
+    reference, other = random_table(100, SIZES, 30), random_table(90, SIZES, 31)
+    frame = tvd_table(reference, {"reals": other, "same": reference}, sizes=SIZES, names="abcd")
+    assert len(frame) == 2 * (4 + 6) and frame["kind"].tolist() == ["attribute"] * 8 + ["pair"] * 12
+    rows = frame.set_index(["table", "kind", "attributes"])["tvd"]
+    assert rows[("reals", "attribute", "c")] == attribute_tvd(reference, other, SIZES)[2]
+    assert rows[("reals", "pair", "b×d")] == pairwise_tvd(reference, other, SIZES).tvd[4]
+    assert (frame[frame["table"] == "same"]["tvd"] == 0).all()
+    with pytest.raises(SchemaError, match="must name each of the 4 attributes"):
+        tvd_table(reference, {"x": other}, sizes=SIZES, names="abc")
 
 
 def test_tvd_summary_gives_the_numbers_of_a_box_plot() -> None:
@@ -164,6 +177,20 @@ def test_the_model_accuracy_is_the_argmax_of_the_joint_probability_of_a_fitted_m
         generative_model_accuracy(model, records + np.array([0, 1, 0]))
 
 
+def test_the_accuracy_table_gathers_every_predictor() -> None:
+    model = chain_model()
+    records = np.array([[0, 0], [0, 0], [1, 1], [1, 0]])
+    train = np.array([[1, 1], [1, 1], [0, 1]])
+    table = model_accuracy_table(model, records, train=train, rng=np.random.default_rng(0), n_estimators=3)
+    assert table.index.tolist() == ["a", "b"]
+    assert table["model"].tolist() == [0.75, 0.75] and table["model_parents"].tolist() == [0.5, 0.75]
+    assert table["marginals"].tolist() == [0.5, 0.25] and table["random"].tolist() == [0.5, 0.5]
+    np.testing.assert_allclose(table["model_error_reduction"], [0.5, 2 / 3])
+    assert table["random_forest"].between(0, 1).all()
+    without = model_accuracy_table(model, records, train=train, marginals=(np.array([0.9, 0.1]),) * 2)
+    assert "random_forest" not in without and without["marginals"].tolist() == [0.5, 0.75]
+
+
 def test_marginal_random_and_forest_baselines_on_constructed_data() -> None:
     train = np.array([[0, 1, 2], [1, 1, 2], [1, 0, 0], [1, 2, 2]])
     marginals = empirical_marginals(train, (2, 3, 3))
@@ -212,6 +239,12 @@ def test_classifiers_on_copied_and_flipped_targets_have_known_accuracy_and_agree
         assert by.loc[("reals", kind), "accuracy"] == 1.0 and np.isnan(by.loc[("reals", kind), "agreement"])
         assert by.loc[("other reals", kind)].tolist() == [1.0, 1.0]
         assert by.loc[("flipped", kind)].tolist() == [0.0, 0.0]
+    one_class = table(100, False)
+    one_class[:, 2] = 1
+    constant = compare_classifiers(table(300, False), {"one class": one_class}, table(200, False), sizes=sizes,
+                                   target=2, rng=np.random.default_rng(0), kinds=["LR", "Tree"])
+    share = constant.set_index(["training", "classifier"]).loc[("one class", "LR"), "accuracy"]
+    assert 0 < share < 1 and (constant[constant["training"] == "one class"]["accuracy"] == share).all()
     with pytest.raises(ValueError, match="must not use the reference's name 'reals'"):
         compare_classifiers(table(50, False), {"reals": table(50, False)}, table(50, False), sizes=sizes, target=2,
                             rng=rng)

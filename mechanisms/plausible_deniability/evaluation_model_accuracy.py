@@ -50,7 +50,7 @@ from privlab.platform.errors import NotFittedError, SchemaError
 if TYPE_CHECKING:
     from privlab.mechanisms.plausible_deniability.model import PlausibleDeniabilityModel
 
-__all__ = ["CONDITIONINGS", "empirical_marginals", "generative_model_accuracy", "marginal_accuracy",
+__all__ = ["CONDITIONINGS", "empirical_marginals", "generative_model_accuracy", "marginal_accuracy", "model_accuracy_table",
            "random_forest_accuracy", "random_guess_accuracy", "relative_error_reduction"]
 
 CONDITIONINGS = ("others", "parents")
@@ -197,6 +197,42 @@ def relative_error_reduction(accuracy: np.ndarray, baseline_accuracy: np.ndarray
     baseline_error = 1.0 - np.asarray(baseline_accuracy, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(baseline_error > 0, (baseline_error - (1.0 - accuracy)) / baseline_error, np.nan)
+
+
+def model_accuracy_table(model: PlausibleDeniabilityModel, records: np.ndarray | pd.DataFrame, *,
+                         train: np.ndarray | pd.DataFrame, marginals: Sequence[np.ndarray] | None = None,
+                         rng: np.random.Generator | None = None, n_estimators: int = 100) -> pd.DataFrame:
+    """Figures 1–2 for one model: every predictor's accuracy per attribute.
+
+    Args:
+        model: The fitted generative model (its domain gives the attributes and sizes).
+        records: The records to evaluate on.
+        train: Reals for the marginals (when ``marginals`` is None) and the random forest.
+        marginals: Per-attribute distributions of the marginals baseline (e.g. a DP marginals
+            model's, Figure 1); default the empirical marginals of ``train`` (Figure 2).
+        rng: For the random forests; ``None`` leaves the forest out.
+        n_estimators: Trees per forest.
+
+    Returns:
+        A DataFrame indexed by attribute name with columns ``model`` (Markov blanket),
+        ``model_parents``, ``marginals``, ``random``, ``random_forest`` (when ``rng`` is given)
+        and ``model_error_reduction`` (Figure 1's relative improvement over the marginals).
+
+    Raises:
+        As the functions it calls.
+    """
+    accuracy = generative_model_accuracy(model, records)
+    sizes = model.domain_.sizes
+    columns = {"model": accuracy,
+               "model_parents": generative_model_accuracy(model, records, conditioning="parents"),
+               "marginals": marginal_accuracy(records, sizes=sizes, marginals=(
+                   empirical_marginals(train, sizes) if marginals is None else marginals)),
+               "random": random_guess_accuracy(sizes)}
+    if rng is not None:
+        columns["random_forest"] = random_forest_accuracy(train, records, sizes=sizes, rng=rng,
+                                                          n_estimators=n_estimators)
+    columns["model_error_reduction"] = relative_error_reduction(accuracy, columns["marginals"])
+    return pd.DataFrame(columns, index=pd.Index(model.domain_.names, name="attribute"))
 
 
 def _nonempty(codes: np.ndarray) -> np.ndarray:

@@ -20,7 +20,7 @@ References:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -29,7 +29,7 @@ import pandas as pd
 from privlab.mechanisms.plausible_deniability.evaluation_data import check_sizes, coded_table
 from privlab.platform.errors import SchemaError
 
-__all__ = ["PairwiseTVD", "attribute_tvd", "pairwise_tvd", "tvd_summary"]
+__all__ = ["PairwiseTVD", "attribute_tvd", "pairwise_tvd", "tvd_summary", "tvd_table"]
 
 
 class PairwiseTVD(NamedTuple):
@@ -125,3 +125,36 @@ def tvd_summary(values: np.ndarray | Sequence[float]) -> dict[str, float]:
     return {"count": float(x.size), "mean": float(x.mean()), "min": float(x.min()), "q25": float(q25),
             "median": float(median), "q75": float(q75), "max": float(x.max()),
             "whisker_low": float(inside.min()), "whisker_high": float(inside.max())}
+
+
+def tvd_table(reference: np.ndarray | pd.DataFrame, tables: Mapping[str, np.ndarray | pd.DataFrame], *,
+              sizes: Sequence[int], names: Sequence[str] | None = None) -> pd.DataFrame:
+    """Every attribute's and pair's distance of each table to the reference reals (Figures 3–4).
+
+    Args:
+        reference: The (other) reals every table is compared with.
+        tables: Tables by name, e.g. ``{"reals": …, "marginals": …, "omega=11": …}``.
+        sizes: The public number of categories of each attribute.
+        names: Attribute names for the labels (default ``"0"``, ``"1"``, …).
+
+    Returns:
+        A long DataFrame with columns ``table``, ``kind`` (``"attribute"`` or ``"pair"``),
+        ``attributes`` (``"age"`` or ``"age×sex"``) and ``tvd``: one row per table and
+        attribute, then per table and pair — one box of Figure 3 or 4 per (table, kind).
+
+    Raises:
+        SchemaError: as :func:`pairwise_tvd`; ``names`` of the wrong length.
+    """
+    sizes = check_sizes(sizes)
+    labels = [str(j) for j in range(len(sizes))] if names is None else [str(n) for n in names]
+    if len(labels) != len(sizes):
+        raise SchemaError(f"names ({list(labels)!r}) must name each of the {len(sizes)} attributes")
+    rows = []
+    for table_name, table in tables.items():
+        for j, value in enumerate(attribute_tvd(reference, table, sizes)):
+            rows.append((table_name, "attribute", labels[j], float(value)))
+        pairs = pairwise_tvd(reference, table, sizes)
+        for (j, k), value in zip(pairs.pairs, pairs.tvd):
+            rows.append((table_name, "pair", f"{labels[j]}×{labels[k]}", float(value)))
+    frame = pd.DataFrame(rows, columns=["table", "kind", "attributes", "tvd"])
+    return frame.sort_values("kind", kind="stable").reset_index(drop=True)
