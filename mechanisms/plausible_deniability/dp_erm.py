@@ -5,7 +5,7 @@ Chaudhuri, Monteleoni & Sarwate's regularised empirical risk minimisation over n
 
     J(f) = (1/n) Σ_i ℓ(y_i fᵀx_i) + (λ/2) ‖f‖²,
 
-with ℓ the logistic loss log(1 + e^{−z}) ("LR") or the Huber loss of their eq. (7) ("SVM"):
+with ℓ the logistic loss log(1 + e^{−z}) ("LR") or their Huber loss ("SVM", Section 3.4.2):
 ℓ(z) = 0 for z > 1 + h, (1 + h − z)²/(4h) for |1 − z| ≤ h, 1 − z for z < 1 − h. Both are convex
 with |ℓ'| ≤ 1 and |ℓ''| ≤ c: c = 1/4 (logistic), c = 1/(2h) (Huber).
 
@@ -33,7 +33,7 @@ Privacy:
     record n by n' changes its gradient by g(f) = (1/n)(ℓ'(y'_n fᵀx'_n) y'_n x'_n −
     ℓ'(y_n fᵀx_n) y_n x_n), with ‖g‖ ≤ 2/n because |ℓ'| ≤ 1 and ‖x‖ ≤ 1; the minimisers of two
     λ-strongly convex functions whose difference has gradient norm ≤ G differ by at most G/λ
-    (their Lemma 7), so ‖f*(D) − f*(D')‖ ≤ 2/(nλ). The K-norm (here ℓ₂) mechanism with density
+    (their sensitivity lemma for Algorithm 1), so ‖f*(D) − f*(D')‖ ≤ 2/(nλ). The K-norm (here ℓ₂) mechanism with density
     ∝ exp(−ε‖b‖/Δ₂) is then ε-DP by the triangle inequality: the event records sensitivity
     Δ₂ = 2/(nλ) and noise scale 1/β = Δ₂/ε.
 
@@ -42,7 +42,8 @@ Privacy:
     neighbours, the b that produces a given f differs by the difference of one record's loss
     gradients, of norm ≤ 2 (sensitivity **2**, recorded, with noise scale 1/β = 2/ε'), which
     costs ε' through the density ratio; the Jacobian ratio of the bijection costs at most
-    log(1 + 2c/(n(λ + Δ)) + c²/(n²(λ + Δ)²)) ≤ ε − ε' because ℓ'' ≤ c (their Theorem 9);
+    log(1 + 2c/(n(λ + Δ)) + c²/(n²(λ + Δ)²)) ≤ ε − ε' because ℓ'' ≤ c (their privacy theorem for Algorithm 2;
+    the Huber loss, twice differentiable except at z = 1 ± h, is covered there too);
     the Δ branch makes that term ≤ ε/2 when λ alone cannot. ``details`` record ε', Δ, c, β,
     d and λ.
 
@@ -56,8 +57,8 @@ Privacy:
 
 References:
     Chaudhuri, Monteleoni & Sarwate, "Differentially Private Empirical Risk Minimization",
-    JMLR 12 (2011): Algorithms 1 and 2, Theorems 6 and 9, Corollary 8, eq. (7) and
-    Section 3.4.2 (Huber loss); Bindschaedler, Shokri & Gunter (VLDB 2017), Section 6.3,
+    JMLR 12 (2011): Algorithms 1 and 2 and their privacy theorems, Section 3.4.2 (Huber
+    loss); Bindschaedler, Shokri & Gunter (VLDB 2017), Section 6.3,
     Table 4 (ε = 1, λ ∈ {10⁻³, …, 10⁻⁶}).
 """
 
