@@ -42,8 +42,8 @@ Privacy:
     neighbours, the b that produces a given f differs by the difference of one record's loss
     gradients, of norm ≤ 2 (sensitivity **2**, recorded, with noise scale 1/β = 2/ε'), which
     costs ε' through the density ratio; the Jacobian ratio of the bijection costs at most
-    log(1 + 2c/(n(λ + Δ)) + c²/(n²(λ + Δ)²)) ≤ ε − ε' because ℓ'' ≤ c (their privacy theorem for Algorithm 2;
-    the Huber loss, twice differentiable except at z = 1 ± h, is covered there too);
+    log(1 + 2c/(n(λ + Δ)) + c²/(n²(λ + Δ)²)) ≤ ε − ε' because ℓ'' ≤ c (their privacy theorem for Algorithm 2,
+    which the paper applies to the Huber loss: ℓ'' ≤ 1/(2h) wherever it exists, all but z = 1 ± h);
     the Δ branch makes that term ≤ ε/2 when λ alone cannot. ``details`` record ε', Δ, c, β,
     d and λ.
 
