@@ -187,13 +187,17 @@ def run_plan(params: GenerationParams, table: CodedTable) -> list[PrivacyEvent]:
     return plan
 
 
-def fit_split_model(params: GenerationParams, table: CodedTable, rng: np.random.Generator
-                    ) -> tuple[DataSplit, PlausibleDeniabilityModel, Ledger]:
-    """Split (seeded), then fit the DP model on D_T and D_P with a ledger checked against the plan."""
+def fit_split_model(params: GenerationParams, table: CodedTable, rng: np.random.Generator, *,
+                    ledger: Ledger | None = None) -> tuple[DataSplit, PlausibleDeniabilityModel, Ledger]:
+    """Split (seeded), then fit the DP model on D_T and D_P, charging ``ledger`` (a fresh one
+    with the params' accountant if None); what the fit charged is checked against the plan."""
     split = split_dataset(table.codes, sizes=params.sizes(len(table.codes)), domain=table.domain, rng=rng)
-    ledger = Ledger(epsilon_cap=None, delta_cap=None, accountant=params.accountant, delta_slack=params.delta_slack)
+    if ledger is None:
+        ledger = Ledger(epsilon_cap=None, delta_cap=None, accountant=params.accountant,
+                        delta_slack=params.delta_slack)
+    before = len(ledger.events)
     model = PlausibleDeniabilityModel(params.model_params()).fit(
         split.structure, parameter_data=split.parameters, domain=table.domain, ledger=ledger,
         source=SeededSource(rng), buckets=bucket_map(table.domain, params.buckets))
-    check_conforms(ledger.events, model_plan(params, table), who="pd model fit", exact_sensitivity=True)
+    check_conforms(ledger.events[before:], model_plan(params, table), who="pd model fit", exact_sensitivity=True)
     return split, model, ledger

@@ -41,9 +41,9 @@ from privlab.mechanisms.plausible_deniability.privacy_tests import PrivacyTestPa
 from privlab.mechanisms.plausible_deniability.synthesis import SynthesisParams
 from privlab.mechanisms.tabular.domain import CODE_DTYPE
 from privlab.platform.errors import SpecError
-from privlab.platform.ledger import PrivacyEvent
+from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import SeededSource
-from privlab.platform.registry import ActorPoolWorkload, MetricKind, register_workload
+from privlab.platform.registry import ActorPoolWorkload, MetricKind, Pattern, Workload, register_workload
 
 __all__ = ["GenerationState", "PlausibleDeniabilityGeneration"]
 
@@ -121,3 +121,77 @@ class PlausibleDeniabilityGeneration(ActorPoolWorkload):
             thresholds = test.k + laplace_from_uniform(draws.noise, 1.0 / test.epsilon0)
         return {"passed": (found >= thresholds).astype(np.float64), "plausible_seeds": found.astype(np.float64),
                 "omega_drawn": draws.omegas.astype(np.float64)}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EvaluationParams(GenerationParams):
+    """A generation's parameters plus what to measure (:mod:`.evaluation_run`).
+
+    Raises:
+        SpecError: unknown ``parts``, or ``baseline_epsilon`` ≤ 0.
+    """
+
+    parts: Any = ("tvd", "classifiers", "dp_baselines", "distinguishing", "model_accuracy")
+    target: str = "income"
+    baseline_epsilon: float = 1.0
+    forest_accuracy: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        from privlab.mechanisms.plausible_deniability.evaluation_run import check_parts
+
+        if not isinstance(self.parts, (list, tuple)):
+            raise SpecError(f"parts ({self.parts!r}) must be a list of evaluation parts")
+        check_parts(tuple(self.parts))
+        if isinstance(self.baseline_epsilon, bool) or not isinstance(self.baseline_epsilon, (int, float)) or \
+                not (math.isfinite(self.baseline_epsilon) and self.baseline_epsilon > 0):
+            raise SpecError(f"baseline_epsilon ({self.baseline_epsilon!r}) must be finite and > 0")
+        if not isinstance(self.forest_accuracy, bool):
+            raise SpecError(f"forest_accuracy ({self.forest_accuracy!r}) must be true or false")
+
+
+@register_workload
+class PlausibleDeniabilityEvaluation(Workload):
+    """One repetition of the paper's Section 6 evaluation per unit (:mod:`.evaluation_run`)."""
+
+    name = "pd_evaluation"
+    pattern = Pattern.GRID
+    Params = EvaluationParams
+    metrics: Mapping[str, MetricKind] = {}  # they depend on the parts and the table's attributes
+
+    def data_key(self, params: EvaluationParams) -> str:
+        return PlausibleDeniabilityGeneration.data_key(self, params)  # type: ignore[arg-type]
+
+    def load_data(self, params: EvaluationParams) -> pd.DataFrame:
+        return PlausibleDeniabilityGeneration.load_data(self, params)  # type: ignore[arg-type]
+
+    def plan(self, params: EvaluationParams) -> list[PrivacyEvent]:
+        table = coded_table(params)
+        check_against_table(params, table)
+        if params.target not in table.domain.names:
+            raise SpecError(f"target ({params.target!r}) must be an attribute: {', '.join(table.domain.names)}")
+        return run_plan(params, table)
+
+    def metric_kinds(self, params: EvaluationParams) -> dict[str, MetricKind]:
+        from privlab.mechanisms.plausible_deniability.evaluation_run import metric_names
+
+        names = metric_names(tuple(params.parts), coded_table(params).domain.names)
+        if params.forest_accuracy and "model_accuracy" in params.parts:
+            names += [f"model_accuracy_forest_{a}" for a in coded_table(params).domain.names]
+        return {name: MetricKind.VALUE for name in names}
+
+    def run_trial(self, params: EvaluationParams, *, data: pd.DataFrame | None, source: SeededSource,
+                  ledger: Ledger) -> Mapping[str, float]:
+        from privlab.mechanisms.plausible_deniability.evaluation_run import evaluate
+
+        if data is None:
+            raise SpecError("pd_evaluation needs its data (the runner passes the files named by 'data')")
+        table = CodedTable(codes=data, domain=coded_table(params).domain)
+        return evaluate(params, table, parts=tuple(params.parts), target=params.target,
+                        baseline_epsilon=params.baseline_epsilon, forest_accuracy=params.forest_accuracy,
+                        rng=source.rng, ledger=ledger)
+
+    def report(self, results: Any) -> dict[str, str | bytes]:
+        from privlab.mechanisms.plausible_deniability.reports_evaluation import evaluation_report
+
+        return evaluation_report(results)
