@@ -52,12 +52,13 @@ class CodedTable:
 
 
 @functools.lru_cache(maxsize=4)
-def load_coded_table(space_path: str, data_paths: tuple[str, ...]) -> CodedTable:
-    """Read ``data_paths`` with the space at ``space_path``, clean, concatenate and code them.
+def load_coded_table(space_path: str, data_paths: tuple[str, ...], transformation: str = "") -> CodedTable:
+    """Read ``data_paths`` with the space at ``space_path``, clean, concatenate and code them
+    with the space's ``transformation`` (a possibly partial id, e.g. ``"income=class"``).
 
     Raises:
         SpecError: the space is invalid, a file is missing, or a column has several
-            transformation alternatives (the model needs one coding).
+            transformation alternatives and ``transformation`` does not choose one.
         SchemaError: a file does not fit the space's schema (the column is named).
     """
     if not data_paths:
@@ -70,9 +71,9 @@ def load_coded_table(space_path: str, data_paths: tuple[str, ...]) -> CodedTable
                             f"{space.name!r} describes")
         frames.append(space.clean_raw(space.read_raw(path, what=f"data file {path!r}"), source=Path(path).name))
     raw = pd.concat(frames, ignore_index=True)
-    transformation = resolve_transformation(space, "")
-    codes = transformation.apply(raw).astype(CODE_DTYPE)
-    return CodedTable(codes=codes.reset_index(drop=True), domain=transformation.domain)
+    coding = resolve_transformation(space, transformation)
+    codes = coding.apply(raw).astype(CODE_DTYPE)
+    return CodedTable(codes=codes.reset_index(drop=True), domain=coding.domain)
 
 
 def bucket_map(domain: Domain, buckets: Mapping[str, Any]) -> dict[str, list[int]]:

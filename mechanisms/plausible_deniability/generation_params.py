@@ -2,7 +2,8 @@
 
 Shared by the ``pd_generation`` study (:mod:`.workloads`) and the ``privlab pd-generate``
 command (:mod:`.generation_run`). Parameters (a spec's ``[params]``): ``space`` and ``data``
-(files, relative to the spec; ``data`` may list several files, concatenated) — or
+(files, relative to the spec; ``data`` may list several files, concatenated; ``transformation``
+names a column's alternative where the space offers several, as release grids do) — or
 ``toy_records``, the number of records of a generated census-shaped table (:mod:`.census_like`,
 for examples that need no data) —, ``buckets`` (:func:`.dataset.bucket_map`), the split
 fractions, the model's ``model_epsilon``, ``accountant``, ``maxcost``, ``alpha``, ``omega`` (an
@@ -78,6 +79,7 @@ class GenerationParams:
     space: str = dataclasses.field(default="", metadata={"path": True})
     data: Any = dataclasses.field(default="", metadata={"path": True})
     toy_records: int | None = dataclasses.field(default=None, metadata={"seed_key": "when_set"})
+    transformation: str | None = dataclasses.field(default=None, metadata={"seed_key": "when_set"})
     buckets: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     structure_fraction: float = 0.19
     parameters_fraction: float = 0.19
@@ -161,7 +163,7 @@ def coded_table(params: GenerationParams) -> CodedTable:
     """The configuration's table, coded (cached per process)."""
     if params.toy_records is not None:
         return _toy_table(params.toy_records)
-    return load_coded_table(params.space, params.data_paths())
+    return load_coded_table(params.space, params.data_paths(), params.transformation or "")
 
 
 def check_against_table(params: GenerationParams, table: CodedTable) -> None:
