@@ -68,7 +68,8 @@ REGULARIZATIONS = (1e-3, 1e-4, 1e-5, 1e-6)
 
 def metric_names(parts: Sequence[str], attributes: Sequence[str]) -> list[str]:
     """Every metric one repetition returns for ``parts`` (all values, none rates)."""
-    names = ["pass_rate", "released", "timing_model_fit_seconds", "timing_synthesis_seconds_per_1000"]
+    names = ["pass_rate", "released", "records_structure", "records_parameters", "records_seeds", "records_test",
+             "timing_model_fit_seconds", "timing_synthesis_seconds_per_1000"]
     if "tvd" in parts:
         names += [f"tvd_{kind}_{table}" for kind in ("single", "pairs") for table in TABLES]
     if "classifiers" in parts:
@@ -147,6 +148,7 @@ def evaluate(params: GenerationParams, table: CodedTable, *, parts: Sequence[str
     marginals = _sample_independent(marginal_tables, n, rng)
     tables = {"reals": reals, "marginals": marginals, "synthetics": synthetics}
     out: dict[str, float] = {"pass_rate": results.pass_rate, "released": float(n),
+                             **{f"records_{part}": float(size) for part, size in split.sizes.items()},
                              "timing_model_fit_seconds": fitted - began,
                              "timing_synthesis_seconds_per_1000": 1000 * (synthesized - fitted) / params.candidates}
     if "tvd" in parts:
