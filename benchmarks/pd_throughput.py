@@ -34,40 +34,16 @@ import argparse  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
 
+from privlab.mechanisms.plausible_deniability.census_like import census_like  # noqa: E402
 from privlab.mechanisms.plausible_deniability.model import (  # noqa: E402
     PlausibleDeniabilityModel, PlausibleDeniabilityModelParams)
 from privlab.mechanisms.plausible_deniability.privacy_tests import (  # noqa: E402
     PrivacyTestParams, generate_candidates)
 from privlab.mechanisms.plausible_deniability.split import SplitSizes, split_dataset  # noqa: E402
 from privlab.mechanisms.plausible_deniability.synthesis import SynthesisParams  # noqa: E402
-from privlab.mechanisms.tabular.domain import ColumnDomain, Domain  # noqa: E402
 from privlab.platform.ledger import Ledger  # noqa: E402
 from privlab.platform.randomness import SeededSource  # noqa: E402
-
-LEVELS = {"age": 8, "workclass": 7, "education": 16, "marital": 7, "occupation": 14, "relationship": 6,
-          "race": 5, "sex": 2, "hours": 7, "country": 10, "income": 2}
-"""Adult's attributes after the paper's Section 4 bucketisation (ages by 10, hours by 15)."""
-
-
-def adult_like(n: int, rng: np.random.Generator) -> tuple[pd.DataFrame, Domain]:
-    """``n`` records over :data:`LEVELS`, each attribute depending on the previous one or two."""
-    domain = Domain(tuple(ColumnDomain(name=k, labels=tuple(f"{k}{i}" for i in range(v)))
-                          for k, v in LEVELS.items()))
-    columns: dict[str, np.ndarray] = {}
-    previous: list[np.ndarray] = []
-    for name, size in LEVELS.items():
-        skew = rng.dirichlet(np.full(size, 0.7))
-        base = rng.choice(size, size=n, p=skew)
-        if previous:
-            shift = sum(previous[-2:]) % size
-            keep = rng.random(n) < 0.6
-            base = np.where(keep, (shift + base // 3) % size, base)
-        columns[name] = base.astype(np.int64)
-        previous.append(columns[name])
-    return pd.DataFrame(columns), domain
-
 
 def rate(n: int, method: str, **kwargs) -> tuple[float, object]:  # noqa: ANN003
     start = time.perf_counter()
@@ -86,7 +62,7 @@ def main() -> None:
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     print(f"load average before: {os.getloadavg()}")
     rng = np.random.default_rng(args.seed)
-    data, domain = adult_like(args.records, rng)
+    data, domain = census_like(args.records, rng)
     sizes = SplitSizes.from_fractions(len(data), structure=0.19, parameters=0.19, seeds=0.49)
     split = split_dataset(data, sizes=sizes, domain=domain, rng=rng)
     params = PlausibleDeniabilityModelParams(epsilon=1.0, maxcost=64)

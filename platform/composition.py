@@ -125,7 +125,9 @@ def advanced(*, epsilon: float, delta: float, k: int, delta_slack: float) -> tup
     if not 0.0 < slack < 1.0:
         raise LedgerError(f"delta_slack ({delta_slack!r}) must be in (0, 1)")
     k = int(k)
-    eps_total = eps * math.sqrt(2.0 * k * -math.log(slack)) + k * eps * math.expm1(eps)
+    # e^ε − 1 overflows a float beyond ε ≈ 709.8: the bound is then +inf (valid, and useless).
+    growth = math.expm1(eps) if eps < 709.0 else math.inf
+    eps_total = eps * math.sqrt(2.0 * k * -math.log(slack)) + k * eps * growth
     return eps_total, k * dlt + slack
 
 

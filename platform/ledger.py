@@ -228,6 +228,11 @@ class Ledger:
       the scope's events, ε = their largest effective ε, δ = their largest effective δ, and
       δ'' = ``delta_slack``. That is valid for heterogeneous events because an
       (ε_i, δ_i)-DP step is also (max ε, max δ)-DP; each scope with events pays δ'' once.
+      When the scope's basic sum of ε is no larger than that ε', the basic total (Σε, Σδ) is
+      used instead: it is then at least as good in both ε and δ (Σδ_i ≤ kδ < kδ + δ''), so
+      both are valid and the basic one dominates (at k = 1 always: Theorem 3.20 is looser
+      than the step itself, which matters for a step that is itself a composed guarantee,
+      e.g. a privacy test run on many candidates).
     * :meth:`declare_partition` splits a scope into disjoint parts. Each partition of a scope
       contributes the parallel composition (the largest ε and the largest δ) of its parts'
       totals, computed recursively, so partitions nest; that is added sequentially to the
@@ -625,7 +630,11 @@ class Ledger:
                     k=len(own),
                     delta_slack=self._delta_slack,  # type: ignore[arg-type]
                 )
-                eps, dels = [e], [d]
+                basic_eps, basic_dels = [e.effective_epsilon for e in own], [e.effective_delta for e in own]
+                if math.fsum(basic_eps) <= e:  # basic dominates: no larger ε, smaller δ
+                    eps, dels = basic_eps, basic_dels
+                else:
+                    eps, dels = [e], [d]
             else:
                 eps, dels = [], []
             for parts in children.get(scope, []):

@@ -552,23 +552,33 @@ def _parse_study(
 
 def seed_key_params(params_type: type, values: Mapping[str, Any]) -> dict[str, Any]:
     """The parameters a configuration's seeds are keyed by: all of them, except a field declared
-    ``metadata={"seed_key": "when_set"}`` while it is unset (None).
+    ``metadata={"seed_key": "when_set"}`` while it is unset (None), and a field declared
+    ``metadata={"seed_key": "never"}`` (how the work is cut up, e.g. a batch size, which a
+    workload guarantees does not change its results).
 
     A workload's ``Params`` can thus gain an optional field without changing the seeds, and so
     the results, of every spec written before it existed.
     """
-    when_set = {f.name for f in dataclasses.fields(params_type) if f.metadata.get("seed_key") == "when_set"}
-    return {k: v for k, v in values.items() if not (k in when_set and v is None)}
+    fields = dataclasses.fields(params_type)
+    when_set = {f.name for f in fields if f.metadata.get("seed_key") == "when_set"}
+    never = {f.name for f in fields if f.metadata.get("seed_key") == "never"}
+    return {k: v for k, v in values.items() if k not in never and not (k in when_set and v is None)}
 
 
 def _resolve_paths(params_type: type, values: Mapping[str, Any], spec_dir: Path) -> dict[str, Any]:
-    """Resolve the parameters a workload marks as files (``field(metadata={"path": True})``)
-    relative to the spec's folder, as ``[dataset] path`` is."""
+    """Resolve the parameters a workload marks as files (``field(metadata={"path": True})``, a
+    path or a list of paths) relative to the spec's folder, as ``[dataset] path`` is."""
     out = dict(values)
+
+    def resolve(value: Any) -> Any:
+        if isinstance(value, str) and value and not Path(value).is_absolute():
+            return str((spec_dir / value).resolve())
+        return value
+
     for field in dataclasses.fields(params_type):
         value = out.get(field.name)
-        if field.metadata.get("path") and isinstance(value, str) and value and not Path(value).is_absolute():
-            out[field.name] = str((spec_dir / value).resolve())
+        if field.metadata.get("path"):
+            out[field.name] = [resolve(v) for v in value] if isinstance(value, list) else resolve(value)
     return out
 
 

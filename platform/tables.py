@@ -20,6 +20,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+MAX_METRIC_COLUMNS = 14
+"""A study with more metrics shows the first ones only, and says how to see the rest."""
 STATISTICS = {"sd", "min", "max", "p05", "p50", "p95", "count", "successes", "low", "high"}
 VERDICT_NOTE = ("checks against theory: {checks} ({ok} ok, {off} OFF; about {chance:.1f} OFF expected by chance). "
                 "expected = theory's value; ok when the 95% CI contains it (≥/≤: reaches it), OFF when not: "
@@ -100,11 +102,18 @@ def render_studies(rows: Sequence[Mapping[str, Any]], *, title_suffix: Mapping[s
     for row in rows:
         studies.setdefault(row["study"], []).append(row)
     blocks = []
+    hidden_total = 0
     verdicts: list[str] = []
     for study, members in studies.items():
         count = f"{len(members)} configuration{'s' if len(members) != 1 else ''}"
         extra = (title_suffix or {}).get(study, "")
-        blocks.append(f"{study} ({count}{extra})\n" + render_study(members, verdicts=verdicts))
+        hidden: list[str] = []
+        blocks.append(f"{study} ({count}{extra})\n" + render_study(members, verdicts=verdicts, hidden=hidden))
+        if hidden:
+            hidden_total += len(hidden)
+            blocks[-1] += (f"\n… and {len(hidden)} more metrics ({', '.join(hidden[:3])}, …): "
+                           f"`privlab compare EXPERIMENT --study {study} --metric NAME` shows any of them, "
+                           "`--format csv` all of them")
     if verdicts:
         off = verdicts.count("OFF")
         blocks.append(VERDICT_NOTE.format(checks=len(verdicts), ok=len(verdicts) - off, off=off,
@@ -112,9 +121,11 @@ def render_studies(rows: Sequence[Mapping[str, Any]], *, title_suffix: Mapping[s
     return "\n\n".join(blocks)
 
 
-def render_study(rows: Sequence[Mapping[str, Any]], *, verdicts: list[str] | None = None) -> str:
+def render_study(rows: Sequence[Mapping[str, Any]], *, verdicts: list[str] | None = None,
+                 hidden: list[str] | None = None) -> str:
     """One study's rows as an aligned table (see the module docstring); each verdict shown
-    (``ok``/``OFF``) is appended to ``verdicts`` when given."""
+    (``ok``/``OFF``) is appended to ``verdicts`` when given. Past :data:`MAX_METRIC_COLUMNS`
+    metrics, the rest are left out and their names appended to ``hidden`` when given."""
     columns: list[tuple[str, list[str]]] = [("config", [str(r["id"]) for r in rows])]
     varying = varying_params(rows)
     names = display_names(varying)
@@ -150,6 +161,14 @@ def render_study(rows: Sequence[Mapping[str, Any]], *, verdicts: list[str] | Non
     if any("eps_total" in r["metrics"] for r in rows):
         columns.append(("ε", [fmt(r["metrics"].get("eps_total")) for r in rows]))
     columns = [c for c in columns if c[0] == "config" or any(cell for cell in c[1])]
+    fixed = 1 + len(varying)
+    metric_columns = [c for c in columns[fixed:] if c[0] not in ("expected", "ε")]
+    if len(metric_columns) > MAX_METRIC_COLUMNS:
+        cut = {name for name, _ in metric_columns[MAX_METRIC_COLUMNS:]}
+        if hidden is not None:
+            hidden += [name for name, _ in metric_columns[MAX_METRIC_COLUMNS:]]
+        columns = [column for i, column in enumerate(columns)
+                   if column[0] not in cut and not (column[0] == "expected" and columns[i - 1][0] in cut)]
     widths = [max(len(header), *(len(cell) for cell in cells)) for header, cells in columns]
     lines = ["  ".join(h.ljust(w) for (h, _), w in zip(columns, widths)).rstrip(),
              "  ".join("-" * w for w in widths)]

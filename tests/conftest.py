@@ -52,11 +52,14 @@ epsilon = [0.5, 1.0]
 
 [[study]]
 name = "seeds"
-workload = "plausible_seeds"
+workload = "pd_generation"
 [study.params]
-records = 1500
+toy_records = 1500
+accountant = "basic"
+k = 10
+gamma = 4.0
 candidates = 240
-chunk = 40
+batch = 40
 """
 
 

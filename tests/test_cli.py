@@ -106,7 +106,9 @@ def test_ledger_command(finished_run: dict, tracking_uri: str, capsys: pytest.Ca
     assert main(["ledger", finished_run["run_id"], "--json", "--tracking-uri", tracking_uri]) == 0
     ledgers = json.loads(capsys.readouterr().out)
     assert set(ledgers) == {"mean-000", "mean-001", "loss-000", "loss-001", "seeds-000"}
-    assert ledgers["seeds-000"]["events"] == []
+    model = ledgers["seeds-000"]["events"]  # the DP model: m + m(m − 1) entropies and m count tables, m(m + 1) steps
+    assert {e["step"] for e in model} == {"pd.structure", "pd.parameters"} and len(model) == 11 * 12
+    assert math.fsum(e["epsilon"] for e in model) == pytest.approx(1.0, rel=1e-12)  # sequential: exactly ε = 1
     event = ledgers["mean-000"]["events"][0]
     assert event["mechanism"] == "laplace" and event["epsilon"] == 0.5
     assert event["sensitivity"] == pytest.approx(1 / 50) and event["noise_scale"] == pytest.approx(1 / 50 / 0.5)

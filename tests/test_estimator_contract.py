@@ -1,8 +1,8 @@
 """The contract of everything that fits on private data and releases something (issue 9 item 5).
 
 Every concrete :class:`~privlab.platform.estimator.PrivateEstimator` in privlab — the tabular
-synthesizers of the release scheme and the pMSE paper's mechanism and baselines — needs a case
-below (``test_every_estimator_has_a_contract_case`` finds them by importing every module of
+synthesizers of the release scheme, the pMSE paper's mechanism and baselines, the plausible-
+deniability model and its Table 4 DP classifiers — needs a case below (``test_every_estimator_has_a_contract_case`` finds them by importing every module of
 ``privlab.mechanisms``), and each case is held to the same protocol:
 
 * not fitted → :class:`NotFittedError` naming the call that fits;
@@ -34,6 +34,7 @@ import pandas as pd
 import pytest
 
 import privlab.mechanisms
+from privlab.mechanisms.plausible_deniability.dp_erm import DPLinearClassifier, DPLinearClassifierParams
 from privlab.mechanisms.plausible_deniability.model import (
     PlausibleDeniabilityModel, PlausibleDeniabilityModelParams)
 from privlab.mechanisms.pmse.bppd import BPPDParams, BPPDSynthesizer, NoisyBPPDParams, NoisyBPPDSynthesizer
@@ -63,6 +64,10 @@ class Case:
         fit: ``fit(estimator, data, ledger, source, scope)`` in the family's signature.
         plan: ``plan(estimator, data, scope)``, the events ``fit`` must record.
         bad_data: data the estimator must refuse, with the error and a message fragment.
+        output: ``output(estimator, n, rng)``, what the fitted estimator releases, as a frame
+            of ``n`` rows drawn with ``rng``; ``None`` for ``estimator.sample(n, rng=rng)``.
+            A classifier releases its decision values at ``n`` public records drawn from the
+            domain with ``rng``.
     """
 
     build: Callable[[], PrivateEstimator]
@@ -70,6 +75,7 @@ class Case:
     fit: Callable[[PrivateEstimator, Any, Ledger, RandomSource, str], PrivateEstimator]
     plan: Callable[[PrivateEstimator, Any, str], list[PrivacyEvent]]
     bad_data: tuple[tuple[Any, type[Exception], str], ...]
+    output: Callable[[PrivateEstimator, int, np.random.Generator], pd.DataFrame] | None = None
 
 
 DOMAIN = Domain(tuple(ColumnDomain(name=n, labels=tuple(f"{n}{i}" for i in range(k)))
@@ -151,10 +157,27 @@ def _plausible_deniability_case() -> Case:
         data=_codes, fit=fit, plan=plan, bad_data=base.bad_data)
 
 
+def _dp_erm_case(**params: Any) -> Case:
+    """The Table 4 baselines (DP logistic regression / Huber SVM) predicting ``c``."""
+    def public_records(n: int, rng: np.random.Generator) -> pd.DataFrame:
+        return pd.DataFrame({c.name: rng.integers(0, c.size, n) for c in DOMAIN})
+
+    base = _tabular_case("independent_marginals", {})
+    return Case(
+        build=lambda: DPLinearClassifier(DPLinearClassifierParams(epsilon=TABULAR_EPSILON, **params)),
+        data=_codes,
+        fit=lambda est, data, ledger, source, scope: est.fit(
+            data, domain=DOMAIN, target="c", ledger=ledger, source=source, scope=scope),
+        plan=lambda est, data, scope: est.planned_events(DOMAIN, len(data), target="c", scope=scope),
+        bad_data=base.bad_data,
+        output=lambda est, n, rng: pd.DataFrame({"decision": est.decision_function(public_records(n, rng))}))
+
+
 CASES: dict[str, Case] = {
     "privbayes": _tabular_case("privbayes", {"epsilon_split": 0.3, "degree": 1}),
     "independent_marginals": _tabular_case("independent_marginals", {}),
     "plausible_deniability_model": _plausible_deniability_case(),
+    "dp_erm_classifier": _dp_erm_case(regularization=0.01, loss="huber", perturbation="output"),
     "bppd": _continuous_case(lambda: BPPDSynthesizer(BPPDParams(datasets=2)), bounded=False),
     "noisy_bppd": _continuous_case(
         lambda: NoisyBPPDSynthesizer(NoisyBPPDParams(epsilon=1.0, lower=LOWER, upper=UPPER, datasets=3)),
@@ -187,6 +210,11 @@ def _concrete_estimators() -> set[type[PrivateEstimator]]:
         if not inspect.isabstract(cls) and cls.__module__.startswith("privlab."):
             found.add(cls)
     return found
+
+
+def _output(name: str, estimator: PrivateEstimator, n: int, rng: np.random.Generator) -> pd.DataFrame:
+    output = CASES[name].output
+    return estimator.sample(n, rng=rng) if output is None else output(estimator, n, rng)
 
 
 def _seeded(seed: int) -> SeededSource:
@@ -226,7 +254,7 @@ def test_an_unfitted_estimator_says_how_to_fit_it(name: str) -> None:
     estimator = CASES[name].build()
     assert not estimator.is_fitted and "not fitted" in repr(estimator)
     with pytest.raises(NotFittedError, match="not fitted; call fit"):
-        estimator.sample(10, rng=np.random.default_rng(0))
+        _output(name, estimator, 10, np.random.default_rng(0))
     assert estimator.get_params() == dataclasses.asdict(estimator.params)
 
 
@@ -300,7 +328,7 @@ def test_release_mode_is_refused_or_charges_the_plan_with_release_samplers(
     assert [(e.name, e.epsilon, e.sensitivity, e.scope) for e in ledger.events] == \
         [(e.name, e.epsilon, e.sensitivity, e.scope) for e in plan]
     assert writer.count > 0  # every DP draw came from the CSPRNG and is in the transcript
-    sample = estimator.sample(20, rng=source.generator(purpose="sample"))
+    sample = _output(name, estimator, 20, source.generator(purpose="sample"))
     assert len(sample) >= 20
 
 
@@ -309,10 +337,10 @@ def test_same_seed_same_output_other_seeds_other_output(name: str) -> None:
     first, _ = _fitted(name, seed=7)
     again, _ = _fitted(name, seed=7)
     other, _ = _fitted(name, seed=8)
-    sample = first.sample(300, rng=np.random.default_rng(1))
-    pd.testing.assert_frame_equal(sample, again.sample(300, rng=np.random.default_rng(1)))
-    assert not sample.equals(other.sample(300, rng=np.random.default_rng(1)))
-    assert not sample.equals(first.sample(300, rng=np.random.default_rng(2)))
+    sample = _output(name, first, 300, np.random.default_rng(1))
+    pd.testing.assert_frame_equal(sample, _output(name, again, 300, np.random.default_rng(1)))
+    assert not sample.equals(_output(name, other, 300, np.random.default_rng(1)))
+    assert not sample.equals(_output(name, first, 300, np.random.default_rng(2)))
 
 
 def _reachable(root: object) -> Iterator[object]:
@@ -375,10 +403,10 @@ def test_fit_leaves_its_input_alone_and_keeps_no_reference_to_it(name: str) -> N
 @pytest.mark.parametrize("name", NAMES)
 def test_a_refit_replaces_the_previous_state(name: str) -> None:
     estimator, _ = _fitted(name, seed=5)
-    first = estimator.sample(100, rng=np.random.default_rng(0))
+    first = _output(name, estimator, 100, np.random.default_rng(0))
     ledger = Ledger(epsilon_cap=None)
     half = CASES[name].data().iloc[::2].reset_index(drop=True)
     CASES[name].fit(estimator, half, ledger, _seeded(6), "second")
     assert estimator.events_ == tuple(ledger.events)
     assert all(event.scope == "second" for event in estimator.events_)
-    assert not first.equals(estimator.sample(100, rng=np.random.default_rng(0)))
+    assert not first.equals(_output(name, estimator, 100, np.random.default_rng(0)))

@@ -334,23 +334,44 @@ def test_declare_partition_validates(parts: object, error: type, message: str) -
 
 
 def test_advanced_accountant_total() -> None:
-    # Ten ε = 0.1 events in one scope: the Dwork–Roth value from above, δ = 10·0 + 1e-5.
+    # A thousand ε = 0.01 events in one scope: the Dwork–Roth value, δ = 1000·0 + 1e-5, beats Σε = 10.
     ledger = Ledger(neighbouring="add_remove", epsilon_cap=None, delta_cap=1e-4, accountant="advanced", delta_slack=1e-5)
-    for i in range(10):
-        ledger.charge(name=f"q{i}", mechanism="laplace", epsilon=0.1)
+    for i in range(1000):
+        ledger.charge(name=f"q{i}", mechanism="laplace", epsilon=0.01)
     total = ledger.total()
-    assert total.epsilon == pytest.approx(1.622598047460793975674680220040125, rel=1e-12)
+    expected = 0.01 * math.sqrt(2 * 1000 * math.log(1e5)) + 1000 * 0.01 * math.expm1(0.01)
+    assert total.epsilon == pytest.approx(expected, rel=1e-12) and expected < 1.7
     assert total.delta == 1e-5
-    assert ledger.total("basic") == Budget(math.fsum([0.1] * 10), 0.0) == Budget(1.0, 0.0)
+    assert ledger.total("basic") == Budget(math.fsum([0.01] * 1000), 0.0)
     assert ledger.totals_by_accountant() == {"basic": ledger.total("basic"), "advanced": total}
 
 
-def test_advanced_accountant_uses_max_for_heterogeneous_events() -> None:
-    # ε = max(0.1, 0.05) = 0.1, k = 2: 0.1·sqrt(4 ln 1e5) + 2·0.1·(e^0.1 − 1).
+def test_advanced_accountant_keeps_the_basic_total_where_it_dominates() -> None:
+    # Ten ε = 0.1 events: Theorem 3.20 gives 1.6226 > Σε = 1.0, so the scope's basic total
+    # (ε = 1.0, δ = 0, no δ'') is valid and better in both; one composed event stays itself.
     ledger = Ledger(neighbouring="add_remove", epsilon_cap=None, delta_cap=1e-4, accountant="advanced", delta_slack=1e-5)
-    ledger.charge(name="a", mechanism="laplace", epsilon=0.1)
-    ledger.charge(name="b", mechanism="laplace", epsilon=0.05)
-    expected = 0.1 * math.sqrt(4 * math.log(1e5)) + 2 * 0.1 * (math.exp(0.1) - 1)
+    for i in range(10):
+        ledger.charge(name=f"q{i}", mechanism="laplace", epsilon=0.1)
+    assert composition.advanced(epsilon=0.1, delta=0.0, k=10, delta_slack=1e-5)[0] == pytest.approx(1.6225980474607940)
+    assert ledger.total() == Budget(math.fsum([0.1] * 10), 0.0)
+    ledger.charge(name="block", mechanism="composed", epsilon=40.0, delta=1e-7, scope="other")
+    assert ledger.total() == Budget(1.0 + 40.0, 1e-7)
+
+
+def test_advanced_composition_of_a_huge_epsilon_is_infinite_not_an_overflow() -> None:
+    assert composition.advanced(epsilon=800.0, delta=0.0, k=2, delta_slack=1e-5)[0] == math.inf
+    ledger = Ledger(neighbouring="add_remove", epsilon_cap=None, delta_cap=None, accountant="advanced", delta_slack=1e-5)
+    ledger.charge(name="composed", mechanism="composed", epsilon=8000.0)
+    assert ledger.total() == Budget(8000.0, 0.0)
+
+
+def test_advanced_accountant_uses_max_for_heterogeneous_events() -> None:
+    # ε = max(0.01, 0.005) = 0.01, k = 1000: 0.01·sqrt(2000 ln 1e5) + 1000·0.01·(e^0.01 − 1).
+    ledger = Ledger(neighbouring="add_remove", epsilon_cap=None, delta_cap=1e-4, accountant="advanced", delta_slack=1e-5)
+    for i in range(500):
+        ledger.charge(name=f"a{i}", mechanism="laplace", epsilon=0.01)
+        ledger.charge(name=f"b{i}", mechanism="laplace", epsilon=0.005)
+    expected = 0.01 * math.sqrt(2000 * math.log(1e5)) + 1000 * 0.01 * (math.exp(0.01) - 1)
     assert ledger.total().epsilon == pytest.approx(expected, rel=1e-12)
 
 

@@ -375,15 +375,17 @@ def test_ledger_total_is_model_plus_theorem1_basic() -> None:
     _fitted_with(ledger, "basic")
     model_events = ledger.events
     test = PrivacyTestParams(k=50, gamma=4.0, epsilon0=1.0)
-    total = record_generation(ledger, test, t=10, released=3)
+    total = record_generation(ledger, test, t=10, invocations=3)
     eps_t, delta_t = 1.0 + math.log1p(4.0 / 10), math.exp(-1.0 * 40)  # Theorem 1, add/remove-one
     eps_r, delta_r = 2 * eps_t, (1 + math.exp(eps_t)) * delta_t          # replace-one: group of 2
     assert total.epsilon == pytest.approx(math.fsum(e.epsilon for e in model_events) + 3 * eps_r, rel=1e-15)
     assert total.epsilon == pytest.approx(1.0 + 3 * eps_r, rel=1e-12)  # the model's declared ε is 1
     assert total.delta == pytest.approx(3 * delta_r, rel=1e-12)
     new = ledger.events[len(model_events):]
-    assert len(new) == 3 and all(e.scope == "seeds" and e.step == "pd.test" for e in new)
-    assert dict(new[0].details) == {"k": 50, "gamma": 4.0, "epsilon0": 1.0, "t": 10, "neighbouring": "replace_one"}
+    assert len(new) == 1 and new[0].scope == "seeds" and new[0].step == "pd.test"
+    assert dict(new[0].details) == {"k": 50, "gamma": 4.0, "epsilon0": 1.0, "t": 10, "neighbouring": "replace_one",
+                                    "invocations": 3, "per_candidate_epsilon": eps_r,
+                                    "per_candidate_delta": delta_r, "composition": "basic"}
 
 
 def test_ledger_total_is_model_plus_theorem1_advanced_add_remove() -> None:
@@ -391,16 +393,26 @@ def test_ledger_total_is_model_plus_theorem1_advanced_add_remove() -> None:
     ledger = Ledger(epsilon_cap=None, delta_cap=None, accountant="advanced", delta_slack=slack,
                     neighbouring="add_remove")
     _fitted_with(ledger, "advanced")
-    k_model = len(ledger.events)
-    step = ledger.events[0].epsilon
-    test = PrivacyTestParams(k=30, gamma=2.0, epsilon0=0.5)
-    total = record_generation(ledger, test, t=5, released=2)
     eps_t, delta_t = 0.5 + math.log1p(2.0 / 5), math.exp(-0.5 * 25)
-    model = composition.advanced(epsilon=step, delta=0.0, k=k_model, delta_slack=slack)
-    tests = composition.advanced(epsilon=eps_t, delta=delta_t, k=2, delta_slack=slack)
-    assert total.epsilon == pytest.approx(model[0] + tests[0], rel=1e-12)
-    assert total.delta == pytest.approx(model[1] + tests[1], rel=1e-12)
-    assert model[0] <= 1.0 + 1e-12
+    model = ledger.total()  # this small model's K steps: the basic split ε/K beats Theorem 3.20
+    assert (model.epsilon, model.delta) == (1.0, 0.0)
+    # Two candidates: 2·ε_T beats Theorem 3.20, so the basic composition is recorded.
+    few = Ledger(epsilon_cap=None, delta_cap=None, accountant="advanced", delta_slack=slack, neighbouring="add_remove")
+    for event in ledger.events:
+        few.spend(event)
+    total = record_generation(few, PrivacyTestParams(k=30, gamma=2.0, epsilon0=0.5), t=5, invocations=2)
+    assert total.epsilon == pytest.approx(1.0 + 2 * eps_t, rel=1e-12)
+    assert total.delta == pytest.approx(2 * delta_t, rel=1e-12)
+    assert dict(few.events[-1].details)["composition"] == "basic"
+    # A million candidates at a small ε_T: Theorem 3.20 over N = 10⁶ is the tighter one.
+    test = PrivacyTestParams(k=3000, gamma=1.01, epsilon0=0.01)
+    eps_s, delta_s = 0.01 + math.log1p(1.01 / 1000), math.exp(-0.01 * 2000)
+    advanced = composition.advanced(epsilon=eps_s, delta=delta_s, k=10**6, delta_slack=slack)
+    assert advanced[0] < 10**6 * eps_s
+    total = record_generation(ledger, test, t=1000, invocations=10**6)
+    assert total.epsilon == pytest.approx(1.0 + advanced[0], rel=1e-12)
+    assert total.delta == pytest.approx(advanced[1], rel=1e-12)
+    assert dict(ledger.events[-1].details)["composition"] == "advanced"
 
 
 def test_ledger_statement_refuses_before_recording() -> None:
@@ -408,11 +420,13 @@ def test_ledger_statement_refuses_before_recording() -> None:
     _fitted_with(ledger, "basic")
     before = ledger.events
     with pytest.raises(SpecError, match="Theorem 1 holds for Privacy Test 2 only"):
-        record_generation(ledger, PrivacyTestParams(k=50, gamma=4.0), t=10)
+        record_generation(ledger, PrivacyTestParams(k=50, gamma=4.0), t=10, invocations=1)
     with pytest.raises(ValueError, match=r"t \(50\) must be < k \(50\)"):
-        record_generation(ledger, PrivacyTestParams(k=50, gamma=4.0, epsilon0=1.0), t=50)
-    with pytest.raises(SpecError, match=r"released \(0\) must be an int >= 1"):
-        record_generation(ledger, PrivacyTestParams(k=50, gamma=4.0, epsilon0=1.0), t=10, released=0)
+        record_generation(ledger, PrivacyTestParams(k=50, gamma=4.0, epsilon0=1.0), t=50, invocations=1)
+    with pytest.raises(SpecError, match=r"invocations \(0\) must be an int >= 1"):
+        record_generation(ledger, PrivacyTestParams(k=50, gamma=4.0, epsilon0=1.0), t=10, invocations=0)
     with pytest.raises(BudgetExceededError):  # 1 + 2 · 2·(1 + ln 1.4) > 3
-        record_generation(ledger, PrivacyTestParams(k=50, gamma=4.0, epsilon0=1.0), t=10, released=2)
+        record_generation(ledger, PrivacyTestParams(k=50, gamma=4.0, epsilon0=1.0), t=10, invocations=2)
+    with pytest.raises(SpecError, match="reach 1"):  # δ_T·N ≥ 1
+        record_generation(ledger, PrivacyTestParams(k=3, gamma=4.0, epsilon0=0.1), t=1, invocations=100)
     assert ledger.events == before

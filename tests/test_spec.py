@@ -75,7 +75,7 @@ def test_quickstart_has_sixteen_configurations_with_ids_and_units() -> None:
     assert spec.budget is not None and spec.budget.epsilon == 2.0
     assert spec.tracking.experiment == "quickstart"
     assert [s.name for s in spec.studies] == [
-        "laplace_mean", "exponential_median", "laplace_privacy_loss", "plausible_seeds", "pmse_sensitivity",
+        "laplace_mean", "exponential_median", "laplace_privacy_loss", "plausible_deniability", "pmse_sensitivity",
     ]
     assert [s.pattern for s in spec.studies] == [
         Pattern.GRID, Pattern.GRID, Pattern.TRIALS, Pattern.ACTOR_POOL, Pattern.TRIALS,
@@ -85,11 +85,11 @@ def test_quickstart_has_sixteen_configurations_with_ids_and_units() -> None:
         [f"laplace_mean-{i:03d}" for i in range(6)]
         + [f"exponential_median-{i:03d}" for i in range(4)]
         + [f"laplace_privacy_loss-{i:03d}" for i in range(3)]
-        + [f"plausible_seeds-{i:03d}" for i in range(2)]
+        + [f"plausible_deniability-{i:03d}" for i in range(2)]
         + ["pmse_sensitivity-000"]
     )
-    # repetitions (grid), trials (trials), ceil(candidates / chunk) = 2000/200 items (actor pool)
-    assert [c.units for c in spec.configurations] == [300] * 10 + [40_000] * 3 + [10] * 2 + [4_000]
+    # repetitions (grid), trials (trials), ceil(candidates / batch) = 20000/5000 items (actor pool)
+    assert [c.units for c in spec.configurations] == [300] * 10 + [40_000] * 3 + [4] * 2 + [4_000]
     # Grid order is the Cartesian product in declaration order (epsilon outer, n inner).
     assert [c.grid_point for c in spec.configurations[:6]] == [
         {"epsilon": e, "n": n} for e in (0.1, 0.5, 1.0) for n in (100, 1000)
@@ -106,7 +106,7 @@ def test_quickstart_configuration_contents() -> None:
     assert first.flat_params()["params.epsilon"] == 0.1
     assert first.label() == "laplace_mean[epsilon=0.1, n=100]"
     assert spec.configurations[10].params["epsilon"] == 0.5
-    assert spec.configurations[13].params["radius"] == 0.25
+    assert spec.configurations[13].params["omega"] == 9 and spec.configurations[14].params["omega"] == "5-11"
     for study in spec.studies:
         configs = [c for c in spec.configurations if c.study == study.name]
         assert study.key == stable_key("study", study.name)
@@ -175,8 +175,8 @@ def test_grid_pattern_defaults_to_one_repetition_and_no_grid_gives_one_configura
 
 
 def test_actor_pool_units_follow_the_item_count(tmp_path: Path) -> None:
-    spec = load_spec(QUICKSTART, ["study.plausible_seeds.params.candidates=2001"])
-    assert [c.units for c in spec.configurations if c.study == "plausible_seeds"] == [11, 11]
+    spec = load_spec(QUICKSTART, ["study.plausible_deniability.params.candidates=20001"])
+    assert [c.units for c in spec.configurations if c.study == "plausible_deniability"] == [5, 5]
 
 
 def test_metrics_subset_is_kept_in_order(tmp_path: Path) -> None:
@@ -342,8 +342,8 @@ ERROR_CASES = {
         "study 'bad': 'trials' (trials per configuration) is required",
     ),
     "repetitions for an actor pool": (
-        HEAD + 'workload = "plausible_seeds"\nrepetitions = 2\n',
-        "study 'bad': workload 'plausible_seeds' streams items (actor-pool pattern); 'repetitions' does not apply",
+        HEAD + 'workload = "pd_generation"\nrepetitions = 2\n',
+        "study 'bad': workload 'pd_generation' streams items (actor-pool pattern); 'repetitions' does not apply",
     ),
     # grids
     "grid axis not a list": (

@@ -58,3 +58,17 @@ def test_quickstart_workloads_state_what_theory_expects() -> None:
     expected = loss.expectations(build_params(loss.Params, {"epsilon": 2.0}, where="test"))
     assert expected["privacy_loss"].value == pytest.approx(2.0 + math.exp(-2.0) - 1)  # KL
     assert expected["in_event_d"].value == pytest.approx(math.exp(-2.0) / 2)
+
+
+def test_a_study_with_many_metrics_shows_the_first_and_names_the_rest() -> None:
+    from privlab.platform.tables import MAX_METRIC_COLUMNS
+
+    metrics = {f"m{i:02d}_mean": float(i) for i in range(MAX_METRIC_COLUMNS + 5)} | {"eps_total": 1.0}
+    row = {"id": "wide-000", "study": "wide", "workload": "w", "params": {}, "metrics": metrics}
+    text = render_studies([row])
+    header = text.splitlines()[1].split()
+    assert header == ["config", *[f"m{i:02d}" for i in range(MAX_METRIC_COLUMNS)], "ε"]
+    assert text.splitlines()[-1].startswith("… and 5 more metrics (m14, m15, m16, …)")
+    assert "--study wide --metric NAME" in text
+    narrow = render_studies([laplace_row(0, 0.1, 100, 0.95, 0.9, 1.01)])
+    assert "more metrics" not in narrow

@@ -6,16 +6,17 @@ They are small but real, and together exercise all three execution patterns and 
 * ``exponential_median`` (grid): rank error of an exponential-mechanism median against the
   mechanism's utility guarantee;
 * ``laplace_privacy_loss`` (trials): the privacy loss of the Laplace mechanism on two
-  neighbouring datasets, estimated from many trials, against ε;
-* ``plausible_seeds`` (actor pool): a per-record test in the spirit of Bindschaedler et al.'s
-  privacy test 1 — how many records of a shared dataset could have generated each candidate.
+  neighbouring datasets, estimated from many trials, against ε.
+
+(The actor-pool pattern's study is plausible deniability's ``pd_generation``, in
+``mechanisms/plausible_deniability/workloads.py``.)
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,6 @@ from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import SeededSource
 from privlab.platform.registry import (
-    ActorPoolWorkload,
     Expectation,
     MetricKind,
     Pattern,
@@ -233,60 +233,3 @@ class LaplacePrivacyLoss(Workload):
         """P_D(S) = e^{−ε}/2, P_D'(S) = 1/2, and E[L] = KL = ε + e^{−ε} − 1."""
         return {"in_event_d": Expectation(math.exp(-params.epsilon) / 2), "in_event_d_prime": Expectation(0.5),
                 "privacy_loss": Expectation(params.epsilon + math.exp(-params.epsilon) - 1)}
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class PlausibleSeedsParams:
-    records: int = 20_000
-    dims: int = 4
-    candidates: int = 2_000
-    chunk: int = 200
-    noise: float = 0.3
-    radius: float = 0.5
-    k: int = 5
-
-    def __post_init__(self) -> None:
-        for name in ("records", "dims", "candidates", "chunk", "k"):
-            _count(name, getattr(self, name))
-        _positive("noise", self.noise)
-        _positive("radius", self.radius)
-
-
-@register_workload
-class PlausibleSeeds(ActorPoolWorkload):
-    """For each candidate record, count the records of a shared dataset that could have
-    generated it (within L∞ distance ``radius``); a candidate passes when ≥ k could.
-
-    A simplified stand-in for privacy test 1 of Bindschaedler et al. (a candidate made from
-    one seed is deniable when at least k records are plausible seeds). The dataset (the
-    shared state, put once in the object store) is ``records`` draws of N(0, I_dims);
-    candidates are seed records plus N(0, noise²) perturbations, streamed in chunks.
-    """
-
-    name = "plausible_seeds"
-    Params = PlausibleSeedsParams
-    metrics = {"plausible_count": MetricKind.VALUE, "passes": MetricKind.RATE}
-
-    def item_count(self, params: PlausibleSeedsParams) -> int:
-        return math.ceil(params.candidates / params.chunk)
-
-    def build_state(self, params: PlausibleSeedsParams, *, data: pd.DataFrame | None,
-                    rng: np.random.Generator) -> dict[str, Any]:
-        return {"records": rng.standard_normal((params.records, params.dims)), "radius": params.radius, "k": params.k}
-
-    def items(self, params: PlausibleSeedsParams, *, rng: np.random.Generator) -> Iterator[dict[str, np.ndarray]]:
-        remaining = params.candidates
-        while remaining > 0:
-            size = min(params.chunk, remaining)
-            remaining -= size
-            yield {"seeds": rng.integers(0, params.records, size=size),
-                   "perturbation": params.noise * rng.standard_normal((size, params.dims))}
-
-    def process(self, state: Mapping[str, Any], item: Mapping[str, np.ndarray], *,
-                source: SeededSource) -> Mapping[str, np.ndarray]:
-        records = state["records"]
-        candidates = records[item["seeds"]] + item["perturbation"]
-        counts = np.empty(len(candidates))
-        for i, candidate in enumerate(candidates):
-            counts[i] = np.count_nonzero(np.max(np.abs(records - candidate), axis=1) <= state["radius"])
-        return {"plausible_count": counts, "passes": (counts >= state["k"]).astype(np.float64)}

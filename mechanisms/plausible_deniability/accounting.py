@@ -62,8 +62,11 @@ def step_epsilons(epsilon: float, steps: int, *, accountant: str, delta_slack: f
         delta_slack: δ'' of advanced composition, in (0, 1) (unused by ``"basic"``).
 
     Returns:
-        K values; with ``"advanced"`` they are equal and compose to at most ``epsilon`` (to
-        the adjacent float); with ``"basic"`` their fsum is exactly ``epsilon``.
+        K values. With ``"basic"`` their fsum is exactly ``epsilon``. With ``"advanced"`` they
+        are equal and compose to at most ``epsilon`` (to the adjacent float) by Theorem 3.20,
+        unless the basic split ε/K is larger (few steps, or a δ'' so small that Theorem 3.20
+        loses): then the basic split, which the ledger's advanced accountant also composes
+        by the basic rule (it keeps a scope's basic total where that dominates).
 
     Raises:
         SpecError: an argument is out of range, or ε is too small for K steps.
@@ -82,7 +85,7 @@ def step_epsilons(epsilon: float, steps: int, *, accountant: str, delta_slack: f
         return composition.advanced(epsilon=e, delta=0.0, k=steps, delta_slack=slack)[0]
 
     low, high = 0.0, epsilon  # total(epsilon) > epsilon since sqrt(2K ln(1/δ'')) > 1 for δ'' < 1/e
-    if total(high) <= epsilon:
+    if total(high) <= epsilon:  # never for δ'' < 1/e; kept for completeness
         return (high,) * steps
     for _ in range(2000):
         mid = (low + high) / 2.0
@@ -92,8 +95,9 @@ def step_epsilons(epsilon: float, steps: int, *, accountant: str, delta_slack: f
             low = mid
         else:
             high = mid
-    if low <= 0.0:
-        raise SpecError(f"epsilon ({epsilon!r}) must be large enough for {steps} advanced-composed steps")
+    basic = split_epsilon(epsilon, [1.0] * steps)
+    if max(basic) >= low:
+        return basic
     return (low,) * steps
 
 
@@ -137,3 +141,29 @@ def theorem1_replace_one(*, k: int, gamma: float, epsilon0: float, t: int) -> tu
     """Theorem 1 for replace-one neighbours by group privacy of size 2: (2ε, (1 + e^ε)·δ)."""
     eps, delta = theorem1(k=k, gamma=gamma, epsilon0=epsilon0, t=t)
     return 2.0 * eps, (1.0 + math.exp(eps)) * delta
+
+
+def compose_invocations(*, epsilon: float, delta: float, invocations: int,
+                        delta_slack: float | None) -> tuple[float, float, str]:
+    """(ε, δ) of ``invocations`` runs of an (ε, δ)-DP mechanism on the same data, and the rule used.
+
+    Sequential composition gives (Nε, Nδ); with ``delta_slack`` δ'' set, Dwork & Roth's
+    Theorem 3.20 gives (ε·sqrt(2N ln(1/δ'')) + Nε(e^ε − 1), Nδ + δ''). Both hold; the basic
+    one is returned whenever its ε is no larger (it then dominates: its δ is smaller too),
+    else the advanced one.
+
+    Returns:
+        ``(ε_total, δ_total, "basic" | "advanced")``.
+
+    Raises:
+        SpecError: ``invocations`` < 1.
+    """
+    if isinstance(invocations, bool) or not isinstance(invocations, int) or invocations < 1:
+        raise SpecError(f"invocations ({invocations!r}) must be an int >= 1")
+    basic = (epsilon * invocations, min(delta * invocations, 1.0))
+    if delta_slack is None:
+        return (*basic, "basic")
+    advanced = composition.advanced(epsilon=epsilon, delta=delta, k=invocations, delta_slack=delta_slack)
+    if basic[0] <= advanced[0]:
+        return (*basic, "basic")
+    return (*advanced, "advanced")

@@ -49,7 +49,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from privlab.mechanisms.plausible_deniability.accounting import theorem1, theorem1_replace_one
+from privlab.mechanisms.plausible_deniability.accounting import compose_invocations, theorem1, theorem1_replace_one
 from privlab.mechanisms.plausible_deniability.batched import (
     BatchTester, draw_batch, draw_candidate, laplace_from_uniform)
 from privlab.mechanisms.plausible_deniability.probability import (
@@ -61,7 +61,7 @@ from privlab.platform.ledger import Budget, Ledger, PrivacyEvent
 from privlab.platform.randomness import RandomSource
 
 __all__ = ["CandidateResults", "METHODS", "PrivacyTestParams", "count_plausible", "generate_candidates",
-           "record_generation"]
+           "generation_event", "record_generation"]
 
 METHODS = ("batched", "fast", "literal")
 DEFAULT_BATCH_SIZE = 4096
@@ -229,58 +229,78 @@ def generate_candidates(model, seeds: pd.DataFrame, *, synthesis: SynthesisParam
     return CandidateResults(out_y, rows, omegas, found, thresholds, found >= thresholds)
 
 
-def record_generation(ledger: Ledger, test: PrivacyTestParams, *, t: int, released: int = 1,
+def record_generation(ledger: Ledger, test: PrivacyTestParams, *, t: int, invocations: int,
                       scope: str = "seeds") -> Budget:
     """Record Theorem 1 for a generation run's Test 2 in ``ledger``; return the run's composed (ε, δ).
 
     The model's steps are already in ``ledger`` (``fit`` recorded them, scope ``"data"`` by
-    default). This adds one event per released synthetic, mechanism ``"pd.privacy_test_2"``,
-    step ``"pd.test"``, with ε, δ from Theorem 1 for the user's t and the details
-    (k, gamma, epsilon0, t), in ``scope`` (D_S), and returns ``ledger.total()``: the ledger's
-    accountant composes the released synthetics within the scope and the scopes sequentially.
+    default). This adds **one** event, mechanism ``"pd.privacy_test_2"``, step ``"pd.test"``,
+    in ``scope`` (D_S), for all ``invocations`` runs of Mechanism 1 (one per candidate, passed
+    or not), and returns ``ledger.total()``.
 
-    Math: Theorem 1 gives, per released synthetic, ε_T = ε₀ + ln(1 + γ/t) and
-    δ_T = e^(−ε₀(k − t)) for add/remove-one neighbours of D_S; on a replace-one ledger (the
-    default) group privacy of size 2 gives (2ε_T, (1 + e^ε_T)·δ_T)
-    (:func:`.accounting.theorem1_replace_one`). With the basic accountant and the model in
-    another scope the total is ε_model + R·ε_T, δ_model + R·δ_T for R released synthetics.
+    Math: Theorem 1 gives, per run, ε_T = ε₀ + ln(1 + γ/t) and δ_T = e^(−ε₀(k − t)) for
+    add/remove-one neighbours of D_S; on a replace-one ledger (the default) group privacy of
+    size 2 gives (2ε_T, (1 + e^ε_T)·δ_T) (:func:`.accounting.theorem1_replace_one`). N runs
+    on the same D_S compose to the better of (Nε_T, Nδ_T) and, when the ledger has a δ'',
+    Dwork & Roth 3.20 (:func:`.accounting.compose_invocations`); the event holds that total
+    and says how in its details (``invocations``, ``per_candidate_epsilon``,
+    ``per_candidate_delta``, ``composition``). One event instead of N keeps a 10⁶-candidate
+    ledger small; the ledger's accountant keeps a single event as it is (a scope's basic total
+    dominates Theorem 3.20 at k = 1).
 
     Args:
         ledger: The run's ledger (already holding the model's events).
         test: Privacy Test 2's parameters (``epsilon0`` set).
         t: The user's trade-off, an int with 1 ≤ t < k.
-        released: R, the number of synthetics released (≥ 1); each is charged.
+        invocations: N, the number of candidates tested (≥ 1).
         scope: The ledger scope of the seeds D_S.
 
     Returns:
         The ledger's total after recording.
 
     Raises:
-        SpecError: Test 1 (no DP guarantee), or ``released`` < 1.
+        SpecError: Test 1 (no DP guarantee), or ``invocations`` < 1.
         ValueError: t is not in [1, k).
-        BudgetExceededError: the events do not fit the ledger's caps (nothing recorded).
+        BudgetExceededError: the event does not fit the ledger's caps (nothing recorded).
 
     Privacy:
-        Theorem 1 covers one released synthetic; several released from the same D_S compose
-        (the paper, Section 2.1: "the composition theorems … can be used to extend the
-        guarantee to arbitrarily large synthetic datasets"). D_S is disjoint from D_T and
+        Theorem 1 covers one run of Mechanism 1, whose output is the candidate or nothing. A
+        run's released synthetics are the passing candidates of all N runs, so the guarantee
+        composes over the N runs, not only over the released ones: which candidates failed is
+        part of what the output reveals (at least their number). D_S is disjoint from D_T and
         D_P, but the ledger composes the scopes sequentially, which is conservative.
 
     References:
-        Bindschaedler, Shokri & Gunter (VLDB 2017), Theorem 1 and Section 2.1.
+        Bindschaedler, Shokri & Gunter (VLDB 2017), Theorem 1 and Section 2.1; Dwork & Roth
+        (2014), Theorem 3.20.
     """
-    if not isinstance(ledger, Ledger):
+    event = generation_event(test, t=t, invocations=invocations, neighbouring=ledger.neighbouring,
+                             delta_slack=ledger.delta_slack, scope=scope) if isinstance(ledger, Ledger) else None
+    if event is None:
         raise TypeError(f"ledger ({ledger!r}) must be a Ledger")
-    if isinstance(released, bool) or not isinstance(released, int) or released < 1:
-        raise SpecError(f"released ({released!r}) must be an int >= 1")
-    test.guarantee(t)  # validates Test 2 and t before anything is recorded
-    rule = theorem1_replace_one if ledger.neighbouring == "replace_one" else theorem1
-    epsilon, delta = rule(k=test.k, gamma=float(test.gamma), epsilon0=float(test.epsilon0), t=t)
-    event = PrivacyEvent(name="pd.privacy_test_2", mechanism="pd.privacy_test_2", epsilon=epsilon, delta=delta,
-                         scope=scope, step="pd.test",
-                         details=(("k", test.k), ("gamma", float(test.gamma)), ("epsilon0", float(test.epsilon0)),
-                                  ("t", t), ("neighbouring", ledger.neighbouring)))
-    ledger.check_plan([*ledger.events, *([event] * released)])
-    for _ in range(released):
-        ledger.spend(event)
+    ledger.spend(event)
     return ledger.total()
+
+
+def generation_event(test: PrivacyTestParams, *, t: int, invocations: int, neighbouring: str = "replace_one",
+                     delta_slack: float | None = None, scope: str = "seeds") -> PrivacyEvent:
+    """The ledger event of ``invocations`` runs of Mechanism 1 with Test 2 (see :func:`record_generation`).
+
+    Raises:
+        SpecError: Test 1, or ``invocations`` < 1.
+        ValueError: t is not in [1, k).
+    """
+    test.guarantee(t)  # validates Test 2 and t before anything is built
+    rule = theorem1_replace_one if neighbouring == "replace_one" else theorem1
+    epsilon, delta = rule(k=test.k, gamma=float(test.gamma), epsilon0=float(test.epsilon0), t=t)
+    total_epsilon, total_delta, how = compose_invocations(epsilon=epsilon, delta=delta, invocations=invocations,
+                                                          delta_slack=delta_slack)
+    if not total_delta < 1.0:
+        raise SpecError(f"invocations ({invocations!r}) make Theorem 1's composed δ ({total_delta!r}) reach 1: "
+                        "raise k − t or ε₀, or test fewer candidates")
+    return PrivacyEvent(name=f"pd.privacy_test_2 x{invocations}", mechanism="pd.privacy_test_2",
+                        epsilon=total_epsilon, delta=total_delta, scope=scope, step="pd.test",
+                        details=(("k", test.k), ("gamma", float(test.gamma)), ("epsilon0", float(test.epsilon0)),
+                                 ("t", t), ("neighbouring", neighbouring), ("invocations", invocations),
+                                 ("per_candidate_epsilon", epsilon), ("per_candidate_delta", delta),
+                                 ("composition", how)))

@@ -5,7 +5,9 @@ published (a headerless UCI file with ``", "`` separators, ``"?"`` for missing a
 dot on every label of the test split) needs no pre-processing script::
 
     [reader]
-    header = false                  # no header line: columns are the schema's, in schema order
+    header = false                  # no header line: columns are the schema's, in schema order,
+    columns = ["age", "fnlwgt", …]   #   or, when given, these names (the file's fields, in order;
+                                    #   columns the schema does not declare are ignored)
     delimiter = ","                 # one character
     na_values = ["?"]               # strings that mean "missing" (besides pandas' defaults)
     strip_whitespace = true         # " Private" -> "Private" in every text field
@@ -37,7 +39,7 @@ from privlab.platform.errors import SchemaError, SpecError
 
 __all__ = ["ReaderOptions", "read_raw_table"]
 
-_KEYS = ("header", "delimiter", "na_values", "strip_whitespace", "strip_trailing_dot", "skip_rows")
+_KEYS = ("header", "delimiter", "na_values", "strip_whitespace", "strip_trailing_dot", "skip_rows", "columns")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -45,6 +47,7 @@ class ReaderOptions:
     """How a space's data files are written (module docstring); the defaults read a plain CSV."""
 
     header: bool = True
+    columns: tuple[str, ...] | None = None
     delimiter: str = ","
     na_values: tuple[str, ...] = ()
     strip_whitespace: bool = False
@@ -59,6 +62,14 @@ class ReaderOptions:
             raise SpecError(f"reader.delimiter ({self.delimiter!r}) must be one character (not a quote or newline)")
         if not isinstance(self.na_values, tuple) or not all(isinstance(v, str) for v in self.na_values):
             raise SpecError(f"reader.na_values ({self.na_values!r}) must be a list of strings")
+        if self.columns is not None:
+            if self.header:
+                raise SpecError("reader.columns names the fields of a headerless file; set header = false")
+            if not isinstance(self.columns, tuple) or not self.columns or \
+                    not all(isinstance(c, str) and c for c in self.columns):
+                raise SpecError(f"reader.columns ({self.columns!r}) must be a non-empty list of column names")
+            if len(set(self.columns)) != len(self.columns):
+                raise SpecError(f"reader.columns ({list(self.columns)!r}) must not repeat a name")
         if isinstance(self.skip_rows, bool) or not isinstance(self.skip_rows, int) or self.skip_rows < 0:
             raise SpecError(f"reader.skip_rows ({self.skip_rows!r}) must be an integer >= 0")
 
@@ -75,8 +86,9 @@ class ReaderOptions:
         if unknown:
             raise SpecError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed keys: {', '.join(_KEYS)}")
         values: dict[str, Any] = dict(table)
-        if isinstance(values.get("na_values"), list):
-            values["na_values"] = tuple(values["na_values"])
+        for key in ("na_values", "columns"):
+            if isinstance(values.get(key), list):
+                values[key] = tuple(values[key])
         return cls(**values)
 
 
@@ -114,7 +126,11 @@ def read_raw_table(path: str | Path, *, schema: RawSchema, options: ReaderOption
     if path.suffix == ".parquet":
         raw = pd.read_parquet(path)
     elif path.name.endswith((".csv", ".csv.gz", ".data", ".test", ".txt")):
-        names = None if options.header else list(schema.names)
+        names = None if options.header else list(options.columns or schema.names)
+        if options.columns is not None:
+            undeclared = [c for c in schema.names if c not in options.columns]
+            if undeclared:
+                raise SpecError(f"reader.columns must name every schema column; missing: {', '.join(undeclared)}")
         raw = pd.read_csv(path, sep=options.delimiter, header=0 if options.header else None, names=names,
                           index_col=False, skiprows=options.skip_rows, na_values=list(options.na_values),
                           skipinitialspace=options.strip_whitespace)

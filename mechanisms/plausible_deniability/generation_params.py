@@ -1,0 +1,205 @@
+"""A plausible-deniability run's parameters, its table, its plan and its model fit.
+
+Shared by the ``pd_generation`` study (:mod:`.workloads`) and the ``privlab pd-generate``
+command (:mod:`.generation_run`). Parameters (a spec's ``[params]``): ``space`` and ``data``
+(files, relative to the spec; ``data`` may list several files, concatenated; ``transformation``
+names a column's alternative where the space offers several, as release grids do) — or
+``toy_records``, the number of records of a generated census-shaped table (:mod:`.census_like`,
+for examples that need no data) —, ``buckets`` (:func:`.dataset.bucket_map`), the split
+fractions, the model's ``model_epsilon``, ``accountant``, ``maxcost``, ``alpha``, ``omega`` (an
+int, or ``"a-b"`` for ω drawn uniformly from [a, b] per candidate), the test's ``k``,
+``gamma``, ``epsilon0`` (omit it for Test 1, which has no DP guarantee), ``max_plausible``,
+``max_check_plausible``, Theorem 1's ``t``, and ``candidates`` (tested) in batches of ``batch``.
+
+Privacy:
+    The plan is the model's K steps (:meth:`.model.PlausibleDeniabilityModel.planned_events`,
+    from the public split sizes) and, with Test 2, one event composing Theorem 1 over all
+    ``candidates`` runs of Mechanism 1 (:func:`.privacy_tests.generation_event`). The fit
+    charges its own ledger and is checked against the model part of the plan.
+
+References:
+    Bindschaedler, Shokri & Gunter (VLDB 2017), Sections 2–5.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from privlab.mechanisms.plausible_deniability.census_like import census_like
+from privlab.mechanisms.plausible_deniability.dataset import CodedTable, bucket_map, load_coded_table
+from privlab.mechanisms.plausible_deniability.model import (
+    DEFAULT_DELTA_SLACK, PlausibleDeniabilityModel, PlausibleDeniabilityModelParams)
+from privlab.mechanisms.plausible_deniability.privacy_tests import PrivacyTestParams, generation_event
+from privlab.mechanisms.plausible_deniability.split import DataSplit, SplitSizes, split_dataset
+from privlab.mechanisms.plausible_deniability.synthesis import SynthesisParams
+from privlab.platform.errors import SpecError
+from privlab.platform.ledger import Ledger, PrivacyEvent, check_conforms
+from privlab.platform.randomness import SeededSource
+
+__all__ = ["GenerationParams", "check_against_table", "coded_table", "fit_split_model", "model_plan",
+           "parse_omega", "run_plan"]
+
+_OMEGA_RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
+
+
+def parse_omega(value: int | str) -> SynthesisParams:
+    """``10`` → ω fixed at 10; ``"5-11"`` → ω uniform on [5, 11] per candidate.
+
+    Raises:
+        SpecError: anything else, or bounds < 1 or reversed.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return SynthesisParams.fixed(value)
+    match = _OMEGA_RANGE.match(value) if isinstance(value, str) else None
+    if match is None:
+        raise SpecError(f"omega ({value!r}) must be an int >= 1 or a range 'a-b' such as '5-11'")
+    return SynthesisParams(omega_min=int(match.group(1)), omega_max=int(match.group(2)))
+
+
+def _data_paths(data: str | list[str]) -> tuple[str, ...]:
+    return (data,) if isinstance(data, str) else tuple(data)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GenerationParams:
+    """Parameters of a plausible-deniability run (module docstring); validated before any work.
+
+    Raises:
+        SpecError: a bad value (k < 1, γ ≤ 1, ε₀ ≤ 0, ω malformed, fractions not in (0, 1) or
+            summing to ≥ 1, t not in [1, k), …), each named.
+    """
+
+    space: str = dataclasses.field(default="", metadata={"path": True})
+    data: Any = dataclasses.field(default="", metadata={"path": True})
+    toy_records: int | None = dataclasses.field(default=None, metadata={"seed_key": "when_set"})
+    transformation: str | None = dataclasses.field(default=None, metadata={"seed_key": "when_set"})
+    buckets: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    structure_fraction: float = 0.19
+    parameters_fraction: float = 0.19
+    seeds_fraction: float = 0.49
+    model_epsilon: float = 1.0
+    accountant: str = "advanced"
+    delta_slack: float = DEFAULT_DELTA_SLACK
+    maxcost: int = 64
+    alpha: float = 1.0
+    omega: Any = "5-11"
+    k: int = 50
+    gamma: float = 4.0
+    epsilon0: float | None = None
+    max_plausible: int | None = 100
+    max_check_plausible: int | None = 50_000
+    t: int = 10
+    candidates: int = 10_000
+    batch: int = dataclasses.field(default=2048, metadata={"seed_key": "never"})  # results do not depend on it
+
+    def __post_init__(self) -> None:
+        if self.toy_records is not None:
+            if isinstance(self.toy_records, bool) or not isinstance(self.toy_records, int) or self.toy_records < 10:
+                raise SpecError(f"toy_records ({self.toy_records!r}) must be an int >= 10")
+            if self.space or self.data:
+                raise SpecError(f"toy_records ({self.toy_records!r}) replaces space and data; give one or the other")
+        else:
+            if not isinstance(self.space, str) or not self.space:
+                raise SpecError(f"space ({self.space!r}) must be a file path (or set toy_records)")
+            paths = _data_paths(self.data) if isinstance(self.data, (str, list)) else ()
+            if not paths or not all(isinstance(p, str) and p for p in paths):
+                raise SpecError(f"data ({self.data!r}) must be a file path or a list of file paths")
+        fractions = (self.structure_fraction, self.parameters_fraction, self.seeds_fraction)
+        for name, value in zip(("structure_fraction", "parameters_fraction", "seeds_fraction"), fractions):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value < 1.0:
+                raise SpecError(f"{name} ({value!r}) must be a fraction in (0, 1)")
+        if math.fsum(fractions) >= 1.0:
+            raise SpecError(f"structure_fraction + parameters_fraction + seeds_fraction ({math.fsum(fractions)!r}) "
+                            "must be < 1 (the rest is the test set)")
+        for name in ("candidates", "batch"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SpecError(f"{name} ({value!r}) must be an int >= 1")
+        self.model_params()
+        self.synthesis()
+        test = self.test()
+        if test.epsilon0 is not None:
+            test.guarantee(self.t)  # t in [1, k)
+
+    def data_paths(self) -> tuple[str, ...]:
+        return _data_paths(self.data)
+
+    def model_params(self) -> PlausibleDeniabilityModelParams:
+        return PlausibleDeniabilityModelParams(epsilon=self.model_epsilon, accountant=self.accountant,
+                                               delta_slack=self.delta_slack, maxcost=self.maxcost, alpha=self.alpha)
+
+    def synthesis(self) -> SynthesisParams:
+        return parse_omega(self.omega)
+
+    def test(self) -> PrivacyTestParams:
+        return PrivacyTestParams(k=self.k, gamma=self.gamma, epsilon0=self.epsilon0,
+                                 max_plausible=self.max_plausible, max_check_plausible=self.max_check_plausible)
+
+    def sizes(self, n: int) -> SplitSizes:
+        sizes = SplitSizes.from_fractions(n, structure=self.structure_fraction, parameters=self.parameters_fraction,
+                                          seeds=self.seeds_fraction)
+        sizes.check_fits(n)
+        return sizes
+
+
+TOY_SEED = 20170501
+"""The public seed of the generated census-shaped table (``toy_records``)."""
+
+
+@functools.lru_cache(maxsize=4)
+def _toy_table(records: int) -> CodedTable:
+    codes, domain = census_like(records, np.random.default_rng(TOY_SEED))
+    return CodedTable(codes=codes, domain=domain)
+
+
+def coded_table(params: GenerationParams) -> CodedTable:
+    """The configuration's table, coded (cached per process)."""
+    if params.toy_records is not None:
+        return _toy_table(params.toy_records)
+    return load_coded_table(params.space, params.data_paths(), params.transformation or "")
+
+
+def check_against_table(params: GenerationParams, table: CodedTable) -> None:
+    """What can only be checked with the domain: ω ≤ m, buckets' attributes and categories."""
+    params.synthesis().check_for(len(table.domain))
+    bucket_map(table.domain, params.buckets)
+    params.sizes(len(table.codes))
+
+
+def model_plan(params: GenerationParams, table: CodedTable) -> list[PrivacyEvent]:
+    """The model's K steps for this table's public sizes."""
+    sizes = params.sizes(len(table.codes))
+    return PlausibleDeniabilityModel(params.model_params()).planned_events(
+        table.domain, sizes.structure, sizes.parameters, buckets=bucket_map(table.domain, params.buckets))
+
+
+def run_plan(params: GenerationParams, table: CodedTable) -> list[PrivacyEvent]:
+    """The model's steps and, with Test 2, Theorem 1 composed over every candidate tested."""
+    plan = model_plan(params, table)
+    test = params.test()
+    if test.epsilon0 is not None:
+        plan.append(generation_event(test, t=params.t, invocations=params.candidates, delta_slack=params.delta_slack))
+    return plan
+
+
+def fit_split_model(params: GenerationParams, table: CodedTable, rng: np.random.Generator, *,
+                    ledger: Ledger | None = None) -> tuple[DataSplit, PlausibleDeniabilityModel, Ledger]:
+    """Split (seeded), then fit the DP model on D_T and D_P, charging ``ledger`` (a fresh one
+    with the params' accountant if None); what the fit charged is checked against the plan."""
+    split = split_dataset(table.codes, sizes=params.sizes(len(table.codes)), domain=table.domain, rng=rng)
+    if ledger is None:
+        ledger = Ledger(epsilon_cap=None, delta_cap=None, accountant=params.accountant,
+                        delta_slack=params.delta_slack)
+    before = len(ledger.events)
+    model = PlausibleDeniabilityModel(params.model_params()).fit(
+        split.structure, parameter_data=split.parameters, domain=table.domain, ledger=ledger,
+        source=SeededSource(rng), buckets=bucket_map(table.domain, params.buckets))
+    check_conforms(ledger.events[before:], model_plan(params, table), who="pd model fit", exact_sensitivity=True)
+    return split, model, ledger

@@ -1,0 +1,137 @@
+"""One plausible-deniability generation, start to finish, written as a bundle (issue 10: the output).
+
+:func:`generate` splits the table (seeded), fits the DP model on D_T and D_P, runs Mechanism 1
+on ``candidates`` candidates (seeds from D_S, eq. (3), Privacy Test 1 or 2) and records the
+model's steps and Theorem 1 composed over every candidate in one ledger. :func:`write_bundle`
+writes the released synthetics and what a reader needs to trust them, atomically (the release
+bundle's writer: the folder appears whole or not at all)::
+
+    released.csv, released.parquet   the candidates that passed, decoded to the space's labels
+    ledger.json, ledger.txt          every DP step: the model's entropies and count tables, the test
+    privacy-statement.md             the (ε, δ) of the model, of Theorem 1 per candidate and composed
+    summary.json                     candidates, released, pass rate, split sizes, the model's structure
+    config.toml                      the parameters and the seed
+    SHA256SUMS                       ``sha256sum -c`` lines for the files above
+
+Privacy:
+    Research mode only (:mod:`.streams`: the candidates' draws come from a seeded PRNG, so the
+    output is reproducible from the seed and not fit for a real release). The statement is the
+    ledger's: the model's (ε, δ'') plus Theorem 1 for the chosen t composed over the N
+    candidates tested (:func:`.privacy_tests.record_generation`); with Privacy Test 1 the
+    test has no DP guarantee and the statement says so.
+
+References:
+    Bindschaedler, Shokri & Gunter (VLDB 2017), Sections 2, 3 and 5.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from privlab.mechanisms.plausible_deniability.dataset import CodedTable
+from privlab.mechanisms.plausible_deniability.privacy_tests import CandidateResults, generate_candidates, record_generation
+from privlab.mechanisms.plausible_deniability.generation_params import GenerationParams, check_against_table, fit_split_model
+from privlab.mechanisms.release.bundle import atomic_directory, config_toml, json_text, write_checksums, write_released
+from privlab.platform.ledger import Ledger
+from privlab.platform.randomness import SeededSource
+
+__all__ = ["Generation", "generate", "write_bundle"]
+
+BUNDLE_FILES = ("released.csv", "released.parquet", "ledger.json", "ledger.txt", "privacy-statement.md",
+                "summary.json", "config.toml")
+
+
+@dataclasses.dataclass(frozen=True)
+class Generation:
+    """What one generation produced: the released table, the ledger and the facts about it."""
+
+    released: pd.DataFrame
+    results: CandidateResults
+    ledger: Ledger
+    split_sizes: dict[str, int]
+    structure: dict[str, Any]
+    seconds: dict[str, float]
+
+
+def generate(params: GenerationParams, table: CodedTable, *, rng: np.random.Generator) -> Generation:
+    """Split, fit, generate and test (module docstring); everything checked before any draw.
+
+    Raises:
+        SpecError, SchemaError: bad parameters for this table (named).
+    """
+    check_against_table(params, table)
+    began = time.perf_counter()
+    split, model, ledger = fit_split_model(params, table, rng)
+    fitted = time.perf_counter()
+    results = generate_candidates(model, split.seeds, synthesis=params.synthesis(), test=params.test(),
+                                  n=params.candidates, source=SeededSource(rng), batch_size=params.batch)
+    test = params.test()
+    if test.epsilon0 is not None:
+        record_generation(ledger, test, t=params.t, invocations=params.candidates)
+    done = time.perf_counter()
+    released = table.decode(results.released(table.domain.names))
+    return Generation(released=released, results=results, ledger=ledger, split_sizes=split.sizes,
+                      structure=model.describe(),
+                      seconds={"model_fit": fitted - began, "synthesis_and_test": done - fitted})
+
+
+def _statement(params: GenerationParams, generation: Generation) -> str:
+    model = [e for e in generation.ledger.events if e.step in ("pd.structure", "pd.parameters")]
+    tests = [e for e in generation.ledger.events if e.step == "pd.test"]
+    total = generation.ledger.total()
+    lines = ["# Privacy statement", "",
+             f"Neighbouring datasets: {generation.ledger.neighbouring.replace('_', '-')} "
+             "(one record replaced; the split sizes are public).", "",
+             f"- The generative model: {len(model)} Laplace steps (noisy entropies for the structure, noisy "
+             f"counts for the conditional tables), composed by the {generation.ledger.accountant} accountant "
+             f"to ε = {params.model_epsilon:g}.",
+             ]
+    if tests:
+        details = dict(tests[0].details)
+        lines.append(f"- Privacy Test 2 (k = {params.k}, γ = {params.gamma:g}, ε₀ = {params.epsilon0:g}) with "
+                     f"t = {params.t}: each candidate's run of Mechanism 1 is "
+                     f"({details['per_candidate_epsilon']:.6g}, {details['per_candidate_delta']:.3g})-DP "
+                     "(Theorem 1, converted to replace-one by group privacy); over the "
+                     f"{params.candidates:,} candidates tested, passed or not, "
+                     f"({tests[0].epsilon:.6g}, {tests[0].delta:.3g})-DP by {details['composition']} composition.")
+    else:
+        lines.append(f"- Privacy Test 1 (k = {params.k}, γ = {params.gamma:g}, no ε₀): every released record is "
+                     "(k, γ)-plausibly deniable, but the test itself is not differentially private, so no "
+                     "(ε, δ) covers the released records; set epsilon0 for Privacy Test 2 and Theorem 1.")
+    lines += ["", f"Ledger total: ε = {total.epsilon:.6g}, δ = {total.delta:.3g} (ledger.json lists every step).",
+              "", "Research mode: the candidates' randomness comes from a seeded generator (config.toml), so "
+              "this table is reproducible and is not a release of private data."]
+    return "\n".join(lines) + "\n"
+
+
+def write_bundle(out: Path, params: GenerationParams, generation: Generation, *, seed: int, config_id: str) -> None:
+    """Write ``out`` atomically (module docstring).
+
+    Raises:
+        SpecError: ``out`` exists or cannot be created (before anything is written).
+    """
+    results = generation.results
+    summary = {"config": config_id, "seed": seed, "candidates": int(len(results.passed)),
+               "released": int(results.passed.sum()), "pass_rate": results.pass_rate,
+               "split_sizes": generation.split_sizes, "structure": generation.structure,
+               "seconds": generation.seconds, "epsilon_total": generation.ledger.total().epsilon,
+               "delta_total": generation.ledger.total().delta}
+    config = {key: value for key, value in dataclasses.asdict(params).items()
+              if key != "buckets" and not isinstance(value, (list, dict))}
+    with atomic_directory(Path(out)) as staging:
+        (staging / "private").rmdir()  # nothing here is private: the run is seeded research
+        write_released(staging, generation.released)
+        (staging / "ledger.json").write_text(generation.ledger.to_json() + "\n", encoding="utf-8")
+        (staging / "ledger.txt").write_text(generation.ledger.render_table() + "\n", encoding="utf-8")
+        (staging / "privacy-statement.md").write_text(_statement(params, generation), encoding="utf-8")
+        (staging / "summary.json").write_text(json_text(summary), encoding="utf-8")
+        (staging / "config.toml").write_text(config_toml(
+            {"run": {"config": config_id, "seed": seed}, "params": config},
+            header="plausible-deniability generation (privlab pd-generate)"), encoding="utf-8")
+        write_checksums(staging, BUNDLE_FILES)
