@@ -156,7 +156,7 @@ class _Forest(BaseEstimator):
                                   upper=np.where(numeric, X.max(axis=0) + 1e-12, layout.upper),
                                   n_codes=layout.n_codes)
         Xe = inputs.encode_features(X, layout, cats, training=True, bounds_known=bounds_known)
-        target, n_classes, target_range, centre = self._encode_target(y, len(X))
+        target, n_classes, target_range, centre, classes = self._encode_target(y, len(X))
         n = len(Xe)
         T = int(self.n_estimators)
         K = self._candidates(Xe.shape[1])
@@ -198,6 +198,8 @@ class _Forest(BaseEstimator):
         self.layout_ = layout
         self.categories_ = {j: v.copy() for j, v in cats.items()}
         self.tree_sizes_ = tree_sizes(n, T, self.partition)
+        if classes is not None:
+            self.classes_ = classes
         if self._private:
             self.ledger_ = ledger
             self.events_ = tuple(spent)
@@ -272,16 +274,17 @@ def _named(plan: list[PrivacyEvent], name: str) -> list[PrivacyEvent]:
 class _RegressorForest(RegressorMixin, _Forest):
     _regression = True
 
-    def _encode_target(self, y: Any, n: int) -> tuple[np.ndarray, int, float, float]:
+    def _encode_target(self, y: Any, n: int) -> tuple[np.ndarray, int, float, float, None]:
+        """Targets as floats, with (0 classes, the target's range B, its centre, no classes)."""
         y = np.asarray(y, dtype=np.float64)
         if self._private:
             lo, hi = (float(b) for b in self.target_bounds)
             y = inputs.check_target_in_bounds(y, (lo, hi))
-            return y, 0, hi - lo, (lo + hi) / 2
+            return y, 0, hi - lo, (lo + hi) / 2, None
         y = np.asarray(y, dtype=float)
         if not np.all(np.isfinite(y)):
             raise SchemaError("y has NaN or infinity; targets must be finite", column="y", problem="missing")
-        return y, 0, float(np.ptp(y)) if len(y) else 0.0, 0.0
+        return y, 0, float(np.ptp(y)) if len(y) else 0.0, 0.0, None
 
     def predict(self, X: Any) -> np.ndarray:
         """The mean over trees of each tree's (noisy) leaf mean."""
@@ -290,13 +293,15 @@ class _RegressorForest(RegressorMixin, _Forest):
 
 
 class _ClassifierForest(ClassifierMixin, _Forest):
-    def _encode_target(self, y: Any, n: int) -> tuple[np.ndarray, int, float, float]:
+    def _encode_target(self, y: Any, n: int) -> tuple[np.ndarray, int, float, float, np.ndarray]:
+        """Class codes, with (C classes, range 1, centre 0, the sorted classes); ``classes_`` is
+        set only when the fit succeeds."""
         check_classification_targets(y)
         classes = getattr(self, "classes", None)
         if classes is None:
             if self._private:
                 inputs.warn_classes_from_data()
-            self.classes_ = np.unique(y)
+            classes = np.unique(y)
         else:
             declared = np.asarray(classes)
             if declared.ndim != 1 or declared.size < 1 or np.unique(declared).size != declared.size:
@@ -304,8 +309,8 @@ class _ClassifierForest(ClassifierMixin, _Forest):
             if not np.isin(y, declared).all():
                 raise SchemaError("y has labels outside the declared classes; declare every class in `classes`",
                                   column="y", problem="categories")
-            self.classes_ = np.sort(declared)
-        return np.searchsorted(self.classes_, y).astype(np.int64), len(self.classes_), 1.0, 0.0
+            classes = np.sort(declared)
+        return np.searchsorted(classes, y).astype(np.int64), len(classes), 1.0, 0.0, classes
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Mean over trees of each tree's leaf class shares (noisy counts clipped at 0; a leaf
