@@ -68,10 +68,13 @@ def test_a_trial_charges_exactly_the_plan(method: str) -> None:
                                   "max_depth": 2})
     workload = ForestStudy()
     frame = workload.load_data(params)
-    ledger = Ledger(epsilon_cap=1.0)  # the runner's trial ledger: replace-one by default
+    ledger = Ledger(epsilon_cap=1.4)  # the runner's trial ledger: replace-one by default
     metrics = workload.run_trial(params, data=frame, source=SeededSource(np.random.default_rng(3)), ledger=ledger)
     assert list(ledger.events) == workload.plan(params)
-    assert ledger.total().epsilon == (0.7 if method != "random_forest" else 0.0)
+    # ε = 0.7 under add/remove-one is 1.4 under replace-one (group privacy of size 2)
+    assert ledger.total().epsilon == (1.4 if method != "random_forest" else 0.0)
+    if method != "random_forest":
+        assert dict(ledger.events[0].details)["add_remove_epsilon"] == 0.7
     assert 0.0 <= metrics["test_error"] < 0.5
 
 

@@ -11,9 +11,11 @@ target is scaled to [0, 1] with them, not with its own minimum and maximum as th
 
 Accounting: a private method fits on its own ledger (add/remove-one neighbours, the relation
 under which the paper's parallel composition over disjoint trees holds; the estimators' ledgers
-hold every step with its sensitivity) and the trial's ledger is charged one event, ``forest_fit``,
-of ε with that relation in its details. The run's ledger is replace-one by default and refuses
-parallel composition, so the per-step record stays in the estimator's ledger.
+hold every step with its sensitivity) and the trial's ledger is charged one event, ``forest_fit``.
+The run's ledger is replace-one (and refuses parallel composition), so that event is the fit's
+guarantee converted to it: an ε-DP mechanism under add/remove-one is 2ε-DP under replace-one
+(a replacement is a removal and an addition; group privacy of size 2), and the event says so
+in its details (``add_remove_epsilon`` = ε). The per-step record stays in the estimator's ledger.
 
 Methods: ``dipreme``, ``dpert``, ``dpdf`` (classification), ``median`` (non-private median
 forest), ``random_forest`` and ``extra_trees`` (scikit-learn, non-private references with the
@@ -158,13 +160,19 @@ class ForestStudyParams:
                    categories=cats, partition=self.partition, **labels, **target, **common)
 
 
+REPLACE_ONE_FACTOR = 2.0
+"""ε under replace-one of a fit that is ε-DP under add/remove-one (module docstring)."""
+
+
 def planned_events(params: ForestStudyParams) -> list[PrivacyEvent]:
     if params.method not in PRIVATE:
         return []
     return [PrivacyEvent(
-        name="forest_fit", mechanism=f"{params.method}_forest", epsilon=float(params.epsilon), scope="data",
-        step=params.method,
-        details=(("neighbouring", "add_remove"), ("partition", "full" if params.method == "dpdf" else params.partition),
+        name="forest_fit", mechanism=f"{params.method}_forest", epsilon=REPLACE_ONE_FACTOR * float(params.epsilon),
+        scope="data", step=params.method,
+        details=(("neighbouring", "replace_one"), ("add_remove_epsilon", float(params.epsilon)),
+                 ("conversion", "group privacy of size 2: a replacement is a removal and an addition"),
+                 ("partition", "full" if params.method == "dpdf" else params.partition),
                  ("record", "every step with its sensitivity is in the estimator's own ledger (ledger_)")))]
 
 
