@@ -49,14 +49,14 @@ def _label(entry: Mapping[str, Any], vary_epsilon: bool) -> str:
     return f"{text}, ε = {_param(entry, 'model_epsilon'):g}" if vary_epsilon else text
 
 
-def _cell(metrics: Mapping[str, float], name: str, *, percent: bool = True) -> str:
+def _cell(metrics: Mapping[str, float], name: str, *, percent: bool = True, digits: int = 4) -> str:
     if f"{name}_mean" not in metrics:
         return "—"
-    scale = 100.0 if percent else 1.0
+    scale, digits = (100.0, 1) if percent else (1.0, digits)
     mean, low, high = (scale * metrics[f"{name}_{k}"] for k in ("mean", "ci_low", "ci_high"))
     if low == high:
-        return f"{mean:.1f}" if percent else f"{mean:.4f}"
-    return f"{mean:.1f} [{low:.1f}, {high:.1f}]" if percent else f"{mean:.4f} [{low:.4f}, {high:.4f}]"
+        return f"{mean:,.{digits}f}"
+    return f"{mean:,.{digits}f} [{low:,.{digits}f}, {high:,.{digits}f}]"
 
 
 def _paper(row: str, key: str) -> str:
@@ -65,7 +65,7 @@ def _paper(row: str, key: str) -> str:
 
 
 def _table(title: str, rows: Sequence[tuple[str, str, str, str]], entries: Sequence[Mapping[str, Any]],
-           labels: Sequence[str], *, percent: bool = True) -> list[str]:
+           labels: Sequence[str], *, percent: bool = True, digits: int = 4) -> list[str]:
     """``rows``: (row label, metric name, paper row, paper key or "" for the configuration's ω)."""
     lines = [f"### {title}", "", "| | " + " | ".join(f"{label} | paper" for label in labels) + " |",
              "| --- |" + " --- | --- |" * len(labels)]
@@ -73,7 +73,7 @@ def _table(title: str, rows: Sequence[tuple[str, str, str, str]], entries: Seque
         cells = []
         for entry in entries:
             key = paper_key or str(_param(entry, "omega"))
-            cells += [_cell(entry["metrics"], metric, percent=percent), _paper(paper_row, key)]
+            cells += [_cell(entry["metrics"], metric, percent=percent, digits=digits), _paper(paper_row, key)]
         lines.append(f"| {row_label} | " + " | ".join(cells) + " |")
     return lines + [""]
 
@@ -114,8 +114,12 @@ def evaluation_report(results: StudyResults) -> dict[str, str | bytes]:
         lines += ["", f"Command: `{results.command}`"]
     lines += [""]
     first = entries[0]["metrics"] if entries else {}
-    lines += _table("Generation", [("pass rate (%)", "pass_rate", "", "-"), ("released", "released", "", "-")],
-                    entries, labels, percent=False)
+    lines += _table("Generation: candidates passing the test (%)", [("pass rate", "pass_rate", "", "-")],
+                    entries, labels)
+    lines += _table("Generation: synthetics released, and the split", [
+        ("released", "released", "", "-"), *((f"records in {part}", f"records_{part}", "", "-")
+                                             for part in ("structure", "parameters", "seeds", "test"))],
+        entries, labels, percent=False, digits=0)
     if "tvd_single_reals_mean" in first:
         lines += _table("Figures 3–4: mean total variation distance to the test set",
                         [(f"{kind}: {t}", f"tvd_{kind}_{t}", "", "-") for kind in ("single", "pairs")
@@ -141,17 +145,22 @@ def evaluation_report(results: StudyResults) -> dict[str, str | bytes]:
         attributes = sorted({k.removeprefix("model_accuracy_model_").removesuffix("_mean")
                              for k in first if k.startswith("model_accuracy_model_") and k.endswith("_mean")}
                             - {"mean"})
-        rows = [(f"{a}: model / marginals / random", a, "", "") for a in attributes]
+        sources = ("model", "marginals", "random", "forest")
         lines += ["### Figures 1–2: accuracy of predicting each attribute from the others (%)", "",
-                  "| attribute | " + " | ".join(labels) + " |", "| --- |" + " --- |" * len(labels)]
-        for row_label, attribute, _, _ in rows:
-            cells = [" / ".join(_cell(e["metrics"], f"model_accuracy_{s}_{attribute}").split(" [")[0]
-                                for s in ("model", "marginals", "random")) for e in entries]
-            lines.append(f"| {row_label} | " + " | ".join(cells) + " |")
+                  "Each cell: the model's most likely value given the other attributes / the DP marginals' mode / "
+                  "random guessing / a random forest trained on D_T (— when not run); the mean over repetitions.",
+                  "", "| attribute | " + " | ".join(labels) + " |", "| --- |" + " --- |" * len(labels)]
+        for attribute in attributes:
+            cells = [" / ".join(_cell(e["metrics"], f"model_accuracy_{s}_{attribute}").split(" [")[0] for s in sources)
+                     for e in entries]
+            lines.append(f"| {attribute} | " + " | ".join(cells) + " |")
         lines.append("")
-    lines += _table("Timing", [("model fit (s)", "timing_model_fit_seconds", "", "-"),
-                               ("synthesis + test per 1,000 candidates (s)", "timing_synthesis_seconds_per_1000",
-                                "", "-")], entries, labels, percent=False)
+    timing = results.timing.get("configurations", {})
+    timed = [{"metrics": timing.get(e["id"], {}), "params": e["params"]} for e in entries]
+    lines += _table("Timing (Figure 5: the paper generated 10,000 synthetics in under 10 minutes on one core)",
+                    [("model fit (s)", "model_fit_seconds", "", "-"),
+                     ("synthesis and test, per 1,000 candidates (s)", "synthesis_seconds_per_1000", "", "-")],
+                    timed, labels, percent=False)
     files: dict[str, str | bytes] = {"README.md": "\n".join(lines)}
     if "tvd_single_reals_mean" in first:
         files["tvd.png"] = _figure(entries, labels)
