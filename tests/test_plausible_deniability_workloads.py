@@ -306,6 +306,7 @@ def test_evaluation_study_measures_and_charges_only_the_synthetics(tmp_path: Pat
         batch = 100
         target = "income"
         parts = ["tvd", "distinguishing", "model_accuracy", "dp_baselines"]
+        evaluation_records = 300
         [budget]
         epsilon = 100000.0
         delta = 0.99

@@ -111,10 +111,21 @@ def _sample_independent(tables: Sequence[np.ndarray], n: int, rng: np.random.Gen
     return np.column_stack([rng.choice(len(t[0]), size=n, p=t[0]) for t in tables]).astype(CODE_DTYPE)
 
 
+def _at_most(codes: np.ndarray, limit: int | None, rng: np.random.Generator) -> np.ndarray:
+    """A uniform sample of ``limit`` rows (all of them when there are fewer, or no limit)."""
+    if limit is None or len(codes) <= limit:
+        return codes
+    return codes[np.sort(rng.choice(len(codes), size=limit, replace=False))]
+
+
 def evaluate(params: GenerationParams, table: CodedTable, *, parts: Sequence[str], target: str,
              baseline_epsilon: float, forest_accuracy: bool, rng: np.random.Generator,
-             ledger: Ledger) -> dict[str, float]:
+             ledger: Ledger, evaluation_records: int | None = None) -> dict[str, float]:
     """One repetition (module docstring); returns the metrics of :func:`metric_names`.
+
+    ``evaluation_records`` caps the tables the classifiers, the DP baselines, the distinguishing
+    game and the model-accuracy measures use (uniform samples; the paper trains on "at least
+    100,000 records"); the TVDs always use every record.
 
     Raises:
         SchemaError: ``target`` is not a two-category attribute.
@@ -155,8 +166,12 @@ def evaluate(params: GenerationParams, table: CodedTable, *, parts: Sequence[str
         for name, codes in tables.items():
             out[f"tvd_single_{name}"] = float(np.mean(attribute_tvd(test, codes, sizes)))
             out[f"tvd_pairs_{name}"] = float(np.mean(pairwise_tvd(test, codes, sizes).tvd))
+    seeds, test = _at_most(seeds, evaluation_records, rng), _at_most(test, evaluation_records, rng)
+    synthetics_sample = _at_most(synthetics, evaluation_records, rng)
+    marginals_sample = _at_most(marginals, evaluation_records, rng)
     if "classifiers" in parts:
-        frame = compare_classifiers(seeds, {"marginals": marginals, "synthetics": synthetics}, test, sizes=sizes,
+        frame = compare_classifiers(seeds, {"marginals": marginals_sample, "synthetics": synthetics_sample}, test,
+                                    sizes=sizes,
                                     target=target_index, rng=rng)
         for row in frame.itertuples():
             out[f"accuracy_{row.classifier.lower()}_{row.training}"] = float(row.accuracy)
@@ -166,10 +181,12 @@ def evaluate(params: GenerationParams, table: CodedTable, *, parts: Sequence[str
         out |= _dp_baselines(seeds, test, table, target, target_index, baseline_epsilon, rng)
     if "distinguishing" in parts:
         held_out = np.vstack([test, seeds])  # reals not used to fit the model
-        n_train = min(n, len(held_out)) // 2
-        n_test = min(n, len(held_out)) - n_train
+        samples = {"marginals": marginals_sample, "synthetics": synthetics_sample}
+        available = min(len(synthetics_sample), len(held_out))
+        n_train = available // 2
+        n_test = available - n_train
         for name in ("marginals", "synthetics"):
-            game = distinguishing_game(held_out, tables[name], sizes=sizes, n_train=n_train, n_test=n_test, rng=rng)
+            game = distinguishing_game(held_out, samples[name], sizes=sizes, n_train=n_train, n_test=n_test, rng=rng)
             out[f"distinguish_rf_{name}"], out[f"distinguish_tree_{name}"] = game["RF"], game["Tree"]
     if "model_accuracy" in parts:
         model_acc = generative_model_accuracy(model, test)
@@ -182,7 +199,8 @@ def evaluate(params: GenerationParams, table: CodedTable, *, parts: Sequence[str
         out["model_accuracy_model_mean"] = float(np.mean(model_acc))
         out["model_accuracy_marginals_mean"] = float(np.mean(marginal_acc))
         if forest_accuracy:
-            forest = random_forest_accuracy(split.structure.to_numpy(dtype=CODE_DTYPE), test, sizes=sizes, rng=rng)
+            forest = random_forest_accuracy(_at_most(split.structure.to_numpy(dtype=CODE_DTYPE), evaluation_records, rng),
+                                            test, sizes=sizes, rng=rng)
             for i, name in enumerate(names):
                 out[f"model_accuracy_forest_{name}"] = float(forest[i])
     return out

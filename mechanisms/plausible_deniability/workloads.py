@@ -135,9 +135,13 @@ class EvaluationParams(GenerationParams):
     target: str = "income"
     baseline_epsilon: float = 1.0
     forest_accuracy: bool = False
+    evaluation_records: int | None = dataclasses.field(default=None, metadata={"seed_key": "when_set"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.evaluation_records is not None and (isinstance(self.evaluation_records, bool) or not isinstance(
+                self.evaluation_records, int) or self.evaluation_records < 100):
+            raise SpecError(f"evaluation_records ({self.evaluation_records!r}) must be an int >= 100, or unset")
         from privlab.mechanisms.plausible_deniability.evaluation_run import check_parts
 
         if not isinstance(self.parts, (list, tuple)):
@@ -189,7 +193,7 @@ class PlausibleDeniabilityEvaluation(Workload):
         table = CodedTable(codes=data, domain=coded_table(params).domain)
         return evaluate(params, table, parts=tuple(params.parts), target=params.target,
                         baseline_epsilon=params.baseline_epsilon, forest_accuracy=params.forest_accuracy,
-                        rng=source.rng, ledger=ledger)
+                        rng=source.rng, ledger=ledger, evaluation_records=params.evaluation_records)
 
     def report(self, results: Any) -> dict[str, str | bytes]:
         from privlab.mechanisms.plausible_deniability.reports_evaluation import evaluation_report
