@@ -206,7 +206,7 @@ def test_generation_params_round_trip_and_omega_forms() -> None:
     with pytest.raises(SpecError, match="omega_max"):
         parse_omega("9-5")
     test = GenerationParams(space="s", data=["a", "b"], k=30, gamma=3.0, epsilon0=None).test()
-    assert test == PrivacyTestParams(k=30, gamma=3.0, epsilon0=None, max_plausible=100, max_check_plausible=50_000)
+    assert test == PrivacyTestParams(k=30, gamma=3.0, epsilon0=None, max_plausible=100, max_check_plausible=None)
 
 
 @pytest.mark.slow  # a three-node loopback ray.cluster_utils.Cluster (about 20 s)
@@ -329,3 +329,13 @@ def test_evaluation_study_measures_and_charges_only_the_synthetics(tmp_path: Pat
     assert steps == {"pd.structure", "pd.parameters", "pd.test"}  # no marginals or ERM events
     text = next((tmp_path / "report").rglob("README.md")).read_text()
     assert "Table 5" in text and "Figures 3–4" in text and "Table 4" in text
+
+
+def test_examination_orders_that_would_not_fit_in_memory_are_refused(tmp_path: Path) -> None:
+    """With max_check_plausible below |D_S| every candidate of a batch draws an examination order:
+    batch × max_check_plausible words, refused past 2²⁶ before any work."""
+    spec = _spec(tmp_path)
+    # above |D_S| (≈ 1,440 records) no order is drawn, whatever the batch
+    load_spec(spec, ["study.generation.params.max_check_plausible=600000", "study.generation.params.batch=100000"])
+    with pytest.raises(SpecError, match=r"batch \(100000\) × max_check_plausible \(1000\).*lower batch to 67108"):
+        load_spec(spec, ["study.generation.params.max_check_plausible=1000", "study.generation.params.batch=100000"])

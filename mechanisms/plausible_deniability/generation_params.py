@@ -9,7 +9,9 @@ for examples that need no data) —, ``buckets`` (:func:`.dataset.bucket_map`), 
 fractions, the model's ``model_epsilon``, ``accountant``, ``maxcost``, ``alpha``, ``omega`` (an
 int, or ``"a-b"`` for ω drawn uniformly from [a, b] per candidate), the test's ``k``,
 ``gamma``, ``epsilon0`` (omit it for Test 1, which has no DP guarantee), ``max_plausible``,
-``max_check_plausible``, Theorem 1's ``t``, and ``candidates`` (tested) in batches of ``batch``.
+``max_check_plausible`` (unset: every seed is examined, exactly, through the seed index; set
+below |D_S|, each candidate draws a random examination order, which costs memory and time in
+proportion: a batch may hold at most 2²⁶ order draws), Theorem 1's ``t``, and ``candidates`` (tested) in batches of ``batch``.
 
 Privacy:
     The plan is the model's K steps (:meth:`.model.PlausibleDeniabilityModel.planned_events`,
@@ -45,6 +47,9 @@ from privlab.platform.randomness import SeededSource
 
 __all__ = ["GenerationParams", "check_against_table", "coded_table", "fit_split_model", "model_plan",
            "parse_omega", "run_plan"]
+
+MAX_ORDER_WORDS = 2**26
+"""The most examination-order draws one batch may hold (about 1 GB with the orders)."""
 
 _OMEGA_RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
 
@@ -94,7 +99,7 @@ class GenerationParams:
     gamma: float = 4.0
     epsilon0: float | None = None
     max_plausible: int | None = 100
-    max_check_plausible: int | None = 50_000
+    max_check_plausible: int | None = None
     t: int = 10
     candidates: int = 10_000
     batch: int = dataclasses.field(default=2048, metadata={"seed_key": "never"})  # results do not depend on it
@@ -167,10 +172,17 @@ def coded_table(params: GenerationParams) -> CodedTable:
 
 
 def check_against_table(params: GenerationParams, table: CodedTable) -> None:
-    """What can only be checked with the domain: ω ≤ m, buckets' attributes and categories."""
+    """What can only be checked with the domain: ω ≤ m, buckets' attributes and categories, the
+    split's fit, and the memory of examination orders (drawn only when max_check_plausible < |D_S|)."""
     params.synthesis().check_for(len(table.domain))
     bucket_map(table.domain, params.buckets)
-    params.sizes(len(table.codes))
+    seeds = params.sizes(len(table.codes)).seeds
+    check = params.max_check_plausible
+    if check is not None and check < seeds and params.batch * check > MAX_ORDER_WORDS:
+        raise SpecError(f"batch ({params.batch!r}) × max_check_plausible ({check!r}) must be at most "
+                        f"{MAX_ORDER_WORDS:,} when max_check_plausible < |D_S| ({seeds:,}): a batch draws that many "
+                        f"examination-order words (16 bytes each with the orders); lower batch to "
+                        f"{MAX_ORDER_WORDS // check} or leave max_check_plausible unset (every seed examined)")
 
 
 def model_plan(params: GenerationParams, table: CodedTable) -> list[PrivacyEvent]:
