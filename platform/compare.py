@@ -1,7 +1,9 @@
 """Configuration-level comparison read back from MLflow (``privlab compare``).
 
 One row per configuration (child run) of a parent run — by default the experiment's latest
-parent run — with its parameters and aggregated metrics. Rendered as one aligned table per
+parent run — with its parameters and aggregated metrics, read from the run's index of its
+configuration runs when it is complete (:mod:`~privlab.platform.configuration_index`), else from
+the child runs themselves. Rendered as one aligned table per
 study for people (the same tables ``privlab run`` prints: :mod:`privlab.platform.tables`), or
 exported for scripts as one CSV table per study (only that study's columns; integers stay
 integers) or one parquet file, plus an optional plot with one panel per study.
@@ -16,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from privlab.platform.configuration_index import IndexRow, read_index
 from privlab.platform.errors import NotFoundError, TrackingError
 from privlab.platform.tracking import RunTags, Tracker
 
@@ -50,21 +53,20 @@ def comparison_frame(
         raise TrackingError(f"experiment {experiment!r} has no privlab runs yet; `privlab run` a spec first")
     rows: list[dict[str, Any]] = []
     for parent in parents:
-        for child in tracker.configuration_runs(experiment_id, parent.info.run_id, finished=False):
-            tags = RunTags.of(child)
+        for logged in configuration_rows(tracker, experiment_id, parent):
             row: dict[str, Any] = {
-                "config_id": tags.config_id or "",
-                "study": tags.study or "",
-                "workload": tags.workload or "",
+                "config_id": logged.config_id,
+                "study": logged.study,
+                "workload": logged.workload,
                 "parent_run_id": parent.info.run_id,
-                "run_id": child.info.run_id,
+                "run_id": logged.run_id,
             }
-            for key, value in child.data.params.items():
+            for key, value in logged.params.items():
                 if key.startswith(PARAM_PREFIXES):
                     row[key] = _parse(value)
                 elif key not in RUN_PARAMS:  # a facet's own parameters (depth, cp): facet.*
                     row[f"facet.{key}"] = _parse(value)
-            row.update(child.data.metrics)
+            row.update(logged.metrics)
             rows.append(row)
     if not rows:
         raise TrackingError(f"the selected run of {experiment!r} has no finished configurations yet")
@@ -94,6 +96,17 @@ def comparison_frame(
         frame = frame.dropna(axis=1, how="all").reset_index(drop=True)
     frame.attrs["studies_without_metric"] = without
     return frame
+
+
+def configuration_rows(tracker: Tracker, experiment_id: str, parent: Any) -> list[IndexRow]:
+    """A parent run's configuration runs as logged: from its index when the run is complete
+    (one artifact), else from its child runs (one search, slow for thousands of runs)."""
+    if RunTags.of(parent).status == "complete":
+        indexed = read_index(tracker, parent.info.run_id)
+        if indexed is not None:
+            return indexed
+    return [IndexRow.of_run(child)
+            for child in tracker.configuration_runs(experiment_id, parent.info.run_id, finished=False)]
 
 
 RUN_PARAMS = {"workload", "study", "units"}  # logged on every child run; not the configuration's parameters
