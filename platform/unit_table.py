@@ -8,22 +8,27 @@ interrupted and resumed run ends with each unit's row exactly once, and a grid o
 adds 10⁵ table rows instead of 10⁵ runs of ~50 metrics each. ``[tracking] unit_runs = true``
 also logs one run per unit, as before.
 
-Columns: ``unit`` (the unit's index), ``seed_key`` (``"study_key/config_key/unit"``: the unit's
-stream is ``SeedSequence(root_seed, spawn_key=(study_key, config_key, unit))``, the root seed is
-the run's ``privlab.root_seed`` tag), then the workload's metrics in its order.
+Stored long ("tidy"): one row per unit and metric, columns ``unit`` (the unit's index),
+``seed_key`` (``"study_key/config_key/unit"``: the unit's stream is
+``SeedSequence(root_seed, spawn_key=(study_key, config_key, unit))``, the root seed is the run's
+``privlab.root_seed`` tag), ``metric`` and ``value``, without pandas metadata or statistics: a
+wide parquet file of ~50 columns spends ~30 KB on its footer, more than 2 attempts' values, while
+the long one holds 2 attempts in ~2 KB (measured in benchmarks/tracking_scale.py).
+:func:`read_unit_table` returns it wide: one row per unit, the workload's metrics as columns.
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
 from privlab.platform.errors import ExecutionError
-from privlab.platform.reports import parquet_bytes, parquet_frame
 from privlab.platform.tracking import Tracker
 
 UNITS_PATH = "units.parquet"
+_KEYS = ("unit", "seed_key")
 
 
 def unit_frame(
@@ -58,9 +63,37 @@ def unit_frame(
 
 
 def unit_table_bytes(frame: pd.DataFrame) -> bytes:
-    return parquet_bytes(frame)
+    """A wide per-unit table (:func:`unit_frame`) as the long parquet artifact's bytes."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    metrics = [c for c in frame.columns if c not in _KEYS]
+    long = pa.table({
+        "unit": pa.array(frame["unit"].to_numpy().repeat(len(metrics)), pa.int64()),
+        "seed_key": pa.array(frame["seed_key"].to_numpy().repeat(len(metrics)), pa.string()),
+        "metric": pa.array(metrics * len(frame), pa.string()),
+        "value": pa.array(frame[metrics].to_numpy(dtype="float64").ravel(), pa.float64()),
+    })
+    buffer = io.BytesIO()
+    pq.write_table(long, buffer, write_statistics=False)
+    return buffer.getvalue()
+
+
+def wide_unit_table(long: pd.DataFrame) -> pd.DataFrame:
+    """The long artifact's rows as the wide table: one row per unit, metrics in logged order."""
+    metrics = list(dict.fromkeys(long["metric"]))
+    units = list(dict.fromkeys(long["unit"]))
+    frame = pd.DataFrame({
+        "unit": pd.Series(units, dtype="int64"),
+        "seed_key": list(dict.fromkeys(long["seed_key"])),
+    })
+    values = long["value"].to_numpy(dtype="float64").reshape(len(units), len(metrics))
+    for column, name in enumerate(metrics):
+        frame[name] = values[:, column]
+    return frame
 
 
 def read_unit_table(tracker: Tracker, run_id: str) -> pd.DataFrame | None:
-    """A configuration run's per-unit table (None when the run has none)."""
-    return parquet_frame(tracker.read_bytes(run_id, UNITS_PATH))
+    """A configuration run's per-unit table, wide (None when the run has none)."""
+    data = tracker.read_bytes(run_id, UNITS_PATH)
+    return None if data is None else wide_unit_table(pd.read_parquet(io.BytesIO(data)))
