@@ -16,9 +16,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from privlab.platform.configuration_index import IndexRow, read_index
+from privlab.platform.configuration_index import METRIC_PREFIX, IndexRow, index_table, read_index_table
 from privlab.platform.errors import NotFoundError, TrackingError
 from privlab.platform.tracking import RunTags, Tracker
 
@@ -51,33 +52,18 @@ def comparison_frame(
         parents = parents[:1]
     if not parents:
         raise TrackingError(f"experiment {experiment!r} has no privlab runs yet; `privlab run` a spec first")
-    rows: list[dict[str, Any]] = []
-    for parent in parents:
-        for logged in configuration_rows(tracker, experiment_id, parent):
-            row: dict[str, Any] = {
-                "config_id": logged.config_id,
-                "study": logged.study,
-                "workload": logged.workload,
-                "parent_run_id": parent.info.run_id,
-                "run_id": logged.run_id,
-            }
-            for key, value in logged.params.items():
-                if key.startswith(PARAM_PREFIXES):
-                    row[key] = _parse(value)
-                elif key not in RUN_PARAMS:  # a facet's own parameters (depth, cp): facet.*
-                    row[f"facet.{key}"] = _parse(value)
-            row.update(logged.metrics)
-            rows.append(row)
-    if not rows:
+    logged = [(parent.info.run_id, configuration_table(tracker, experiment_id, parent)) for parent in parents]
+    if not any(table.num_rows for _, table in logged):
         raise TrackingError(f"the selected run of {experiment!r} has no finished configurations yet")
+    frame = _frame(logged)
     if studies:
-        known = list(dict.fromkeys(r["study"] for r in rows))
+        known = list(dict.fromkeys(frame["study"]))
         unknown = [s for s in studies if s not in known]
         if unknown:
             raise NotFoundError(f"no study {', '.join(map(repr, unknown))} in {experiment!r}; "
                                 f"its studies: {', '.join(known)}")
-        rows = [r for r in rows if r["study"] in studies]
-    frame = _frame(rows).sort_values(["parent_run_id", "config_id"], kind="stable").reset_index(drop=True)
+        frame = frame[frame["study"].isin(studies)].dropna(axis=1, how="all")
+    frame = frame.sort_values(["parent_run_id", "config_id"], kind="stable").reset_index(drop=True)
     frame = frame[_column_order(frame.columns)]
     without: list[str] = []
     if metrics:
@@ -98,15 +84,15 @@ def comparison_frame(
     return frame
 
 
-def configuration_rows(tracker: Tracker, experiment_id: str, parent: Any) -> list[IndexRow]:
-    """A parent run's configuration runs as logged: from its index when the run is complete
-    (one artifact), else from its child runs (one search, slow for thousands of runs)."""
+def configuration_table(tracker: Tracker, experiment_id: str, parent: Any) -> Any:
+    """A parent run's configuration runs as logged, as an index table: the run's own index
+    when it is complete (one artifact), else its child runs (one search, slow for thousands)."""
     if RunTags.of(parent).status == "complete":
-        indexed = read_index(tracker, parent.info.run_id)
+        indexed = read_index_table(tracker, parent.info.run_id)
         if indexed is not None:
             return indexed
-    return [IndexRow.of_run(child)
-            for child in tracker.configuration_runs(experiment_id, parent.info.run_id, finished=False)]
+    return index_table(IndexRow.of_run(child)
+                       for child in tracker.configuration_runs(experiment_id, parent.info.run_id, finished=False))
 
 
 RUN_PARAMS = {"workload", "study", "units"}  # logged on every child run; not the configuration's parameters
@@ -135,15 +121,50 @@ def _column_order(columns: Sequence[str]) -> list[str]:
     return sorted(columns, key=rank)
 
 
-def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """``rows`` as a frame whose integer-valued columns stay integers (nullable ``Int64``):
-    parameters given as integers, and counts."""
-    frame = pd.DataFrame(rows)
+def _frame(logged: Sequence[tuple[str, Any]]) -> pd.DataFrame:
+    """One row per configuration run of each ``(parent run id, index table)``: ids, parameters
+    (parsed from their logged text; a facet's own parameters as ``facet.*``) and metrics.
+    Integer-valued columns stay integers (nullable ``Int64``): parameters given as integers,
+    and counts."""
+    ids: list[pd.DataFrame] = []
+    params: list[dict[str, Any]] = []
+    metrics: list[pd.DataFrame] = []
+    for parent_id, table in logged:
+        if not table.num_rows:
+            continue
+        ids.append(pd.DataFrame({"config_id": table.column("config_id").to_pylist(),
+                                 "study": table.column("study").to_pylist(),
+                                 "workload": table.column("workload").to_pylist(),
+                                 "parent_run_id": parent_id,
+                                 "run_id": table.column("run_id").to_pylist()}))
+        for text in table.column("params").to_pylist():
+            row: dict[str, Any] = {}
+            for key, value in json.loads(text).items():
+                if key.startswith(PARAM_PREFIXES):
+                    row[key] = _parse(value)
+                elif key not in RUN_PARAMS:  # a facet's own parameters (depth, cp): facet.*
+                    row[f"facet.{key}"] = _parse(value)
+            params.append(row)
+        names = [c for c in table.column_names if c.startswith(METRIC_PREFIX)]
+        metrics.append(pd.DataFrame({c.removeprefix(METRIC_PREFIX): table.column(c).to_numpy(zero_copy_only=False)
+                                     for c in names}))
+    frame = pd.concat([pd.concat(ids, ignore_index=True), pd.DataFrame(params),
+                       pd.concat(metrics, ignore_index=True)], axis=1)
+    given: dict[str, list[Any]] = {}  # each parameter's parsed values (metrics are floats, never ints)
+    for row in params:
+        for key, value in row.items():
+            if value is not None:
+                given.setdefault(key, []).append(value)
     for column in frame.columns:
-        values = [r[column] for r in rows if column in r and r[column] is not None]
+        if column in ID_COLUMNS:
+            continue
+        values = given.get(column, [])
         is_int = bool(values) and all(isinstance(v, int) and not isinstance(v, bool) for v in values)
-        is_count = column.endswith(COUNT_SUFFIXES) and all(isinstance(v, float) and v.is_integer() for v in values)
-        if (is_int or is_count) and column not in ID_COLUMNS:
+        is_count = False
+        if column.endswith(COUNT_SUFFIXES) and not is_int:
+            present = frame[column].dropna()
+            is_count = frame[column].dtype == np.float64 and bool(np.all(np.mod(present.to_numpy(), 1) == 0))
+        if is_int or is_count:
             frame[column] = frame[column].astype("Int64")
     return frame
 

@@ -2,28 +2,27 @@
 
 Reading every configuration's child run back through MLflow's search takes seconds per
 thousand runs (a page of 1,000 runs with their params, metrics and tags), so a run of 10⁴
-configurations took tens of seconds to compare. A finished run therefore also writes
+configurations took minutes to compare. A finished run therefore also writes
 ``configurations.parquet`` on its parent run: one row per configuration run with its id, study,
 workload, run id, and the params and metrics exactly as they were logged on that run (params as
-the logged text, metrics as the logged floats, both as JSON). ``compare`` reads it for a
-complete run and builds the same rows as from the child runs; a run still going or interrupted
-has no index yet and is read from its child runs.
+the logged text in one JSON column, each metric a float64 column). ``compare`` reads it for a
+complete run; a run still going or interrupted has no index yet, and its child runs are put in
+the same table (:func:`index_table`), so both give the same comparison.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import pandas as pd
-
-from privlab.platform.reports import parquet_bytes, parquet_frame
 from privlab.platform.tracking import RunTags, Tracker
 
 INDEX_PATH = "configurations.parquet"
-_COLUMNS = ["config_id", "study", "workload", "run_id", "params", "metrics"]
+ID_FIELDS = ("config_id", "study", "workload", "run_id")
+METRIC_PREFIX = "metric."  # a metric's column; null where the run did not log it (NaN is a logged NaN)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -45,19 +44,51 @@ class IndexRow:
                    run_id=run.info.run_id, params=dict(run.data.params), metrics=dict(run.data.metrics))
 
 
+def index_table(rows: Iterable[IndexRow]) -> Any:
+    """The rows as an Arrow table: the ids, ``params`` (JSON text of the logged params) and one
+    float64 column per metric, ``metric.NAME``, null where a run lacks that metric."""
+    import pyarrow as pa
+
+    rows = list(rows)
+    names = list(dict.fromkeys(name for r in rows for name in r.metrics))
+    columns: dict[str, Any] = {field: pa.array([getattr(r, field) for r in rows], pa.string()) for field in ID_FIELDS}
+    columns["params"] = pa.array([json.dumps(dict(r.params)) for r in rows], pa.string())
+    for name in names:
+        columns[METRIC_PREFIX + name] = pa.array([_float(r.metrics.get(name)) for r in rows], pa.float64())
+    return pa.table(columns)
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 def index_bytes(rows: Iterable[IndexRow]) -> bytes:
-    """The index as parquet bytes (params and metrics as JSON text: exact, any keys)."""
-    records = [{"config_id": r.config_id, "study": r.study, "workload": r.workload, "run_id": r.run_id,
-                "params": json.dumps(dict(r.params)), "metrics": json.dumps({k: float(v) for k, v in r.metrics.items()})}
-               for r in rows]
-    return parquet_bytes(pd.DataFrame(records, columns=_COLUMNS))
+    """The index as parquet bytes (see :func:`index_table`)."""
+    import pyarrow.parquet as pq
+
+    buffer = io.BytesIO()
+    pq.write_table(index_table(rows), buffer)
+    return buffer.getvalue()
+
+
+def read_index_table(tracker: Tracker, parent_run_id: str) -> Any | None:
+    """The index a finished run wrote, as an Arrow table (None when it has none: a run still
+    going, interrupted, or logged before the index existed)."""
+    import pyarrow.parquet as pq
+
+    data = tracker.read_bytes(parent_run_id, INDEX_PATH)
+    return None if data is None else pq.read_table(io.BytesIO(data))
 
 
 def read_index(tracker: Tracker, parent_run_id: str) -> list[IndexRow] | None:
-    """The index a finished run wrote (None when it has none: a run still going, interrupted,
-    or logged before the index existed)."""
-    frame = parquet_frame(tracker.read_bytes(parent_run_id, INDEX_PATH))
-    if frame is None:
+    """The index a finished run wrote, as rows (None when it has none)."""
+    table = read_index_table(tracker, parent_run_id)
+    if table is None:
         return None
-    return [IndexRow(config_id=c, study=s, workload=w, run_id=r, params=json.loads(p), metrics=json.loads(m))
-            for c, s, w, r, p, m in zip(*(frame[column].tolist() for column in _COLUMNS), strict=True)]
+    metrics = [c for c in table.column_names if c.startswith(METRIC_PREFIX)]
+    values = {c: table.column(c).to_pylist() for c in metrics}
+    ids = {field: table.column(field).to_pylist() for field in ID_FIELDS}
+    params = table.column("params").to_pylist()
+    return [IndexRow(**{field: ids[field][i] for field in ID_FIELDS}, params=json.loads(params[i]),
+                     metrics={c.removeprefix(METRIC_PREFIX): values[c][i] for c in metrics if values[c][i] is not None})
+            for i in range(table.num_rows)]

@@ -95,7 +95,7 @@ def test_compare_reads_a_finished_runs_index_and_gets_the_child_runs_answer(
         indexed = comparison_frame(tracker, "path", run_id=summary["run_id"])
         assert searched == [], "a complete run is compared from its index, without searching its child runs"
         with monkeypatch.context() as patch:
-            patch.setattr(compare, "read_index", lambda tracker, run_id: None)
+            patch.setattr(compare, "read_index_table", lambda tracker, run_id: None)
             from_children = comparison_frame(tracker, "path", run_id=summary["run_id"])
         assert searched == [summary["run_id"]]
         assert len(indexed) == 3 and "timing_wall_seconds" in indexed.columns
