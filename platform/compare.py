@@ -12,7 +12,6 @@ integers) or one parquet file, plus an optional plot with one panel per study.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -210,8 +209,11 @@ def table_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
     params = set(param_columns(frame))
     several_runs = frame["parent_run_id"].nunique() > 1
     rows = []
+    na = pd.NA
     for record in frame.to_dict("records"):
-        values = {k: _python(v) for k, v in record.items() if not _missing(v)}
+        # v == v is False for NaN only (pd.NA is tested first: comparing it gives NA)
+        values = {k: (v.item() if hasattr(v, "item") else v) for k, v in record.items()
+                  if v is not None and v is not na and (not isinstance(v, float) or v == v)}
         # with --all-runs, the run (its id's first 8 characters) tells the same configuration's rows apart
         run = {"run": str(values.get("parent_run_id", ""))[:8]} if several_runs else {}
         rows.append({
@@ -222,14 +224,6 @@ def table_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
-def _missing(value: Any) -> bool:
-    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
-
-
-def _python(value: Any) -> Any:
-    return value.item() if hasattr(value, "item") else value
-
-
 def render_table(frame: pd.DataFrame) -> str:
     """One aligned text table per study: its varying parameters, then ``mean [95% CI]`` or
     ``rate [95% CI]`` per metric (with theory's value and a verdict where the workload states
@@ -238,7 +232,25 @@ def render_table(frame: pd.DataFrame) -> str:
 
     runs = frame.groupby("study", sort=False)["parent_run_id"].nunique()
     suffix = {study: f", {count} runs" for study, count in runs.items() if count > 1}
-    return render_studies(table_rows(frame), title_suffix=suffix)
+    shown = [c for c in frame.columns if c in ID_COLUMNS or _is_param(c) or _rendered(c, frame.columns)]
+    return render_studies(table_rows(frame[shown]), title_suffix=suffix)
+
+
+def _rendered(column: str, columns: Sequence[str]) -> bool:
+    """Whether :func:`~privlab.platform.tables.render_study` shows metric ``column`` (so the
+    other statistics of 10⁴ configurations need not become rows' values): a mean or rate, its
+    95% interval, a metric that is no statistic (derived ones), and ε."""
+    from privlab.platform.tables import STATISTICS
+
+    if column == "eps_total" or (column.endswith(("_mean", "_rate")) and not column.startswith("eps_step_")):
+        return True
+    for end in ("_ci_low", "_ci_high"):
+        base = column.removesuffix(end)
+        if column.endswith(end) and not base.startswith("eps_step_") and \
+                (f"{base}_mean" in columns or f"{base}_rate" in columns):
+            return True
+    statistic = column.rsplit("_", 1)[-1] if "_" in column else ""
+    return statistic not in STATISTICS and not column.startswith(("eps_step_", "delta_total", "timing_"))
 
 
 def comparison_plot(frame: pd.DataFrame, metric: str | None) -> bytes:
