@@ -9,9 +9,10 @@
    ``--repeats`` timed flows. Printed: the median per step over all timed flows, the median per
    configuration, and the median of all timed flows (the last line).
 2. Two Ray workers vs one on a slice of the same grid through the platform (``run_experiment``:
-   same configurations, same attempts, one MLflow run per attempt): execution-phase seconds of
+   same configurations, same attempts, a per-attempt table each): execution-phase seconds of
    each (Ray start-up reported apart), the speed-up, and a check that both give identical
-   results (the run summaries' configurations).
+   results (the run summaries' configurations). 2b: the 24 x 2 slice of issue 16 on 2 workers,
+   ``grid_efficiency_2_workers`` = (flows x seconds_per_flow / 2 + Ray start-up) / measured wall.
 3. ``seconds_per_flow_wide``: a wide table, as in issue 13: a synthetic census-like table of
    30,000 records and 13 columns (nine categoricals of 2 to 40 levels, four binned numeric
    columns; hyphenated names), whose space and settings are written to a temporary folder;
@@ -65,6 +66,7 @@ from privlab.platform.randomness import SeededSource  # noqa: E402
 from privlab.platform.registry import build_params  # noqa: E402
 from privlab.platform.runner import RunOptions, run_experiment  # noqa: E402
 from privlab.platform.spec import Configuration, load_spec  # noqa: E402
+from privlab.platform.tracking import Tracker  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID = ROOT / "experiments" / "births" / "grid.toml"
@@ -329,7 +331,7 @@ def main() -> int:
     overrides = grid_slice(ray_points, ray_repetitions)
     flows = 2 * ray_points * ray_repetitions
     print(f"\n2. {GRID.name} on Ray: {2 * ray_points} configurations x {ray_repetitions} attempts = {flows} flows "
-          "(one MLflow run each)", flush=True)
+          "(a row of a per-attempt table each)", flush=True)
     with tempfile.TemporaryDirectory(prefix="privlab-bench-") as tmp:
         here = Path.cwd()
         os.chdir(tmp)  # MLflow writes artifacts under the working directory
@@ -350,6 +352,9 @@ def main() -> int:
           f"2 workers {two_seconds / flows:.3f}")
     print(f"  speedup_2_workers: {one_seconds / two_seconds:.3f}")
 
+    # --- 2b. the 24 x 2 slice on 2 workers against the compute limit (issue 16) ---------------------------------
+    efficiency, efficiency_in_run = grid_efficiency(seconds_per_flow)
+
     # --- 3. a wide table (issue 13): 13 columns, 8,191 marginals ----------------------------------------------
     wide = wide_case(repeats)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -359,7 +364,70 @@ def main() -> int:
     print(f"seconds_per_flow: {seconds_per_flow:.3f}")
     for name, value in wide.items():
         print(f"{name}: {value:.3f}")
+    print(f"grid_efficiency_2_workers_in_run: {efficiency_in_run:.3f}")
+    print(f"grid_efficiency_2_workers: {efficiency:.3f}")
     return 0
+
+
+EFFICIENCY_POINTS, EFFICIENCY_ATTEMPTS = 12, 2  # per study: 24 configurations x 2 attempts
+
+
+def grid_efficiency(seconds_per_flow: float) -> tuple[float, float]:
+    """Ideal / measured wall seconds of the 24 x 2 births slice on 2 Ray workers, where ideal =
+    flows x ``seconds_per_flow`` (part 1, one core) / 2 + the start-up of a private 2-worker Ray
+    instance (measured here, alone, just before) and measured = the whole ``run_experiment`` call
+    (data, Ray, execution, logging, reports, shutdown) on an existing store. Where the rest went
+    is printed."""
+    from privlab.platform.backends import make_backend
+
+    flows = 2 * EFFICIENCY_POINTS * EFFICIENCY_ATTEMPTS
+    began = time.perf_counter()
+    make_backend(serial=False, address=None, workers=2, max_retries=0).shutdown()
+    ray_seconds = time.perf_counter() - began
+    with tempfile.TemporaryDirectory(prefix="privlab-bench-") as tmp:
+        here = Path.cwd()
+        os.chdir(tmp)
+        try:
+            uri = f"sqlite:///{Path(tmp) / 'mlflow.db'}"
+            Tracker(uri)  # a grid search logs to a store that exists: its one-time creation is not timed
+            began = time.perf_counter()
+            summary = platform_run(grid_slice(EFFICIENCY_POINTS, EFFICIENCY_ATTEMPTS), uri, workers=2)
+            measured = time.perf_counter() - began
+            flow_seconds = attempt_seconds(uri, summary["run_id"])
+        finally:
+            os.chdir(here)
+    timing = summary["timing"]
+    compute = sum(c["compute_seconds"] for c in timing["configurations"].values())
+    ideal = flows * seconds_per_flow / 2 + ray_seconds
+    print(f"\n2b. {GRID.name}: {flows // EFFICIENCY_ATTEMPTS} configurations x {EFFICIENCY_ATTEMPTS} attempts = {flows} "
+          f"flows on 2 Ray workers (a per-attempt table each)")
+    print(f"  measured {measured:6.2f} s: start-up {timing['startup_seconds']:.2f} s (Ray alone: {ray_seconds:.2f} s), "
+          f"execution {timing['execution_seconds']:.2f} s, the rest (summary, reports, shutdown) "
+          f"{measured - timing['startup_seconds'] - timing['execution_seconds']:.2f} s")
+    print(f"  workers' compute {compute:.2f} s = {compute / flows:.3f} s per flow against {seconds_per_flow:.3f} "
+          f"on one core; compute / 2 = {compute / 2:.2f} s of the execution's {timing['execution_seconds']:.2f} s")
+    print(f"  ideal {ideal:.2f} s = {flows} x {seconds_per_flow:.3f} / 2 + {ray_seconds:.2f}")
+    # On a shared machine the workers' flows run slower than part 1's (other processes take the
+    # cores), so the same ideal is also computed from the flows' own seconds in this run (each
+    # attempt's timing_flow_seconds, from the per-attempt tables): the platform's share alone.
+    in_run = sum(flow_seconds) / 2 + ray_seconds
+    print(f"  the flows' own seconds in this run: {sum(flow_seconds):.2f} s ({statistics.median(flow_seconds):.3f} "
+          f"per flow, median); ideal from them {in_run:.2f} s, {in_run / measured:.3f} of the measured")
+    return ideal / measured, in_run / measured
+
+
+def attempt_seconds(uri: str, run_id: str) -> list[float]:
+    """Every attempt's ``timing_flow_seconds`` of a run, from its configurations' per-attempt tables."""
+    from privlab.platform.unit_table import read_unit_table
+
+    tracker = Tracker(uri)
+    experiment_id = tracker.get_run(run_id).info.experiment_id
+    seconds: list[float] = []
+    for child in tracker.configuration_runs(experiment_id, run_id):
+        table = read_unit_table(tracker, child.info.run_id)
+        if table is not None:
+            seconds += table["timing_flow_seconds"].tolist()
+    return seconds
 
 
 if __name__ == "__main__":

@@ -242,8 +242,9 @@ class ConfigAggregate:
     done: IntervalSet = dataclasses.field(default_factory=IntervalSet)
     salt: int = 0
     compute_seconds: float = 0.0  # timing only; never part of results
-    #: Per-unit metrics ``(index, {metric: value})`` of a ``unit_runs`` workload, carried from a
-    #: worker to the driver for logging only; never merged, checkpointed or compared.
+    #: Per-unit metrics ``(index, {metric: value})`` of a ``unit_runs`` workload: the rows of the
+    #: configuration's per-unit table. Merged and checkpointed with the ranges they belong to (so a
+    #: resumed run ends with each unit's row exactly once), never compared (they hold timings).
     unit_records: list[tuple[int, dict[str, float]]] = dataclasses.field(default_factory=list, compare=False)
     nodes: set[str] = dataclasses.field(default_factory=set)  # Ray nodes that ran units (timing only)
 
@@ -269,18 +270,22 @@ class ConfigAggregate:
             accumulator.merge(other.metrics[name])
         self.compute_seconds += other.compute_seconds
         self.nodes |= other.nodes
+        self.unit_records.extend(other.unit_records)
 
     def summary(self) -> dict[str, dict[str, float]]:
         return {name: acc.summary() for name, acc in self.metrics.items()}
 
     def state(self) -> dict[str, Any]:
-        return {
+        state: dict[str, Any] = {
             "metrics": {name: acc.state() for name, acc in self.metrics.items()},
             "done": self.done.ranges,
             "salt": self.salt,
             "compute_seconds": self.compute_seconds,
             "nodes": sorted(self.nodes),
         }
+        if self.unit_records:
+            state["unit_records"] = [[index, values] for index, values in self.unit_records]
+        return state
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> ConfigAggregate:
@@ -290,4 +295,5 @@ class ConfigAggregate:
             salt=int(state["salt"]),
             compute_seconds=float(state["compute_seconds"]),
             nodes=set(state.get("nodes", [])),
+            unit_records=[(int(index), dict(values)) for index, values in state.get("unit_records", [])],
         )

@@ -115,14 +115,17 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from privlab.platform.configuration_index import read_index
     from privlab.platform.configuration_log import RESERVOIR_PATH
     from privlab.platform.reports import build_reports, parquet_frame, write_report_dir
     from privlab.platform.tracking import RunTags, Tracker
 
     tracker = Tracker(args.tracking_uri)
     run, summary = finished_summary(tracker, args.run_id, hint="give the id `privlab run` printed")
-    children = {RunTags.of(c).config_id: c.info.run_id
-                for c in tracker.configuration_runs(run.info.experiment_id, args.run_id)}
+    indexed = read_index(tracker, args.run_id)  # a finished run's index names its configuration runs
+    children = ({row.config_id: row.run_id for row in indexed} if indexed is not None else
+                {RunTags.of(c).config_id: c.info.run_id
+                 for c in tracker.configuration_runs(run.info.experiment_id, args.run_id)})
 
     def reservoir_of(config_id: str) -> object:
         child = children.get(config_id)

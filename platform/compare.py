@@ -1,7 +1,9 @@
 """Configuration-level comparison read back from MLflow (``privlab compare``).
 
 One row per configuration (child run) of a parent run — by default the experiment's latest
-parent run — with its parameters and aggregated metrics. Rendered as one aligned table per
+parent run — with its parameters and aggregated metrics, read from the run's index of its
+configuration runs when it is complete (:mod:`~privlab.platform.configuration_index`), else from
+the child runs themselves. Rendered as one aligned table per
 study for people (the same tables ``privlab run`` prints: :mod:`privlab.platform.tables`), or
 exported for scripts as one CSV table per study (only that study's columns; integers stay
 integers) or one parquet file, plus an optional plot with one panel per study.
@@ -10,12 +12,13 @@ integers) or one parquet file, plus an optional plot with one panel per study.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from privlab.platform.configuration_index import METRIC_PREFIX, IndexRow, index_table, read_index_table
 from privlab.platform.errors import NotFoundError, TrackingError
 from privlab.platform.tracking import RunTags, Tracker
 
@@ -48,34 +51,18 @@ def comparison_frame(
         parents = parents[:1]
     if not parents:
         raise TrackingError(f"experiment {experiment!r} has no privlab runs yet; `privlab run` a spec first")
-    rows: list[dict[str, Any]] = []
-    for parent in parents:
-        for child in tracker.configuration_runs(experiment_id, parent.info.run_id, finished=False):
-            tags = RunTags.of(child)
-            row: dict[str, Any] = {
-                "config_id": tags.config_id or "",
-                "study": tags.study or "",
-                "workload": tags.workload or "",
-                "parent_run_id": parent.info.run_id,
-                "run_id": child.info.run_id,
-            }
-            for key, value in child.data.params.items():
-                if key.startswith(PARAM_PREFIXES):
-                    row[key] = _parse(value)
-                elif key not in RUN_PARAMS:  # a facet's own parameters (depth, cp): facet.*
-                    row[f"facet.{key}"] = _parse(value)
-            row.update(child.data.metrics)
-            rows.append(row)
-    if not rows:
+    logged = [(parent.info.run_id, configuration_table(tracker, experiment_id, parent)) for parent in parents]
+    if not any(table.num_rows for _, table in logged):
         raise TrackingError(f"the selected run of {experiment!r} has no finished configurations yet")
+    frame = _frame(logged)
     if studies:
-        known = list(dict.fromkeys(r["study"] for r in rows))
+        known = list(dict.fromkeys(frame["study"]))
         unknown = [s for s in studies if s not in known]
         if unknown:
             raise NotFoundError(f"no study {', '.join(map(repr, unknown))} in {experiment!r}; "
                                 f"its studies: {', '.join(known)}")
-        rows = [r for r in rows if r["study"] in studies]
-    frame = _frame(rows).sort_values(["parent_run_id", "config_id"], kind="stable").reset_index(drop=True)
+        frame = frame[frame["study"].isin(studies)].dropna(axis=1, how="all")
+    frame = frame.sort_values(["parent_run_id", "config_id"], kind="stable").reset_index(drop=True)
     frame = frame[_column_order(frame.columns)]
     without: list[str] = []
     if metrics:
@@ -94,6 +81,17 @@ def comparison_frame(
         frame = frame.dropna(axis=1, how="all").reset_index(drop=True)
     frame.attrs["studies_without_metric"] = without
     return frame
+
+
+def configuration_table(tracker: Tracker, experiment_id: str, parent: Any) -> Any:
+    """A parent run's configuration runs as logged, as an index table: the run's own index
+    when it is complete (one artifact), else its child runs (one search, slow for thousands)."""
+    if RunTags.of(parent).status == "complete":
+        indexed = read_index_table(tracker, parent.info.run_id)
+        if indexed is not None:
+            return indexed
+    return index_table(IndexRow.of_run(child)
+                       for child in tracker.configuration_runs(experiment_id, parent.info.run_id, finished=False))
 
 
 RUN_PARAMS = {"workload", "study", "units"}  # logged on every child run; not the configuration's parameters
@@ -122,15 +120,50 @@ def _column_order(columns: Sequence[str]) -> list[str]:
     return sorted(columns, key=rank)
 
 
-def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """``rows`` as a frame whose integer-valued columns stay integers (nullable ``Int64``):
-    parameters given as integers, and counts."""
-    frame = pd.DataFrame(rows)
+def _frame(logged: Sequence[tuple[str, Any]]) -> pd.DataFrame:
+    """One row per configuration run of each ``(parent run id, index table)``: ids, parameters
+    (parsed from their logged text; a facet's own parameters as ``facet.*``) and metrics.
+    Integer-valued columns stay integers (nullable ``Int64``): parameters given as integers,
+    and counts."""
+    ids: list[pd.DataFrame] = []
+    params: list[dict[str, Any]] = []
+    metrics: list[pd.DataFrame] = []
+    for parent_id, table in logged:
+        if not table.num_rows:
+            continue
+        ids.append(pd.DataFrame({"config_id": table.column("config_id").to_pylist(),
+                                 "study": table.column("study").to_pylist(),
+                                 "workload": table.column("workload").to_pylist(),
+                                 "parent_run_id": parent_id,
+                                 "run_id": table.column("run_id").to_pylist()}))
+        for text in table.column("params").to_pylist():
+            row: dict[str, Any] = {}
+            for key, value in json.loads(text).items():
+                if key.startswith(PARAM_PREFIXES):
+                    row[key] = _parse(value)
+                elif key not in RUN_PARAMS:  # a facet's own parameters (depth, cp): facet.*
+                    row[f"facet.{key}"] = _parse(value)
+            params.append(row)
+        names = [c for c in table.column_names if c.startswith(METRIC_PREFIX)]
+        metrics.append(pd.DataFrame({c.removeprefix(METRIC_PREFIX): table.column(c).to_numpy(zero_copy_only=False)
+                                     for c in names}))
+    frame = pd.concat([pd.concat(ids, ignore_index=True), pd.DataFrame(params),
+                       pd.concat(metrics, ignore_index=True)], axis=1)
+    given: dict[str, list[Any]] = {}  # each parameter's parsed values (metrics are floats, never ints)
+    for row in params:
+        for key, value in row.items():
+            if value is not None:
+                given.setdefault(key, []).append(value)
     for column in frame.columns:
-        values = [r[column] for r in rows if column in r and r[column] is not None]
+        if column in ID_COLUMNS:
+            continue
+        values = given.get(column, [])
         is_int = bool(values) and all(isinstance(v, int) and not isinstance(v, bool) for v in values)
-        is_count = column.endswith(COUNT_SUFFIXES) and all(isinstance(v, float) and v.is_integer() for v in values)
-        if (is_int or is_count) and column not in ID_COLUMNS:
+        is_count = False
+        if column.endswith(COUNT_SUFFIXES) and not is_int:
+            present = frame[column].dropna()
+            is_count = frame[column].dtype == np.float64 and bool(np.all(np.mod(present.to_numpy(), 1) == 0))
+        if is_int or is_count:
             frame[column] = frame[column].astype("Int64")
     return frame
 
@@ -176,8 +209,11 @@ def table_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
     params = set(param_columns(frame))
     several_runs = frame["parent_run_id"].nunique() > 1
     rows = []
+    na = pd.NA
     for record in frame.to_dict("records"):
-        values = {k: _python(v) for k, v in record.items() if not _missing(v)}
+        # v == v is False for NaN only (pd.NA is tested first: comparing it gives NA)
+        values = {k: (v.item() if hasattr(v, "item") else v) for k, v in record.items()
+                  if v is not None and v is not na and (not isinstance(v, float) or v == v)}
         # with --all-runs, the run (its id's first 8 characters) tells the same configuration's rows apart
         run = {"run": str(values.get("parent_run_id", ""))[:8]} if several_runs else {}
         rows.append({
@@ -188,14 +224,6 @@ def table_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
-def _missing(value: Any) -> bool:
-    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
-
-
-def _python(value: Any) -> Any:
-    return value.item() if hasattr(value, "item") else value
-
-
 def render_table(frame: pd.DataFrame) -> str:
     """One aligned text table per study: its varying parameters, then ``mean [95% CI]`` or
     ``rate [95% CI]`` per metric (with theory's value and a verdict where the workload states
@@ -204,7 +232,25 @@ def render_table(frame: pd.DataFrame) -> str:
 
     runs = frame.groupby("study", sort=False)["parent_run_id"].nunique()
     suffix = {study: f", {count} runs" for study, count in runs.items() if count > 1}
-    return render_studies(table_rows(frame), title_suffix=suffix)
+    shown = [c for c in frame.columns if c in ID_COLUMNS or _is_param(c) or _rendered(c, frame.columns)]
+    return render_studies(table_rows(frame[shown]), title_suffix=suffix)
+
+
+def _rendered(column: str, columns: Sequence[str]) -> bool:
+    """Whether :func:`~privlab.platform.tables.render_study` shows metric ``column`` (so the
+    other statistics of 10⁴ configurations need not become rows' values): a mean or rate, its
+    95% interval, a metric that is no statistic (derived ones), and ε."""
+    from privlab.platform.tables import STATISTICS
+
+    if column == "eps_total" or (column.endswith(("_mean", "_rate")) and not column.startswith("eps_step_")):
+        return True
+    for end in ("_ci_low", "_ci_high"):
+        base = column.removesuffix(end)
+        if column.endswith(end) and not base.startswith("eps_step_") and \
+                (f"{base}_mean" in columns or f"{base}_rate" in columns):
+            return True
+    statistic = column.rsplit("_", 1)[-1] if "_" in column else ""
+    return statistic not in STATISTICS and not column.startswith(("eps_step_", "delta_total", "timing_"))
 
 
 def comparison_plot(frame: pd.DataFrame, metric: str | None) -> bytes:

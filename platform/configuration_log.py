@@ -3,8 +3,11 @@
 A finished configuration becomes one entry (and one child run) per facet of its workload:
 its selected metrics, the ledger's totals and steps, and, with artifacts, its ledger and
 reservoir sample. Metrics that measure time (``timing_*``) are logged on the child run but kept
-out of the entry, so results do not vary run to run. A ``unit_runs`` workload also gets one
-child run per unit. The entries of a run being resumed are read back from its child runs.
+out of the entry, so results do not vary run to run. A ``unit_runs`` workload's units are rows of
+a per-unit table on the configuration's run (:mod:`~privlab.platform.unit_table`), and with
+``[tracking] unit_runs = true`` also child runs of their own. Each configuration run also gets a
+row in the run's index (:mod:`~privlab.platform.configuration_index`). The entries of a run
+being resumed are read back from its child runs.
 """
 
 from __future__ import annotations
@@ -19,12 +22,14 @@ import pandas as pd
 
 from privlab.platform import registry
 from privlab.platform.background_writer import BackgroundWriter
+from privlab.platform.configuration_index import IndexRow
 from privlab.platform.configuration_state import ConfigState
 from privlab.platform.parent_run import ParentRun
 from privlab.platform.registry import MetricKind
 from privlab.platform.reports import parquet_bytes, parquet_frame
 from privlab.platform.spec import ExperimentSpec
-from privlab.platform.tracking import RunTags, Tracker
+from privlab.platform.tracking import RunTags, Tracker, param_texts
+from privlab.platform.unit_table import UNITS_PATH, unit_frame, unit_table_bytes
 
 RESULT_PATH = "result.json"
 RESERVOIR_PATH = "reservoir.parquet"
@@ -41,6 +46,7 @@ class ConfigurationLog:
         self.results: dict[str, list[dict[str, Any]]] = {}  # config id → its entries (one per facet)
         self.timing: dict[str, dict[str, float]] = {}
         self.reservoir_frames: dict[str, pd.DataFrame] = {}
+        self.index: dict[str, IndexRow] = {}  # entry id → its configuration run, once logged
 
     def read_back(self) -> None:
         """The entries the run logged before it stopped (on resume)."""
@@ -49,6 +55,14 @@ class ConfigurationLog:
             if result:
                 entry = json.loads(result)
                 self.results.setdefault(entry.get("config", entry["id"]), []).append(entry)
+                self.index.setdefault(entry["id"], IndexRow.of_run(child))  # newest first: keep the newest
+
+    def index_rows(self, entry_ids: list[str]) -> list[IndexRow] | None:
+        """The index rows of these entries' configuration runs, in this order (None when one is
+        missing: then ``compare`` reads the child runs)."""
+        if any(entry_id not in self.index for entry_id in entry_ids):
+            return None
+        return [self.index[entry_id] for entry_id in entry_ids]
 
     def log_configuration(self, state: ConfigState) -> None:
         """Log a finished configuration: one MLflow child run (and summary entry) per facet."""
@@ -70,6 +84,7 @@ class ConfigurationLog:
                   "nodes": float(len(state.aggregate.nodes))} | {k.removeprefix("timing_"): v for k, v in measured.items()}
         reservoirs = {name: acc.reservoir() for name, acc in state.aggregate.metrics.items() if acc.count}
         facets = workload.facets(params) or {"": {}}
+        units_file = self._unit_table(state, kinds)
         entries = []
         for facet, facet_params in facets.items():
             entry_id = f"{config.id}.{facet}" if facet else config.id
@@ -96,11 +111,16 @@ class ConfigurationLog:
                     frame = pd.DataFrame({k: pd.Series(v) for k, v in kept.items()})
                     self.reservoir_frames[entry_id] = frame
                     files[RESERVOIR_PATH] = parquet_bytes(frame)
+            if units_file is not None:
+                files[UNITS_PATH] = units_file
+            run_params = entry["params"] | {"workload": config.workload, "study": config.study, "units": config.units}
+            run_metrics = entry["metrics"] | {f"timing_{k}": v for k, v in timing.items()}
+            row = functools.partial(IndexRow, config_id=entry_id, study=config.study, workload=config.workload,
+                                    params=param_texts(run_params),
+                                    metrics={k: float(v) for k, v in run_metrics.items()})
             self.writer.submit(functools.partial(
-                self.tracker.log_result_run, self.parent.experiment_id, parent_id=self.parent.run_id,
-                name=entry["label"][:250],
-                params=entry["params"] | {"workload": config.workload, "study": config.study, "units": config.units},
-                metrics=entry["metrics"] | {f"timing_{k}": v for k, v in timing.items()}, files=files,
+                self._log_result_run, entry_id, row, self.parent.experiment_id, parent_id=self.parent.run_id,
+                name=entry["label"][:250], params=run_params, metrics=run_metrics, files=files,
                 config_id=entry_id, group=config.id, study=config.study, workload=config.workload,
                 root_seed=self.parent.root_seed, mode=self.spec.mode,
             ))
@@ -108,8 +128,24 @@ class ConfigurationLog:
         self.results[config.id] = entries
         self.timing[config.id] = timing
 
+    def _log_result_run(self, entry_id: str, row: Any, *args: Any, **kwargs: Any) -> None:
+        """Log a configuration run (in the writer's thread) and index it under its run id."""
+        self.index[entry_id] = row(run_id=self.tracker.log_result_run(*args, **kwargs))
+
+    def _unit_table(self, state: ConfigState, kinds: Mapping[str, MetricKind]) -> bytes | None:
+        """The per-unit table of a finished ``unit_runs`` configuration (None for other workloads)."""
+        config = state.config
+        if not registry.get_workload(config.workload).unit_runs:
+            return None
+        frame = unit_frame(state.aggregate.unit_records, metrics=list(kinds), study_key=config.study_key,
+                           config_key=config.config_key, units=config.units, where=config.id)
+        return unit_table_bytes(frame)
+
     def log_unit_runs(self, state: ConfigState, records: list[tuple[int, dict[str, float]]]) -> None:
-        """One MLflow run per unit of a ``unit_runs`` workload (e.g. each release-flow attempt)."""
+        """With ``[tracking] unit_runs = true``, one MLflow run per unit of a ``unit_runs``
+        workload (e.g. each release-flow attempt); the per-unit table is written either way."""
+        if not self.spec.tracking.unit_runs:
+            return
         config = state.config
         for index, metrics in records:
             self.writer.submit(functools.partial(

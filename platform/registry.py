@@ -91,8 +91,9 @@ class Workload(abc.ABC):
     derived_metrics: ClassVar[tuple[str, ...]] = ()
     #: True when each trial receives a freshly generated dataset from the spec's generator.
     uses_dataset: ClassVar[bool] = False
-    #: True to log every unit (a repetition, e.g. one attempt of a release flow) as its own
-    #: MLflow run, nested under the parent run, besides the configuration's aggregate.
+    #: True to keep every unit's values (a repetition, e.g. one attempt of a release flow): a
+    #: row each in the per-unit table on the configuration's run (``units.parquet``), and with
+    #: ``[tracking] unit_runs = true`` also an MLflow run each, nested under the parent run.
     unit_runs: ClassVar[bool] = False
     #: True for diagnostic workloads that only tests and benchmarks use: they run like any
     #: other, but ``privlab workloads`` lists them only with ``--all``.

@@ -2,8 +2,9 @@
 
 The summary lists every configuration's entries in spec order; the run's ``eps_total`` is the
 largest configuration total (configurations are alternatives, not compositions). The parent run
-gets the totals and is marked complete, then receives ``summary.json`` and, with artifacts, the
-results table, plots and reports in one upload.
+gets the totals and is marked complete, then receives ``summary.json``, the index of its
+configuration runs (``configurations.parquet``, what ``privlab compare`` reads) and, with
+artifacts, the results table, plots and reports in one upload.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from privlab.platform.background_writer import BackgroundWriter
+from privlab.platform.configuration_index import INDEX_PATH, index_bytes
 from privlab.platform.configuration_log import ConfigurationLog
 from privlab.platform.plots import study_plots
 from privlab.platform.reports import REPORT_PREFIX, build_reports, parquet_bytes, write_report_dir
@@ -76,6 +78,9 @@ def finish_run(
         "configurations_done": float(len(ordered)), "timing_wall_seconds": timing.wall_seconds,
     })
     files: dict[str, str | bytes] = {"summary.json": json.dumps(summary, indent=2, default=str)}
+    index = configuration_log.index_rows([e["id"] for e in ordered])
+    if index is not None:
+        files[INDEX_PATH] = index_bytes(index)
     if spec.tracking.artifacts:
         files["results.parquet"] = parquet_bytes(table)
         files["results.csv"] = table.to_csv(index=False)

@@ -58,7 +58,7 @@ STUDY_KEYS = {
     "trials", "metrics", "dataset",
 }
 BUDGET_KEYS = {"epsilon", "delta", "accountant", "delta_slack"}
-TRACKING_KEYS = {"experiment", "uri", "artifacts", "plots", "checkpoint_interval_s"}
+TRACKING_KEYS = {"experiment", "uri", "artifacts", "plots", "checkpoint_interval_s", "unit_runs"}
 EXECUTION_KEYS = {"batch_size", "target_task_seconds", "max_retries", "max_in_flight_per_worker", "max_configurations"}
 MODES = ("research",)
 MAX_UNITS = 10**10
@@ -87,6 +87,9 @@ class TrackingSpec:
     artifacts: bool = True
     plots: bool = True
     checkpoint_interval_s: float = 30.0
+    # Per-unit detail of a ``unit_runs`` workload (each release-flow attempt): always a parquet
+    # table on its configuration's run; with ``unit_runs = true`` also one MLflow run per unit.
+    unit_runs: bool = False
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -365,7 +368,7 @@ def _parse_tracking(raw: Any, *, default_experiment: str) -> TrackingSpec:
     uri = table.get("uri")
     if uri is not None and not isinstance(uri, str):
         raise SpecError("[tracking] uri must be a string")
-    for flag in ("artifacts", "plots"):
+    for flag in ("artifacts", "plots", "unit_runs"):
         if not isinstance(table.get(flag, True), bool):
             raise SpecError(f"[tracking] {flag} ({table[flag]!r}) must be true or false")
     return TrackingSpec(
@@ -373,6 +376,7 @@ def _parse_tracking(raw: Any, *, default_experiment: str) -> TrackingSpec:
         uri=uri,
         artifacts=table.get("artifacts", True),
         plots=table.get("plots", True),
+        unit_runs=table.get("unit_runs", False),
         checkpoint_interval_s=_number(
             table.get("checkpoint_interval_s", 30.0), "[tracking] checkpoint_interval_s", low=0.0
         ),

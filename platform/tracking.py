@@ -435,6 +435,11 @@ class Tracker:
             return None
 
 
+def param_texts(params: Mapping[str, Any]) -> dict[str, str]:
+    """``params`` as MLflow stores them when :class:`Tracker` logs them (text, capped in length)."""
+    return {key: _param_text(value) for key, value in params.items()}
+
+
 def _param_text(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     return text if len(text) <= MAX_PARAM_LENGTH else text[: MAX_PARAM_LENGTH - 3] + "..."

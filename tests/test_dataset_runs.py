@@ -70,11 +70,12 @@ def _parent_count(uri: str) -> int:
     return len(tracker.parent_runs(tracker.experiment_id("file", create=False)))
 
 
-def test_workload_named_data_is_loaded_once_up_front_and_each_unit_is_its_own_run(
+def test_workload_named_data_is_loaded_once_up_front_and_each_unit_is_a_row_of_its_table(
     tmp_path: Path, tracking_uri: str
 ) -> None:
     from privlab.platform.errors import SpecError
-    from privlab.platform.tracking import CONFIG_TAG, KIND_TAG, Tracker
+    from privlab.platform.tracking import CONFIG_TAG, KIND_TAG, UNIT_TAG, Tracker
+    from privlab.platform.unit_table import read_unit_table
 
     frame = pd.DataFrame({"age": np.random.default_rng(1).integers(17, 91, size=200)})
     frame.to_csv(tmp_path / "ages.csv", index=False)
@@ -87,12 +88,24 @@ def test_workload_named_data_is_loaded_once_up_front_and_each_unit_is_its_own_ru
     summary = _run(spec, tracking_uri)
     assert [e["metrics"]["dp_mean_count"] for e in summary["configurations"]] == [7, 7]
     tracker = Tracker(tracking_uri)
-    children = tracker.child_runs(tracker.experiment_id("path", create=False), summary["run_id"])
-    units = [c for c in children if c.data.tags.get(KIND_TAG) == "unit"]
-    assert len(units) == 14 and len([c for c in children if c.data.tags.get(KIND_TAG) == "configuration"]) == 2
+    experiment_id = tracker.experiment_id("path", create=False)
+    children = tracker.child_runs(experiment_id, summary["run_id"])
+    assert [c.data.tags.get(KIND_TAG) for c in children] == ["configuration", "configuration"]  # no run per unit
     first = summary["configurations"][0]["id"]
-    unit_means = [c.data.metrics["dp_mean"] for c in units if c.data.tags[CONFIG_TAG] == first]
-    assert np.mean(unit_means) == pytest.approx(summary["configurations"][0]["metrics"]["dp_mean_mean"], rel=1e-12)
+    (run,) = [c for c in children if c.data.tags[CONFIG_TAG] == first]
+    table = read_unit_table(tracker, run.info.run_id)
+    assert table is not None and table["unit"].tolist() == list(range(7))
+    assert table["dp_mean"].mean() == pytest.approx(summary["configurations"][0]["metrics"]["dp_mean_mean"], rel=1e-12)
+
+    # The option of one MLflow run per unit: the same values, as runs too.
+    with_runs = run_experiment(load_spec(spec, ["tracking.unit_runs=true"]),
+                               RunOptions(serial=True, tracking_uri=tracking_uri, progress=False))
+    assert with_runs["configurations"] == summary["configurations"]
+    children = tracker.child_runs(experiment_id, with_runs["run_id"])
+    units = sorted((c for c in children if c.data.tags.get(KIND_TAG) == "unit" and c.data.tags[CONFIG_TAG] == first),
+                   key=lambda c: int(c.data.tags[UNIT_TAG]))
+    assert len(children) == 16 and [int(c.data.tags[UNIT_TAG]) for c in units] == list(range(7))
+    assert [c.data.metrics["dp_mean"] for c in units] == table["dp_mean"].tolist()
 
     (tmp_path / "ages.csv").unlink()
     before = len(tracker.parent_runs(tracker.experiment_id("path", create=False)))

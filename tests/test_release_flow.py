@@ -36,7 +36,10 @@ from privlab.platform.cli import main
 from privlab.platform.errors import BudgetExceededError, ExecutionError, SpecError
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import RandomSource, ReplaySource, SecureSource, SeededSource
+from privlab.platform.compare import comparison_frame
+from privlab.platform.reports import REPORT_PREFIX
 from privlab.platform.tracking import CONFIG_TAG, KIND_TAG, Tracker
+from privlab.platform.unit_table import read_unit_table
 from privlab.platform.transcript import TranscriptReader, TranscriptWriter
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -325,7 +328,7 @@ def serial_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, dic
     return folder, uri, json.loads((folder / "serial.json").read_text())
 
 
-def test_the_grid_logs_one_run_per_attempt_and_per_configuration(
+def test_the_grid_logs_one_run_per_configuration_with_a_row_per_attempt(
     serial_run: tuple[Path, str, dict], paper: FlowSettings
 ) -> None:
     _, uri, summary = serial_run
@@ -347,38 +350,89 @@ def test_the_grid_logs_one_run_per_attempt_and_per_configuration(
     tracker = Tracker(uri)
     parent = tracker.get_run(summary["run_id"])
     children = tracker.child_runs(parent.info.experiment_id, summary["run_id"])
-    kinds = collections.Counter(c.data.tags[KIND_TAG] for c in children)
-    assert kinds == {"unit": 6, "configuration": 3}
+    assert collections.Counter(c.data.tags[KIND_TAG] for c in children) == {"configuration": 3}  # no run per attempt
     for entry in entries:
-        units = [c for c in children if c.data.tags[KIND_TAG] == "unit" and c.data.tags[CONFIG_TAG] == entry["id"]]
-        assert sorted(c.data.tags["privlab.unit"] for c in units) == ["0", "1"]
-        # The configuration's rates are the means over its attempts' runs.
-        accepted = [c.data.metrics["accepted"] for c in units]
-        assert entry["metrics"]["accepted_rate"] == sum(accepted) / 2
+        (run,) = [c for c in children if c.data.tags[CONFIG_TAG] == entry["id"]]
+        units = read_unit_table(tracker, run.info.run_id)
+        assert units is not None and units["unit"].tolist() == [0, 1]
+        # The configuration's rates are the means over its attempts' rows.
+        assert entry["metrics"]["accepted_rate"] == units["accepted"].sum() / 2
         for criterion in paper.criteria:
-            passed = [c.data.metrics[f"{criterion.name}_passed"] for c in units]
-            assert entry["metrics"][f"{criterion.name}_passed_rate"] == sum(passed) / 2
-            assert all(math.isfinite(c.data.metrics[f"{criterion.name}_exact"]) for c in units)  # research mode
-        assert all(c.data.metrics["epsilon_flow"] == 4.99 for c in units)
-        assert all(c.data.params["params.transformation"] == entry["params"]["params.transformation"] for c in units)
+            assert entry["metrics"][f"{criterion.name}_passed_rate"] == units[f"{criterion.name}_passed"].sum() / 2
+            assert units[f"{criterion.name}_exact"].map(math.isfinite).all()  # research mode
+            assert (units[f"timing_{criterion.name}_seconds"] > 0).all()
+        assert (units["epsilon_flow"] == 4.99).all()
+        assert units["seed_key"].str.endswith(("/0", "/1")).all()
+
+
+def _report_files(tracker: Tracker, run_id: str) -> dict[str, bytes | None]:
+    """The study reports a run logged (markdown text with its run id masked, figures as bytes)."""
+    files: dict[str, bytes | None] = {}
+    folders = [REPORT_PREFIX]
+    while folders:
+        folder = folders.pop()
+        for path in tracker.list_artifacts(run_id, folder):
+            content = tracker.read_bytes(run_id, path)
+            if content is None:
+                folders.append(path)
+            else:  # the header's run id, command line and wall time describe the run, not its results
+                lines = content.replace(run_id.encode(), b"RUN").splitlines(keepends=True)
+                files[path] = b"".join(line for line in lines if not line.startswith((b"Command: ", b"Wall time")))
+    return files
+
+
+def _without_run_ids(frame: pd.DataFrame) -> pd.DataFrame:
+    """A comparison without what differs run to run: run ids and timings."""
+    kept = [c for c in frame.columns if c not in ("parent_run_id", "run_id") and not c.startswith("timing_")]
+    return frame[kept]
 
 
 @pytest.mark.ray
-def test_two_ray_workers_give_the_serial_summary(serial_run: tuple[Path, str, dict]) -> None:
+def test_two_ray_workers_with_a_run_per_attempt_give_the_serial_answers(
+    serial_run: tuple[Path, str, dict], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The option of one MLflow run per attempt (as before issue 16) changes no answer: the
+    summary, compare, shortlist and the reports are those of the serial run with per-attempt
+    tables, and each attempt's run holds the values of its row in the table."""
     folder, uri, serial = serial_run
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(folder)
-        assert main([*grid_args(SAMPLE), "--workers", "2", "--tracking-uri", uri,
+        assert main([*grid_args(SAMPLE), "--workers", "2", "--tracking-uri", uri, "--set", "tracking.unit_runs=true",
                      "--summary-json", str(folder / "ray.json")]) == 0
     ray = json.loads((folder / "ray.json").read_text())
     assert ray["timing"]["backend"] == "ray" and ray["timing"]["workers"] == 2
     assert ray["run_id"] != serial["run_id"]
-    per_run = ("timing", "run_id", "tracking")  # "tracking": where this run's results went (its own artifact folder)
+    # "tracking": where this run's results went (its own artifact folder); "spec_sha256": the
+    # spec with the unit_runs option set is another document.
+    per_run = ("timing", "run_id", "tracking", "spec_sha256")
     assert {k: v for k, v in ray.items() if k not in per_run} == \
         {k: v for k, v in serial.items() if k not in per_run}
     tracker = Tracker(uri)
-    children = tracker.child_runs(tracker.get_run(ray["run_id"]).info.experiment_id, ray["run_id"])
+    experiment_id = tracker.get_run(ray["run_id"]).info.experiment_id
+    children = tracker.child_runs(experiment_id, ray["run_id"])
     assert collections.Counter(c.data.tags[KIND_TAG] for c in children) == {"unit": 6, "configuration": 3}
+    serial_children = tracker.configuration_runs(experiment_id, serial["run_id"])
+    for entry in serial["configurations"]:
+        (configuration,) = [c for c in serial_children if c.data.tags[CONFIG_TAG] == entry["id"]]
+        table = read_unit_table(tracker, configuration.info.run_id)
+        runs = sorted((c for c in children if c.data.tags[KIND_TAG] == "unit" and c.data.tags[CONFIG_TAG] == entry["id"]),
+                      key=lambda c: int(c.data.tags["privlab.unit"]))
+        assert [int(c.data.tags["privlab.unit"]) for c in runs] == table["unit"].tolist()
+        for run, row in zip(runs, table.to_dict("records"), strict=True):
+            results = {k: v for k, v in run.data.metrics.items() if not k.startswith("timing_")}
+            assert results == {k: row[k] for k in results}  # same values, bit for bit
+
+    frames = [comparison_frame(tracker, "births-grid", run_id=run_id) for run_id in (serial["run_id"], ray["run_id"])]
+    pd.testing.assert_frame_equal(*map(_without_run_ids, frames))
+    shortlists = []
+    for run_id in (serial["run_id"], ray["run_id"]):
+        out = folder / f"shortlist-{run_id}.toml"
+        assert main(["shortlist", run_id, "--min-prob", "0", "--out", str(out), "--tracking-uri", uri]) == 0
+        shortlists.append(out.read_text().replace(run_id, "RUN"))
+    assert shortlists[0] == shortlists[1]
+    reports = [_report_files(tracker, run_id) for run_id in (serial["run_id"], ray["run_id"])]
+    assert reports[0] and reports[0] == reports[1]
+    capsys.readouterr()
 
 
 def test_a_missing_data_file_fails_before_any_mlflow_run(tmp_path: Path, capsys: pytest.CaptureFixture[str],

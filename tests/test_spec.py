@@ -241,7 +241,7 @@ ERROR_CASES = {
     "unknown tracking key": (
         HEAD + LAPLACE + "[tracking]\nexperment = 'x'\n",
         "[tracking]: unknown key(s) 'experment'; allowed keys: artifacts, checkpoint_interval_s, "
-        "experiment, plots, uri",
+        "experiment, plots, unit_runs, uri",
     ),
     "wrong-typed workload parameter": (
         HEAD + LAPLACE + 'lower = "zero"\n',

@@ -6,8 +6,8 @@ except ``column_mean``, which is an ordinary ε-DP mean of a file column).
 * ``column_mean`` (grid): the Laplace mean of one column of a file dataset, with the column's
   public bounds given as parameters (checks the file-dataset path and the object store);
 * ``column_mean_path`` (grid): the same mean, reading the file named in its parameters
-  (``Workload.data_key``/``load_data``) and logging every repetition as its own MLflow run
-  (``unit_runs``);
+  (``Workload.data_key``/``load_data``) and keeping every repetition's values (``unit_runs``:
+  a per-unit table, or MLflow runs with ``[tracking] unit_runs = true``);
 * ``crash_once`` (trials): kills its Ray worker process during the first trial it runs (a marker file records that it happened), to show that a retried task gives the same
   result. It never kills a process that is not a Ray worker.
 """
@@ -127,7 +127,7 @@ class ColumnMeanPathParams(ColumnMeanParams):
 
 @register_workload
 class ColumnMeanFromPath(ColumnMean):
-    """``column_mean`` on a file its parameters name, with one MLflow run per repetition."""
+    """``column_mean`` on a file its parameters name, keeping each repetition's values (``unit_runs``)."""
 
     name = "column_mean_path"
     Params = ColumnMeanPathParams

@@ -1,0 +1,244 @@
+"""Benchmark of the tracking store at grid-search scale (issue 16): bytes per attempt, and
+``privlab compare`` on thousands of configurations.
+
+A synthetic workload stands in for the release flow (no flows are run): per attempt it reports
+the metrics a ``release_flow`` attempt reports with the births settings (acceptance, and for
+each of 8 criteria its pass/fail, DP value, exact value, sensitivity and seconds; 5 step
+timings; ε), drawn from the attempt's own stream. Runs go through the real runner, serially,
+into fresh sqlite stores.
+
+1. Store growth: N configurations × K attempts, with per-attempt detail as a table (the
+   default) and as one MLflow run per attempt (``[tracking] unit_runs = true``), at two K.
+   Bytes are the sqlite file plus the artifact folder, less an empty store's. Printed: the
+   bytes of one configuration (its run, result.json, ledger, reservoir sample) and the bytes
+   each further attempt adds (the slope between the two K), per mode.
+2. ``privlab compare`` (the CLI, writing its table to a file) on one real run of M
+   configurations of one attempt each, from the run's index (``configurations.parquet``, the
+   default for a complete run) and from its child runs (the search it did before), both timed
+   in this run, and checked to print the same table. Writing 10⁴ configuration runs takes
+   ~0.3 s each here (their ~470 aggregate metrics), so 10⁴ configurations are simulated: a
+   parent run whose index holds the M real rows repeated to 10⁴ (renumbered ids), through
+   ``Tracker`` like a finished run's, compared from its index.
+
+The machine is shared: the load average is printed before and after.
+
+    python benchmarks/tracking_scale.py --quick     # M = 200; about 3 minutes on 2 cores
+    python benchmarks/tracking_scale.py             # M = 1,000
+
+Ends with ``store_bytes_per_attempt`` (what each attempt adds with tables, part 1) and
+``compare_seconds_10k_configs`` (part 2: from the index, ``privlab compare`` in a new process,
+imports included; ``..._in_process`` without them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import io
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pandas as pd
+
+from privlab.platform import compare
+from privlab.platform.cli import main as cli
+from privlab.platform.configuration_index import INDEX_PATH, index_bytes, read_index
+from privlab.platform.ledger import Ledger
+from privlab.platform.randomness import SeededSource
+from privlab.platform.registry import MetricKind, Pattern, Workload, register_workload
+from privlab.platform.runner import RunOptions, run_experiment
+from privlab.platform.spec import load_spec
+from privlab.platform.tracking import Tracker
+
+CRITERIA = ("marginals_absolute", "marginals_relative", "birth_weight_mean", "gestation_week_mean",
+            "parity_mean", "regression_coefficients", "regression_mae", "faithfulness")
+STEPS = ("transform", "fit", "sample", "project", "flow")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SyntheticParams:
+    index: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.index, int) or self.index < 0:
+            raise ValueError(f"index ({self.index!r}) must be an integer ≥ 0")
+
+
+@register_workload
+class SyntheticAttempts(Workload):
+    """An attempt's worth of release-flow-shaped metrics, drawn at random (no flow runs)."""
+
+    name = "synthetic_release_attempts"
+    hidden = True
+    pattern = Pattern.GRID
+    Params = SyntheticParams
+    unit_runs = True
+    metrics: Mapping[str, MetricKind] = {
+        "accepted": MetricKind.RATE,
+        **{f"{c}_{m}": k for c in CRITERIA for m, k in (("passed", MetricKind.RATE), ("dp", MetricKind.VALUE),
+                                                         ("exact", MetricKind.VALUE), ("sensitivity", MetricKind.VALUE),
+                                                         ("timing_seconds", MetricKind.VALUE))},
+        **{f"timing_{s}_seconds": MetricKind.VALUE for s in STEPS},
+        "epsilon_flow": MetricKind.VALUE,
+    }
+
+    def run_trial(self, params: SyntheticParams, *, data: pd.DataFrame | None, source: SeededSource,
+                  ledger: Ledger) -> Mapping[str, float]:
+        rng = source.rng
+        values = {name: float(rng.random() < 0.5) if kind is MetricKind.RATE else float(rng.normal())
+                  for name, kind in self.metrics.items()}
+        return values | {"epsilon_flow": 4.99}
+
+
+def spec_text(name: str, configurations: int, attempts: int, *, unit_runs: bool) -> str:
+    return (f'name = "{name}"\nseed = 16\nworkload = "synthetic_release_attempts"\nrepetitions = {attempts}\n'
+            f'[grid]\nindex = {list(range(configurations))}\n'
+            f'[tracking]\nexperiment = "{name}"\nplots = false\nunit_runs = {str(unit_runs).lower()}\n'
+            f'[execution]\nmax_configurations = {configurations}\n')
+
+
+def store_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.name.endswith(".lock")
+               and p.suffix not in (".toml",))
+
+
+@contextlib.contextmanager
+def in_folder(folder: Path) -> Iterator[None]:
+    here = Path.cwd()
+    os.chdir(folder)  # MLflow writes artifacts under the working directory
+    try:
+        yield
+    finally:
+        os.chdir(here)
+
+
+def grid_run(folder: Path, configurations: int, attempts: int, *, unit_runs: bool) -> tuple[int, float, dict]:
+    """(store bytes less an empty store's, seconds, summary) of one serial run in a fresh store."""
+    folder.mkdir()
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    with in_folder(folder):
+        tracker = Tracker(uri)
+        tracker.experiment_id("scale", create=True)
+        empty = store_bytes(folder)
+        spec_path = folder / "scale.toml"
+        spec_path.write_text(spec_text("scale", configurations, attempts, unit_runs=unit_runs))
+        began = time.perf_counter()
+        summary = run_experiment(load_spec(spec_path), RunOptions(serial=True, tracking_uri=uri, progress=False))
+        seconds = time.perf_counter() - began
+    return store_bytes(folder) - empty, seconds, summary
+
+
+def timed_compare(folder: Path, *, run_id: str, from_index: bool) -> tuple[float, int]:
+    """Seconds of ``privlab compare scale --run RUN_ID --output FILE`` (and the table's bytes)."""
+    out = folder / ("from-index.txt" if from_index else "from-children.txt")
+    original = compare.read_index_table
+    if not from_index:
+        compare.read_index_table = lambda tracker, run_id: None  # type: ignore[assignment]
+    try:
+        began = time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()):
+            code = cli(["compare", "scale", "--run", run_id, "--tracking-uri", f"sqlite:///{folder / 'mlflow.db'}",
+                        "--output", str(out)])
+        seconds = time.perf_counter() - began
+    finally:
+        compare.read_index_table = original  # type: ignore[assignment]
+    if code != 0:
+        raise SystemExit(f"privlab compare failed with exit code {code}")
+    return seconds, out.stat().st_size
+
+
+def fresh_process_compare(folder: Path, run_id: str) -> float:
+    """Wall seconds of ``python -m privlab.platform.cli compare`` in a new process."""
+    began = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "privlab.platform.cli", "compare", "scale", "--run", run_id,
+                    "--tracking-uri", f"sqlite:///{folder / 'mlflow.db'}", "--output", str(folder / "fresh.txt")],
+                   check=True, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - began
+
+
+def simulated_parent(folder: Path, run_id: str, configurations: int) -> str:
+    """A complete parent run whose index repeats ``run_id``'s rows to ``configurations`` rows."""
+    tracker = Tracker(f"sqlite:///{folder / 'mlflow.db'}")
+    rows = read_index(tracker, run_id)
+    assert rows is not None
+    simulated = [dataclasses.replace(rows[i % len(rows)], config_id=f"scale-{i:05d}") for i in range(configurations)]
+    parent = tracker.get_run(run_id)
+    with in_folder(folder):
+        large = tracker.start_parent_run(
+            parent.info.experiment_id, name="simulated", params={}, description="simulated index",
+            root_seed=16, mode="research", spec_name="scale", spec_sha256="-", command="tracking_scale.py",
+            version="-", git_commit="-", driver={})
+        tracker.mark_complete(large, {"configurations_done": float(configurations)})
+        tracker.log_texts(large, {INDEX_PATH: index_bytes(simulated)})
+        tracker.close_parent_run(large, "FINISHED")
+    return large
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="200 real configurations for compare (1,000 without)")
+    args = parser.parse_args()
+    configurations, low, high = 20, 2, 20
+    compared = 200 if args.quick else 1_000
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)", flush=True)
+    results: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="privlab-tracking-scale-") as tmp:
+        root = Path(tmp)
+        print(f"\n1. store growth: {configurations} configurations x K attempts, "
+              f"{len(SyntheticAttempts.metrics)} metrics per attempt", flush=True)
+        for unit_runs in (False, True):
+            mode = "a run per attempt" if unit_runs else "tables (default)"
+            sizes = {}
+            for attempts in (low, high):
+                size, seconds, summary = grid_run(root / f"store-{unit_runs}-{attempts}", configurations, attempts,
+                                                  unit_runs=unit_runs)
+                sizes[attempts] = size
+                print(f"  {mode:<20} K={attempts:<3} {size / 1e6:8.2f} MB  {seconds:6.1f} s  "
+                      f"({size / (configurations * attempts):9,.0f} bytes per attempt overall)", flush=True)
+            per_attempt = (sizes[high] - sizes[low]) / (configurations * (high - low))
+            per_configuration = sizes[low] / configurations - low * per_attempt
+            print(f"  {mode:<20} each configuration {per_configuration:9,.0f} bytes, "
+                  f"each further attempt {per_attempt:9,.0f} bytes", flush=True)
+            results["runs" if unit_runs else "tables"] = per_attempt
+            results[("runs" if unit_runs else "tables") + "_configuration"] = per_configuration
+        print(f"  an attempt adds {results['runs'] / results['tables']:.0f}x fewer bytes with tables; "
+              f"10^5 attempts at K=2: {(1e5 / 2 * results['tables_configuration'] + 1e5 * results['tables']) / 1e9:.2f} GB "
+              f"with tables, {(1e5 / 2 * results['runs_configuration'] + 1e5 * results['runs']) / 1e9:.2f} GB "
+              "with a run per attempt")
+
+        print(f"\n2. privlab compare on one run of {compared:,} configurations x 1 attempt", flush=True)
+        folder = root / "compare"
+        size, seconds, summary = grid_run(folder, compared, 1, unit_runs=False)
+        print(f"  the run: {seconds:.1f} s, store {size / 1e6:.1f} MB", flush=True)
+        index_seconds, index_bytes = timed_compare(folder, run_id=summary["run_id"], from_index=True)
+        children_seconds, children_bytes = timed_compare(folder, run_id=summary["run_id"], from_index=False)
+        if (folder / "from-index.txt").read_bytes() != (folder / "from-children.txt").read_bytes():
+            print("ERROR: compare from the index and from the child runs differ", file=sys.stderr)
+            return 1
+        print(f"  from the run's index    {index_seconds:7.2f} s")
+        print(f"  from its child runs     {children_seconds:7.2f} s  (the same table, {index_bytes:,} bytes)")
+        large = simulated_parent(folder, summary["run_id"], 10_000)
+        large_seconds, large_bytes = timed_compare(folder, run_id=large, from_index=True)
+        print(f"  10^4 configurations (the {compared:,} rows repeated): from the index {large_seconds:.2f} s "
+              f"({large_bytes:,} bytes of table); from child runs, scaled linearly from {compared:,}: "
+              f"{children_seconds * 10_000 / compared:.0f} s")
+        fresh_seconds = fresh_process_compare(folder, large)
+        print(f"  the same as a user runs it, `privlab compare` in a new process (Python, privlab and MLflow "
+              f"imports included): {fresh_seconds:.2f} s")
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"store_bytes_per_attempt: {results['tables']:.0f}")
+    print(f"store_bytes_per_attempt_unit_runs: {results['runs']:.0f}")
+    print(f"compare_seconds_10k_configs_in_process: {large_seconds:.3f}")
+    print(f"compare_seconds_10k_configs: {fresh_seconds:.3f}")
+    return 0 if math.isfinite(fresh_seconds) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""Per-unit detail as data (issue 16): the per-unit tables survive an interrupt with each row
+exactly once, and ``privlab compare`` gives the same table from a run's index as from its
+child runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from privlab.platform import compare
+from privlab.platform.compare import comparison_frame
+from privlab.platform.errors import ExecutionError, SpecError
+from privlab.platform.runner import RunInterrupted, RunOptions, run_experiment
+from privlab.platform.spec import load_spec
+from privlab.platform.tracking import CONFIG_TAG, Tracker
+from privlab.platform.unit_table import read_unit_table, unit_frame
+
+REPETITIONS = 7
+
+
+SPEC = (
+    f'name = "path"\nseed = 5\nworkload = "column_mean_path"\nrepetitions = {REPETITIONS}\n'
+    '[params]\npath = "ages.csv"\ncolumn = "age"\nlower = 17.0\nupper = 90.0\nn = 200\n'
+    '[grid]\nepsilon = [0.5, 1.0, 2.0]\n[tracking]\nexperiment = "path"\n[execution]\nbatch_size = 2\n'
+)
+
+
+@pytest.fixture(scope="module")
+def spec_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("unit-tables")
+    frame = pd.DataFrame({"age": np.random.default_rng(1).integers(17, 91, size=200)})
+    frame.to_csv(folder / "ages.csv", index=False)
+    (folder / "path.toml").write_text(SPEC)
+    return folder / "path.toml"
+
+
+@pytest.fixture(scope="module")
+def runs(spec_path: Path) -> dict:
+    """One run never stopped, and one stopped twice (after 3 units, mid-range and mid-configuration,
+    then after 5 more) and resumed to the end; the comparison of the stopped run as it was."""
+    uri = f"sqlite:///{spec_path.parent / 'mlflow.db'}"
+    spec = load_spec(spec_path)
+    whole = run_experiment(spec, RunOptions(serial=True, tracking_uri=uri, progress=False))
+    run_id = None
+    for stop in (3, 5):
+        with pytest.raises(RunInterrupted) as stopped:
+            run_experiment(spec, RunOptions(serial=True, tracking_uri=uri, progress=False,
+                                            stop_after_units=stop, resume=run_id))
+        run_id = stopped.value.run_id
+    interrupted = comparison_frame(Tracker(uri), "path", run_id=run_id)
+    resumed = run_experiment(spec, RunOptions(serial=True, tracking_uri=uri, progress=False, resume=run_id))
+    return {"uri": uri, "whole": whole, "resumed": resumed, "interrupted_comparison": interrupted}
+
+
+def _tables(tracker: Tracker, run_id: str) -> dict[str, pd.DataFrame]:
+    experiment_id = tracker.get_run(run_id).info.experiment_id
+    tables = {}
+    for child in tracker.configuration_runs(experiment_id, run_id):
+        table = read_unit_table(tracker, child.info.run_id)
+        assert table is not None, f"{child.data.tags[CONFIG_TAG]} has no per-unit table"
+        tables[child.data.tags[CONFIG_TAG]] = table
+    return tables
+
+
+def test_an_interrupted_and_resumed_run_ends_with_every_units_row_exactly_once(runs: dict) -> None:
+    """Every configuration's table holds units 0..6 once each, with the values of the run never
+    stopped (the column_mean_path workload reports no timings, so whole rows compare)."""
+    whole, resumed = runs["whole"], runs["resumed"]
+    assert resumed["configurations"] == whole["configurations"]
+    tracker = Tracker(runs["uri"])
+    expected, tables = _tables(tracker, whole["run_id"]), _tables(tracker, resumed["run_id"])
+    assert sorted(tables) == [c["id"] for c in whole["configurations"]]
+    for config_id, table in tables.items():
+        assert table["unit"].tolist() == list(range(REPETITIONS))
+        pd.testing.assert_frame_equal(table, expected[config_id])
+
+
+def test_compare_reads_a_finished_runs_index_and_gets_the_child_runs_answer(
+    runs: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tracker = Tracker(runs["uri"])
+    searched: list[str] = []
+    original = tracker.configuration_runs
+
+    def counting(experiment_id: str, parent_id: str, **kwargs: object) -> list:
+        searched.append(parent_id)
+        return original(experiment_id, parent_id, **kwargs)
+
+    monkeypatch.setattr(tracker, "configuration_runs", counting)
+    for summary in (runs["whole"], runs["resumed"]):  # the resumed run's index holds runs of both drivers
+        searched.clear()
+        indexed = comparison_frame(tracker, "path", run_id=summary["run_id"])
+        assert searched == [], "a complete run is compared from its index, without searching its child runs"
+        with monkeypatch.context() as patch:
+            patch.setattr(compare, "read_index_table", lambda tracker, run_id: None)
+            from_children = comparison_frame(tracker, "path", run_id=summary["run_id"])
+        assert searched == [summary["run_id"]]
+        assert len(indexed) == 3 and "timing_wall_seconds" in indexed.columns
+        pd.testing.assert_frame_equal(indexed, from_children)
+        assert compare.render_table(indexed) == compare.render_table(from_children)
+        assert compare.to_csv(indexed) == compare.to_csv(from_children)
+
+
+def test_an_interrupted_run_is_compared_from_its_child_runs(runs: dict) -> None:
+    # 8 units of 7 per configuration: the first configuration finished before the second stop
+    assert runs["interrupted_comparison"]["config_id"].tolist() == ["path-000"]
+
+
+def test_a_missing_or_repeated_row_is_refused() -> None:
+    records = [(0, {"x": 1.0}), (2, {"x": 3.0})]
+    with pytest.raises(ExecutionError, match=r"units 0..2 once each; missing \[1\], repeated \[\]"):
+        unit_frame(records, metrics=["x"], study_key=1, config_key=2, units=3, where="c")
+    with pytest.raises(ExecutionError, match=r"missing \[\], repeated \[0\]"):
+        unit_frame([(0, {"x": 1.0}), (0, {"x": 1.0})], metrics=["x"], study_key=1, config_key=2, units=1, where="c")
+    frame = unit_frame([(1, {"x": 2.0}), (0, {"x": 1.0})], metrics=["x"], study_key=1, config_key=2, units=2, where="c")
+    assert frame.to_dict("list") == {"unit": [0, 1], "seed_key": ["1/2/0", "1/2/1"], "x": [1.0, 2.0]}
+
+
+def test_the_unit_runs_option_must_be_a_boolean(spec_path: Path) -> None:
+    assert load_spec(spec_path).tracking.unit_runs is False
+    assert load_spec(spec_path, ["tracking.unit_runs=true"]).tracking.unit_runs is True
+    with pytest.raises(SpecError, match=r"\[tracking\] unit_runs \('yes'\) must be true or false"):
+        load_spec(spec_path, ["tracking.unit_runs=yes"])
