@@ -387,6 +387,7 @@ def _without_run_ids(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[kept]
 
 
+@pytest.mark.slow  # starts Ray with two workers and logs a run per attempt (about 16 s)
 @pytest.mark.ray
 def test_two_ray_workers_with_a_run_per_attempt_give_the_serial_answers(
     serial_run: tuple[Path, str, dict], capsys: pytest.CaptureFixture[str]
