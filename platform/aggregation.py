@@ -58,6 +58,24 @@ class ExactSum:
                 x = hi
             partials[i:] = [x]
 
+    def add_array(self, values: np.ndarray) -> None:
+        """:meth:`add` for a float64 array, with an exact fast path for integer values.
+
+        When every value is an integer and |max value| · size < 2⁶³, their int64 sum is the
+        exact sum; it is added as one or two floats (the correctly rounded sum and the integer
+        remainder, each exactly representable), which represent the same exact total as adding
+        the values one by one. Anything else goes through :meth:`add`.
+        """
+        if values.size == 0:
+            return
+        largest = float(np.max(np.abs(values)))
+        if largest * values.size < 2.0**62 and np.array_equal(values, np.trunc(values)):
+            total = int(values.astype(np.int64).sum())
+            rounded = float(total)
+            self.add([rounded, float(total - int(rounded))] if total != int(rounded) else [rounded])
+            return
+        self.add(values.tolist())
+
     def merge(self, other: ExactSum) -> None:
         self.add(other.partials)
 
@@ -96,9 +114,8 @@ class MetricAccumulator:
         if values.size == 0:
             return
         self.count += int(values.size)
-        listed = values.tolist()
-        self.total.add(listed)
-        self.total_sq.add((values * values).tolist())
+        self.total.add_array(values)
+        self.total_sq.add_array(values * values)
         self.minimum = min(self.minimum, float(values.min()))
         self.maximum = max(self.maximum, float(values.max()))
         self._keep(reservoir_priorities(salt, indices), np.asarray(indices, dtype=np.int64), values)
@@ -108,7 +125,11 @@ class MetricAccumulator:
         index = np.concatenate([self.res_index, index])
         value = np.concatenate([self.res_value, value])
         if priority.size > self.reservoir_size:
-            order = np.lexsort((index, priority))[: self.reservoir_size]
+            # The k smallest (priority, index) pairs all have priority ≤ the k-th smallest
+            # priority, so sorting only those gives the full sort's first k.
+            threshold = np.partition(priority, self.reservoir_size - 1)[self.reservoir_size - 1]
+            near = np.flatnonzero(priority <= threshold)
+            order = near[np.lexsort((index[near], priority[near]))][: self.reservoir_size]
             priority, index, value = priority[order], index[order], value[order]
         self.res_priority, self.res_index, self.res_value = priority, index, value
 

@@ -378,3 +378,34 @@ def test_metric_state_preserves_every_bit() -> None:
     assert [p.hex() for p in restored.total.partials] == [p.hex() for p in accumulator.total.partials]
     assert restored.res_value.tobytes() == accumulator.res_value.tobytes()
     assert restored.minimum == -1e-300 and restored.maximum == 1e150
+
+
+def test_the_integer_fast_path_adds_exactly_what_the_partials_would() -> None:
+    """ExactSum.add_array's int64 path (integer values, |max| · n < 2⁶²) holds the same exact
+    total as Shewchuk's partials, including sums beyond 2⁵³ that need a remainder term."""
+    rng = np.random.default_rng(11)
+    for scale in (1.0, 100.0, 2.0**40, 2.0**52, 2.0**60):
+        for n in (1, 7, 5000):
+            values = np.trunc(rng.standard_normal(n) * scale)
+            fast, slow = ExactSum(), ExactSum()
+            fast.add_array(values)
+            slow.add(values.tolist())
+            assert fast.fraction() == slow.fraction() and fast.value() == slow.value()
+    fractional = np.array([0.1, 0.2, 0.3])
+    fast, slow = ExactSum(), ExactSum()
+    fast.add_array(fractional)
+    slow.add(fractional.tolist())
+    assert fast.partials == slow.partials  # not integers: the general path
+
+
+def test_reservoir_preselection_keeps_the_full_sorts_first_k() -> None:
+    rng = np.random.default_rng(12)
+    for _ in range(300):
+        size, n = int(rng.integers(1, 40)), int(rng.integers(41, 200))
+        priority = rng.integers(0, 4, n).astype(float)  # many ties
+        index = rng.permutation(n).astype(np.int64)
+        value = rng.random(n)
+        accumulator = MetricAccumulator(kind=MetricKind.VALUE, reservoir_size=size)
+        accumulator._keep(priority, index, value)
+        order = np.lexsort((index, priority))[:size]
+        assert np.array_equal(accumulator.res_index, index[order]) and np.array_equal(accumulator.res_value, value[order])
