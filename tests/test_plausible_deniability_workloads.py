@@ -339,3 +339,19 @@ def test_examination_orders_that_would_not_fit_in_memory_are_refused(tmp_path: P
     load_spec(spec, ["study.generation.params.max_check_plausible=600000", "study.generation.params.batch=100000"])
     with pytest.raises(SpecError, match=r"batch \(100000\) × max_check_plausible \(1000\).*lower batch to 67108"):
         load_spec(spec, ["study.generation.params.max_check_plausible=1000", "study.generation.params.batch=100000"])
+
+
+def test_a_shared_model_seed_compares_tests_on_one_model(tmp_path: Path) -> None:
+    """With model_seed, configurations differing only in the test (here ε₀) test the same
+    candidates of the same model: k′ is identical; without it each draws its own model."""
+    spec = _spec(tmp_path, grid="epsilon0 = [1.0, 2.0, 4.0]", params='omega = "1-4"\nmodel_seed = 99')
+    text = spec.read_text().replace("epsilon0 = 1.0\n", "", 1)
+    spec.write_text(text)
+    shared = run_experiment(load_spec(spec), RunOptions(serial=True, progress=False,
+                                                        tracking_uri=f"sqlite:///{tmp_path / 'm.db'}"))
+    found = {e["metrics"]["plausible_seeds_mean"] for e in shared["configurations"]}
+    assert len(found) == 1
+    spec.write_text(text.replace("model_seed = 99\n", ""))
+    own = run_experiment(load_spec(spec), RunOptions(serial=True, progress=False,
+                                                     tracking_uri=f"sqlite:///{tmp_path / 'n.db'}"))
+    assert len({e["metrics"]["plausible_seeds_mean"] for e in own["configurations"]}) == 3

@@ -11,7 +11,9 @@ int, or ``"a-b"`` for ω drawn uniformly from [a, b] per candidate), the test's 
 ``gamma``, ``epsilon0`` (omit it for Test 1, which has no DP guarantee), ``max_plausible``,
 ``max_check_plausible`` (unset: every seed is examined, exactly, through the seed index; set
 below |D_S|, each candidate draws a random examination order, which costs memory and time in
-proportion: a batch may hold at most 2²⁶ order draws), Theorem 1's ``t``, and ``candidates`` (tested) in batches of ``batch``.
+proportion: a batch may hold at most 2²⁶ order draws), Theorem 1's ``t``, ``candidates``
+(tested) in batches of ``batch``, and ``model_seed`` (configurations that share it share the
+split, the model and the candidates: :meth:`GenerationParams.state_generator`).
 
 Privacy:
     The plan is the model's K steps (:meth:`.model.PlausibleDeniabilityModel.planned_events`,
@@ -47,6 +49,8 @@ from privlab.platform.randomness import SeededSource
 
 __all__ = ["GenerationParams", "check_against_table", "coded_table", "fit_split_model", "model_plan",
            "parse_omega", "run_plan"]
+
+STATE_KEY = 0x70645F7374617465  # "pd_state": the spawn key of a shared model_seed stream
 
 MAX_ORDER_WORDS = 2**26
 """The most examination-order draws one batch may hold (about 1 GB with the orders)."""
@@ -103,6 +107,7 @@ class GenerationParams:
     t: int = 10
     candidates: int = 10_000
     batch: int = dataclasses.field(default=2048, metadata={"seed_key": "never"})  # results do not depend on it
+    model_seed: int | None = dataclasses.field(default=None, metadata={"seed_key": "when_set"})
 
     def __post_init__(self) -> None:
         if self.toy_records is not None:
@@ -123,6 +128,9 @@ class GenerationParams:
         if math.fsum(fractions) >= 1.0:
             raise SpecError(f"structure_fraction + parameters_fraction + seeds_fraction ({math.fsum(fractions)!r}) "
                             "must be < 1 (the rest is the test set)")
+        if self.model_seed is not None and (isinstance(self.model_seed, bool) or not isinstance(self.model_seed, int)
+                                            or self.model_seed < 0):
+            raise SpecError(f"model_seed ({self.model_seed!r}) must be an int >= 0, or unset")
         for name in ("candidates", "batch"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -132,6 +140,15 @@ class GenerationParams:
         test = self.test()
         if test.epsilon0 is not None:
             test.guarantee(self.t)  # t in [1, k)
+
+    def state_generator(self, configuration_rng: np.random.Generator) -> np.random.Generator:
+        """The stream of the split, the model and the candidates' key: the configuration's own,
+        or, with ``model_seed`` set, one shared by every configuration with that seed (common
+        random numbers: a sweep over k, γ, ε₀ or ω then compares tests on one model and one
+        stream of candidates, not different DP models)."""
+        if self.model_seed is None:
+            return configuration_rng
+        return np.random.default_rng(np.random.SeedSequence(self.model_seed, spawn_key=(STATE_KEY,)))
 
     def data_paths(self) -> tuple[str, ...]:
         return _data_paths(self.data)

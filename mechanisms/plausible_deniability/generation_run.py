@@ -66,6 +66,7 @@ def generate(params: GenerationParams, table: CodedTable, *, rng: np.random.Gene
         SpecError, SchemaError: bad parameters for this table (named).
     """
     check_against_table(params, table)
+    rng = params.state_generator(rng)
     began = time.perf_counter()
     split, model, ledger = fit_split_model(params, table, rng)
     fitted = time.perf_counter()

@@ -96,6 +96,7 @@ class PlausibleDeniabilityGeneration(ActorPoolWorkload):
         if data is None:
             raise SpecError("pd_generation needs its data (the runner passes the files named by 'data')")
         table = CodedTable(codes=data, domain=coded_table(params).domain)
+        rng = params.state_generator(rng)
         split, model, _ = fit_split_model(params, table, rng)
         seeds = split.seeds.to_numpy(dtype=CODE_DTYPE)
         # The key as generate_candidates draws it, so `privlab pd-generate` reproduces this state.
