@@ -28,7 +28,8 @@ def reference(tmp_path_factory: pytest.TempPathFactory, mini_spec_text: str) -> 
     return spec, uri, _run(spec, uri, serial=True)
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+# One worker is the slow step's (13 s): the default run keeps Ray's parallel case.
+@pytest.mark.parametrize("workers", [pytest.param(1, marks=pytest.mark.slow), 2])
 def test_local_ray_matches_serial(reference: tuple[Path, str, dict], workers: int) -> None:
     spec, uri, serial = reference
     summary = _run(spec, uri, workers=workers)
