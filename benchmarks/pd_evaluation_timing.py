@@ -140,6 +140,7 @@ def main() -> None:
     print(f"load average after: {os.getloadavg()}")
     for name, seconds in timings.items():
         print(f"{name}: {seconds:.3f}")
+    print(f"seconds_evaluation_total: {sum(timings.values()):.3f}")
 
 
 if __name__ == "__main__":

@@ -69,8 +69,24 @@ def main() -> int:
             for override in overrides:
                 command += ["--set", override]
             subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=folder)
-            print(f"{name}_fingerprint: {fingerprint(json.loads(summary_path.read_text()))}", flush=True)
+            PRINTERS[name](fingerprint(json.loads(summary_path.read_text())))
     return 0
+
+
+def _quickstart(digest: str) -> None:
+    print(f"quickstart_fingerprint: {digest}", flush=True)
+
+
+def _births_slice(digest: str) -> None:
+    print(f"births_slice_fingerprint: {digest}", flush=True)
+
+
+def _pmse_regression_small(digest: str) -> None:
+    print(f"pmse_regression_small_fingerprint: {digest}", flush=True)
+
+
+#: One printer per run, so each fingerprint's ``name: value`` line is spelled out.
+PRINTERS = {"quickstart": _quickstart, "births_slice": _births_slice, "pmse_regression_small": _pmse_regression_small}
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ each remaining combination of grid values is one line; error bars are the 95% in
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -17,6 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from privlab.platform.reports import figure_png  # noqa: E402
 from privlab.platform.spec import ExperimentSpec  # noqa: E402
 
 
@@ -84,11 +84,7 @@ def _points(entries: Sequence[Mapping[str, Any]], metric: str) -> list[Point]:
 
 
 def _png(figure: Any) -> bytes:
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    plt.close(figure)
-    return buffer.getvalue()
+    return figure_png(figure)
 
 
 def _draw(ax: Any, points: Sequence[Point], metric: str) -> None:

@@ -50,6 +50,18 @@ class StudyResults:
         return max((int(e["units"]) for e in self.entries), default=0)
 
 
+
+def figure_png(figure: Any, *, dpi: float | None = None) -> bytes:
+    """A finished matplotlib figure as PNG bytes (laid out tight, then closed): every results
+    page's and plot's last step."""
+    import matplotlib.pyplot as plt
+
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", **({} if dpi is None else {"dpi": dpi}))
+    plt.close(figure)
+    return buffer.getvalue()
+
 def build_reports(
     summary: Mapping[str, Any],
     reservoir_of: Callable[[str], pd.DataFrame | None],

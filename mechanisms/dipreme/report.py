@@ -3,13 +3,12 @@ intervals and, when one setting is swept (ε, depth, trees), a plot against it."
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Mapping
 from typing import Any
 
 from privlab.mechanisms.dipreme.workloads import METHOD_LABELS, PRIVATE
-from privlab.platform.reports import StudyResults
+from privlab.platform.reports import StudyResults, figure_png
 
 __all__ = ["forest_report"]
 
@@ -87,8 +86,4 @@ def _plot(entries: list[Mapping[str, Any]], sweep: str, task: str) -> bytes:
                      "split_fraction": "split fraction"}[sweep])
     axis.set_ylabel(f"test {task.split(' (')[0]}")
     axis.legend(fontsize=8)
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=110)
-    plt.close(figure)
-    return buffer.getvalue()
+    return figure_png(figure, dpi=110)

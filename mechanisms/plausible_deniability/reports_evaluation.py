@@ -7,7 +7,6 @@ records) beside it where the paper reports one.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,7 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from privlab.platform.reports import StudyResults  # noqa: E402
+from privlab.platform.reports import StudyResults, figure_png  # noqa: E402
 
 __all__ = ["PAPER", "evaluation_report"]
 
@@ -94,11 +93,7 @@ def _figure(entries: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> byte
         ax.set_ylabel("mean total variation distance to the test set")
         ax.set_title("single attributes (Figure 3)" if kind == "single" else "pairs of attributes (Figure 4)")
     axes[0].legend(fontsize=7)
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    plt.close(figure)
-    return buffer.getvalue()
+    return figure_png(figure)
 
 
 def evaluation_report(results: StudyResults) -> dict[str, str | bytes]:

@@ -7,7 +7,6 @@ line per ω and its confidence band — Figure 6's axes.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,7 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from privlab.platform.reports import StudyResults  # noqa: E402
+from privlab.platform.reports import StudyResults, figure_png  # noqa: E402
 
 __all__ = ["generation_report"]
 
@@ -75,11 +74,7 @@ def figure6_png(results: StudyResults) -> bytes | None:
     ax.set_title(f"Pass rate of the privacy test (γ = {', '.join(map(str, sorted(gamma)))}); 95% Wilson bands",
                  fontsize=10)
     ax.legend(fontsize=8)
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    plt.close(figure)
-    return buffer.getvalue()
+    return figure_png(figure)
 
 
 def generation_report(results: StudyResults) -> dict[str, str | bytes]:

@@ -8,7 +8,6 @@ worker count), one panel per cp.
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -19,7 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from privlab.platform.reports import StudyResults  # noqa: E402
+from privlab.platform.reports import StudyResults, figure_png  # noqa: E402
 
 PAPER_PERCENT: dict[tuple[str, float], float] = {
     ("1", 0.01): 0.0, ("2", 0.01): 0.3, ("5", 0.01): 0.6, ("unlimited", 0.01): 0.7,
@@ -111,8 +110,4 @@ def figure1_png(results: StudyResults) -> bytes:
         ax.legend(loc="upper left", fontsize=8)
     figure.suptitle("Empirical sensitivity of the pMSE: a uniform sample of up to 10,000 trials per "
                     f"configuration (log scale; values ≤ {FLOOR:g} drawn at {FLOOR:g})", fontsize=10)
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    plt.close(figure)
-    return buffer.getvalue()
+    return figure_png(figure)

@@ -9,7 +9,6 @@ hyperparameters, projection), plus a PNG of the per-criterion pass rates by fact
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -20,7 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from privlab.platform.reports import StudyResults  # noqa: E402
+from privlab.platform.reports import StudyResults, figure_png  # noqa: E402
 
 FACTORS = ("transformation", "epsilon_split", "theta", "degree", "min_count")
 
@@ -114,11 +113,7 @@ def grid_png(frame: pd.DataFrame) -> bytes:
         if factor == "theta":
             ax.set_xscale("log")
     axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    plt.close(figure)
-    return buffer.getvalue()
+    return figure_png(figure)
 
 
 def study_report(results: StudyResults) -> dict[str, str | bytes]:
