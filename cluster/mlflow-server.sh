@@ -29,8 +29,8 @@
 #   MLFLOW_SERVER_ALLOWED_HOSTS  passed to --allowed-hosts when set.
 #   MLFLOW_SERVER_STATE_DIR      PID file and log (default ./.mlflow-server).
 #   PYTHON              the interpreter whose environment has mlflow and psycopg2
-#                       (default: $VIRTUAL_ENV/bin/python, else python3). psycopg2 is not a privlab
-#                       dependency: pip install psycopg2-binary on the server machine.
+#                       (default: $VIRTUAL_ENV/bin/python, else python3). psycopg2 is an optional
+#                       dependency: pip install -e '.[tracking-server]' (or '.[dev]') on the server machine.
 #
 # Settings that matter on small machines (measured): MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false and
 # one worker give 2 processes and ~480 MB instead of 13 processes and ~2.5 GB; more uvicorn workers
@@ -75,7 +75,7 @@ cmd_start() {
         local scheme
         if "$PYTHON" -c 'import psycopg2' 2>/dev/null; then scheme=postgresql+psycopg2
         elif "$PYTHON" -c 'import psycopg' 2>/dev/null; then scheme=postgresql+psycopg
-        else die "$PYTHON has no PostgreSQL driver; pip install psycopg2-binary (an optional dependency)"
+        else die "$PYTHON has no PostgreSQL driver; pip install -e '.[tracking-server]' (psycopg2-binary)"
         fi
         local password
         password=$("$PYTHON" -c 'import os, urllib.parse; print(urllib.parse.quote(os.environ["MLFLOW_DB_PASSWORD"], safe=""))')

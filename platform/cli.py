@@ -489,11 +489,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def quiet_third_party_logs(*, verbose: bool) -> None:
-    """MLflow's table-creation INFO lines and Ray's token-auth notice are noise on a normal run
-    (privlab's own private Ray instance always uses token auth); ``--verbose`` keeps them."""
+    """MLflow's table-creation INFO lines, the "View run … at" line it prints per run on a tracking
+    server, and Ray's token-auth notice are noise on a normal run (privlab's own private Ray
+    instance always uses token auth; the run's summary says where its results went);
+    ``--verbose`` keeps them."""
     if verbose:
         return
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # read when mlflow is imported
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     for name in ("mlflow", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
     logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)

@@ -57,7 +57,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from privlab.platform.errors import ExecutionError
@@ -73,6 +73,8 @@ _STATE_VERSION = 1
 _MAX_TEMP_DIR_LEN = 40
 _STDERR_TAIL_LINES = 25
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# What `ray start --block` prints once its node is up.
+_RUNTIME_STARTED = "Ray runtime started."
 
 # `ray start` for a worker node. RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 (needed to stay on loopback)
 # also makes `ray start --address` refuse to join; this lets the multi-node check pass while the
@@ -226,6 +228,7 @@ def start_local_cluster(
             state["logs"].append(str(logs_dir / "head.log"))
             _write_state(state_dir, state)  # recorded at once, so `down` can clean up an interrupted start
             _wait_for_port(gcs_port, processes[0], deadline, logs_dir / "head.log")
+            _wait_for_node_start(processes[0], 0, deadline, logs_dir / "head.log")
 
             for index in range(1, nodes):
                 log_path = logs_dir / f"worker-{index}.log"
@@ -237,6 +240,7 @@ def start_local_cluster(
                 state["pids"].append(processes[-1].pid)
                 state["logs"].append(str(log_path))
                 _write_state(state_dir, state)
+                _wait_for_node_start(processes[-1], index, deadline, log_path)
 
             _wait_for_nodes(address, nodes, client_env, processes, state["logs"], deadline)
         except BaseException:
@@ -361,6 +365,28 @@ def _launch(cmd: list[str], env: dict[str, str], log_path: Path) -> subprocess.P
                                 start_new_session=True, cwd="/")
 
 
+def _wait_for_node_start(process: subprocess.Popen, index: int, deadline: float, log_path: Path) -> None:
+    """Wait until node ``index``'s ``ray start`` (0: the head) says its runtime started.
+
+    Nodes start one at a time: nodes sharing a temp dir pick their session files
+    (``raylet.N.out``, the plasma store's socket) by looking for the first free suffix, so two
+    nodes starting together can pick the same one, and one of them dies with "bind: Address
+    already in use" (measured with three nodes on a loaded machine).
+    """
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ExecutionError(f"Ray node {index} ({_role(index)}) exited with code {process.returncode} "
+                                 "while starting:\n" + _tail(log_path))
+        if _RUNTIME_STARTED in log_path.read_text(errors="replace"):
+            return
+        time.sleep(0.2)
+    raise ExecutionError(f"Ray node {index} ({_role(index)}) did not start in time:\n" + _tail(log_path))
+
+
+def _role(index: int) -> str:
+    return "head" if index == 0 else "worker"
+
+
 def _wait_for_port(port: int, head: subprocess.Popen, deadline: float, log_path: Path) -> None:
     while time.monotonic() < deadline:
         if head.poll() is not None:
@@ -387,7 +413,7 @@ def _wait_for_nodes(address: str, nodes: int, client_env: dict[str, str], proces
             dead = [(i, p) for i, p in enumerate(processes) if p.poll() is not None]
             if dead:
                 index, proc = dead[0]
-                raise ExecutionError(f"Ray node {index} ({'head' if index == 0 else 'worker'}) exited with code "
+                raise ExecutionError(f"Ray node {index} ({_role(index)}) exited with code "
                                      f"{proc.returncode} while starting:\n" + _tail(Path(logs[index])))
             if time.monotonic() > deadline + 15:
                 raise ExecutionError(f"no driver could connect to {address} in time:\n"

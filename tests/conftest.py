@@ -1,17 +1,23 @@
 """Shared fixtures: a small spec exercising all three patterns, a private MLflow store, the public
-datasets, and `privlab` run in a process of its own for tests that signal it."""
+datasets, `privlab` run in a process of its own for tests that signal it, and an MLflow tracking
+server on PostgreSQL."""
 
 from __future__ import annotations
 
 import os
 import re
+import secrets
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -230,3 +236,84 @@ def long_run(tmp_path: Path, privlab_process: Callable[..., RunningCommand]
         return run, uri
 
     return start
+
+
+# --- an MLflow tracking server backed by a private PostgreSQL server (cluster/) ----------------
+
+CLUSTER_SCRIPTS = Path(__file__).resolve().parents[1] / "cluster"
+
+
+@dataclass(frozen=True)
+class TrackingServer:
+    """A running MLflow server on 127.0.0.1 with its PostgreSQL backend store."""
+
+    uri: str                 # http://127.0.0.1:PORT, what `privlab --tracking-uri` takes
+    database_dsn: str        # libpq keywords for the role MLflow uses (password included)
+    database_port: int
+    server_port: int
+    artifacts: Path          # the server's artifact destination
+
+
+def _postgres_bindir() -> Path | None:
+    """Where initdb and pg_ctl are, as cluster/mlflow-postgres-setup.sh looks for them."""
+    pg_config = shutil.which("pg_config")
+    if pg_config:
+        found = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True).stdout.strip()
+        if found and Path(found, "initdb").is_file():
+            return Path(found)
+    candidates = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    return candidates[-1].parent if candidates else None
+
+
+def _free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _script(*args: str, env: dict[str, str]) -> None:
+    done = subprocess.run(["bash", *args], env=env, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+
+
+@pytest.fixture
+def postgres_tracking_server() -> Iterator[TrackingServer]:
+    """cluster/mlflow-postgres-setup.sh's private PostgreSQL server and cluster/mlflow-server.sh's
+    MLflow server, both on 127.0.0.1 and free ports, stopped and removed afterwards.
+
+    Skipped with a reason when the PostgreSQL server binaries (Debian's ``postgresql`` package) or
+    the ``psycopg2`` driver (the ``dev`` extra) are missing. The folder is made under /tmp rather
+    than in pytest's tmp_path, whose 0700 parents the ``postgres`` OS user (the server refuses to
+    run as root) cannot enter.
+    """
+    if _postgres_bindir() is None:
+        pytest.skip("needs the PostgreSQL server binaries (Debian: apt-get install postgresql)")
+    pytest.importorskip("psycopg2", reason="needs psycopg2 (pip install -e '.[dev]')")
+    if os.geteuid() == 0 and shutil.which("runuser") is None:
+        pytest.skip("as root the PostgreSQL server runs through runuser, which is missing")
+    folder = Path(tempfile.mkdtemp(prefix="privlab-pg-"))
+    folder.chmod(0o711)
+    db_port, server_port = _free_loopback_port(), _free_loopback_port()
+    password = secrets.token_urlsafe(24)
+    env = {**os.environ, "MLFLOW_DB_PASSWORD": password, "MLFLOW_DB_PORT": str(db_port),
+           "MLFLOW_SERVER_PORT": str(server_port), "MLFLOW_SERVER_STATE_DIR": str(folder / "server"),
+           "MLFLOW_ARTIFACTS_DESTINATION": str(folder / "artifacts"), "PYTHON": sys.executable}
+    instance = folder / "postgres"
+    started: list[tuple[str, ...]] = []
+    try:
+        _script(str(CLUSTER_SCRIPTS / "mlflow-postgres-setup.sh"), "instance-start", str(instance), str(db_port),
+                env=env)
+        started.append(("mlflow-postgres-setup.sh", "instance-stop", str(instance)))
+        _script(str(CLUSTER_SCRIPTS / "mlflow-postgres-setup.sh"), "create",
+                env={**env, "PGHOST": str(instance), "PGPORT": str(db_port)})
+        _script(str(CLUSTER_SCRIPTS / "mlflow-server.sh"), "start", env=env)
+        started.append(("mlflow-server.sh", "stop"))
+        yield TrackingServer(
+            uri=f"http://127.0.0.1:{server_port}",
+            database_dsn=f"host=127.0.0.1 port={db_port} dbname=mlflow user=mlflow password={password}",
+            database_port=db_port, server_port=server_port, artifacts=folder / "artifacts")
+    finally:
+        for script, *args in reversed(started):
+            subprocess.run(["bash", str(CLUSTER_SCRIPTS / script), *args], env=env, capture_output=True, timeout=120)
+        shutil.rmtree(folder, ignore_errors=True)

@@ -13,6 +13,10 @@ from __future__ import annotations
 import collections
 import json
 import math
+import os
+import shutil
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -35,6 +39,7 @@ from privlab.platform.aggregation import wilson_interval
 from privlab.platform.cli import main
 from privlab.platform.errors import BudgetExceededError, ExecutionError, SpecError
 from privlab.platform.ledger import Ledger, PrivacyEvent
+from privlab.platform.local_cluster import local_cluster_status
 from privlab.platform.randomness import RandomSource, ReplaySource, SecureSource, SeededSource
 from privlab.platform.compare import comparison_frame
 from privlab.platform.reports import REPORT_PREFIX
@@ -432,6 +437,97 @@ def test_two_ray_workers_with_a_run_per_attempt_give_the_serial_answers(
         shortlists.append(out.read_text().replace(run_id, "RUN"))
     assert shortlists[0] == shortlists[1]
     reports = [_report_files(tracker, run_id) for run_id in (serial["run_id"], ray["run_id"])]
+    assert reports[0] and reports[0] == reports[1]
+    capsys.readouterr()
+
+
+def _listening_addresses(port: int) -> list[str]:
+    """The local addresses of every listening TCP socket on ``port``."""
+    out = subprocess.run(["ss", "-ltnH"], capture_output=True, text=True, check=True).stdout
+    return [fields[3].rsplit(":", 1)[0] for fields in map(str.split, out.splitlines())
+            if fields[3].rsplit(":", 1)[1] == str(port)]
+
+
+@pytest.mark.slow  # PostgreSQL, an MLflow server and a three-node Ray cluster (about 60 s)
+@pytest.mark.ray
+def test_the_grid_on_a_three_node_cluster_with_a_postgres_tracking_server_gives_the_serial_answers(
+    serial_run: tuple[Path, str, dict], postgres_tracking_server, tmp_path: Path,  # conftest.TrackingServer
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 16's multi-node run, as cluster/README.md tells a user to do it: ``privlab cluster up
+    --nodes 3``, then ``privlab run --address … --tracking-uri http://…`` to the MLflow server whose
+    backend store is PostgreSQL (cluster/mlflow-postgres-setup.sh, cluster/mlflow-server.sh), then
+    compare, shortlist and report from that server. Every answer is the serial run's on an
+    embedded store; the runs are rows in PostgreSQL; the per-attempt tables reached the server's
+    artifact store through its proxy and nothing was written where the driver ran; the database
+    and the server listen on 127.0.0.1 only."""
+    if shutil.which("ss") is None:
+        pytest.skip("needs `ss` (iproute2) to check listening sockets")
+    _, _, serial = serial_run
+    server = postgres_tracking_server
+    for port in (server.database_port, server.server_port):
+        assert _listening_addresses(port) == ["127.0.0.1"], f"port {port} listens beyond 127.0.0.1"
+
+    cli = [sys.executable, "-m", "privlab.platform.cli"]
+    state = tmp_path / "cluster"
+    driver_folder = tmp_path / "driver"
+    driver_folder.mkdir()
+    up = subprocess.run([*cli, "cluster", "up", "--nodes", "3", "--state-dir", str(state)],
+                        capture_output=True, text=True, timeout=180)
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr[-3000:]
+        info = local_cluster_status(state_dir=state)
+        assert info is not None and info.nodes == 3 and info.address.startswith("127.0.0.1:")
+        env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_TOKEN", "RAY_ADDRESS")}
+        env.update(info.env)  # what `privlab cluster up` printed as export lines
+        summary_path = tmp_path / "cluster.json"
+        done = subprocess.run([*cli, *grid_args(SAMPLE), "--address", info.address, "--tracking-uri", server.uri,
+                               "--summary-json", str(summary_path)],
+                              env=env, cwd=driver_folder, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    finally:
+        subprocess.run([*cli, "cluster", "down", "--state-dir", str(state)], capture_output=True, timeout=120)
+    assert "View run" not in done.stdout  # MLflow's per-run URL lines are noise; the summary says where
+    assert list(driver_folder.iterdir()) == []  # no local store, no local artifacts
+
+    cluster = json.loads(summary_path.read_text())
+    assert cluster["timing"]["backend"] == "ray" and cluster["timing"]["ray_nodes"] == 3
+    assert cluster["tracking"]["uri"] == server.uri
+    per_run = ("timing", "run_id", "tracking")
+    assert {k: v for k, v in cluster.items() if k not in per_run} == \
+        {k: v for k, v in serial.items() if k not in per_run}
+
+    # The runs are rows in PostgreSQL: the parent and one finished run per configuration.
+    psycopg2 = pytest.importorskip("psycopg2")
+    with psycopg2.connect(server.database_dsn) as connection, connection.cursor() as cursor:
+        cursor.execute("SELECT r.run_uuid, r.status, t.value FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid "
+                       "WHERE t.key = %s", (KIND_TAG,))
+        kinds = {run_id: (status, kind) for run_id, status, kind in cursor.fetchall()}
+    assert collections.Counter(kinds.values()) == {("FINISHED", "configuration"): 3, ("FINISHED", "parent"): 1}
+    assert kinds[cluster["run_id"]][1] == "parent"
+
+    remote, local = Tracker(server.uri), Tracker(serial_run[1])
+    experiment_id = remote.get_run(cluster["run_id"]).info.experiment_id
+    local_experiment = local.get_run(serial["run_id"]).info.experiment_id
+    local_runs = {r.data.tags[CONFIG_TAG]: r for r in local.configuration_runs(local_experiment, serial["run_id"])}
+    for run in remote.configuration_runs(experiment_id, cluster["run_id"]):
+        assert run.info.run_id in kinds
+        assert (server.artifacts / experiment_id / run.info.run_id / "artifacts" / "units.parquet").is_file()
+        tables = [read_unit_table(t, r) for t, r in ((remote, run.info.run_id),
+                                                     (local, local_runs[run.data.tags[CONFIG_TAG]].info.run_id))]
+        results = [t[[c for c in t.columns if not c.startswith("timing_")]] for t in tables]
+        pd.testing.assert_frame_equal(*results)
+
+    frames = [comparison_frame(local, "births-grid", run_id=serial["run_id"]),
+              comparison_frame(remote, "births-grid", run_id=cluster["run_id"])]
+    pd.testing.assert_frame_equal(*map(_without_run_ids, frames))
+    shortlists = []
+    for uri, run_id in ((serial_run[1], serial["run_id"]), (server.uri, cluster["run_id"])):
+        out = tmp_path / f"shortlist-{run_id}.toml"
+        assert main(["shortlist", run_id, "--min-prob", "0", "--out", str(out), "--tracking-uri", uri]) == 0
+        shortlists.append(out.read_text().replace(run_id, "RUN"))
+    assert shortlists[0] == shortlists[1]
+    reports = [_report_files(local, serial["run_id"]), _report_files(remote, cluster["run_id"])]
     assert reports[0] and reports[0] == reports[1]
     capsys.readouterr()
 
