@@ -17,14 +17,28 @@ from privlab.platform.cli import main
 from privlab.platform.tracking import Tracker
 
 
-@pytest.fixture
-def finished_run(mini_spec: Path, tracking_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> dict:
-    summary_path = tmp_path / "summary.json"
-    code = main(["run", str(mini_spec), "--serial", "--no-progress", "--tracking-uri", tracking_uri,
+@pytest.fixture(scope="module")
+def finished_store(tmp_path_factory: pytest.TempPathFactory, mini_spec_text: str) -> tuple[dict, str]:
+    """One finished serial run of the mini spec in a store of its own, shared by the tests that
+    only read it: its summary and the store's URI."""
+    folder = tmp_path_factory.mktemp("finished")
+    spec, summary_path = folder / "mini.toml", folder / "summary.json"
+    spec.write_text(mini_spec_text)
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    code = main(["run", str(spec), "--serial", "--no-progress", "--tracking-uri", uri,
                  "--summary-json", str(summary_path)])
     assert code == 0
-    capsys.readouterr()
-    return json.loads(summary_path.read_text())
+    return json.loads(summary_path.read_text()), uri
+
+
+@pytest.fixture
+def finished_run(finished_store: tuple[dict, str]) -> dict:
+    return finished_store[0]
+
+
+@pytest.fixture
+def finished_uri(finished_store: tuple[dict, str]) -> str:
+    return finished_store[1]
 
 
 def test_summary_json_has_the_observable_interface(finished_run: dict) -> None:
@@ -41,8 +55,8 @@ def test_summary_json_has_the_observable_interface(finished_run: dict) -> None:
     assert [e["id"] for e in summary["configurations"]] == ["mean-000", "mean-001", "loss-000", "loss-001", "seeds-000"]
 
 
-def test_mlflow_holds_parent_children_params_metrics_artifacts_and_tags(finished_run: dict, tracking_uri: str) -> None:
-    tracker = Tracker(tracking_uri)
+def test_mlflow_holds_parent_children_params_metrics_artifacts_and_tags(finished_run: dict, finished_uri: str) -> None:
+    tracker = Tracker(finished_uri)
     parent = tracker.get_run(finished_run["run_id"])
     tags = parent.data.tags
     for key in ("privlab.version", "privlab.git_commit", "privlab.root_seed", "privlab.mode", "privlab.workers",
@@ -67,9 +81,9 @@ def test_mlflow_holds_parent_children_params_metrics_artifacts_and_tags(finished
     assert {"ledger.json", "result.json", "reservoir.parquet"} <= child_artifacts
 
 
-def test_compare_csv_table_parquet_and_plot(finished_run: dict, tracking_uri: str, tmp_path: Path,
+def test_compare_csv_table_parquet_and_plot(finished_run: dict, finished_uri: str, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["compare", "mini", "--format", "csv", "--tracking-uri", tracking_uri]) == 0
+    assert main(["compare", "mini", "--format", "csv", "--tracking-uri", finished_uri]) == 0
     # issue 14 item 9: one CSV table per study (it was one table with every study's columns)
     tables = read_csv_tables(capsys.readouterr().out)
     assert [list(t["config_id"]) for t in tables.values()] == [["loss-000", "loss-001"], ["mean-000", "mean-001"],
@@ -78,18 +92,18 @@ def test_compare_csv_table_parquet_and_plot(finished_run: dict, tracking_uri: st
     expected = next(e for e in finished_run["configurations"] if e["id"] == "mean-001")["metrics"]
     assert row["abs_error_mean"] == pytest.approx(expected["abs_error_mean"], rel=1e-12)
 
-    assert main(["compare", "mini", "--metric", "abs_error", "--tracking-uri", tracking_uri,
+    assert main(["compare", "mini", "--metric", "abs_error", "--tracking-uri", finished_uri,
                  "--plot", str(tmp_path / "p.png")]) == 0
     table = capsys.readouterr().out
     assert "mean-000" in table and "abs_error" in table and "[" in table
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     out = tmp_path / "c.parquet"
-    assert main(["compare", "mini", "--format", "parquet", "--output", str(out), "--tracking-uri", tracking_uri]) == 0
+    assert main(["compare", "mini", "--format", "parquet", "--output", str(out), "--tracking-uri", finished_uri]) == 0
     assert len(pd.read_parquet(out)) == 5
-    assert main(["compare", "mini", "--format", "parquet", "--tracking-uri", tracking_uri]) == 2
+    assert main(["compare", "mini", "--format", "parquet", "--tracking-uri", finished_uri]) == 2
     assert "--output" in capsys.readouterr().err
-    assert main(["compare", "mini", "--metric", "nope", "--tracking-uri", tracking_uri]) == 4
+    assert main(["compare", "mini", "--metric", "nope", "--tracking-uri", finished_uri]) == 4
     assert "available" in capsys.readouterr().err
 
 
@@ -99,11 +113,11 @@ def read_csv_tables(text: str) -> dict[str, pd.DataFrame]:
     return {b.split("\n", 1)[0]: pd.read_csv(io.StringIO(b.split("\n", 1)[1])) for b in blocks}
 
 
-def test_ledger_command(finished_run: dict, tracking_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["ledger", finished_run["run_id"], "--tracking-uri", tracking_uri]) == 0
+def test_ledger_command(finished_run: dict, finished_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ledger", finished_run["run_id"], "--tracking-uri", finished_uri]) == 0
     text = capsys.readouterr().out
     assert "== loss-001 ==" in text and "laplace" in text and "count_release" in text
-    assert main(["ledger", finished_run["run_id"], "--json", "--tracking-uri", tracking_uri]) == 0
+    assert main(["ledger", finished_run["run_id"], "--json", "--tracking-uri", finished_uri]) == 0
     ledgers = json.loads(capsys.readouterr().out)
     assert set(ledgers) == {"mean-000", "mean-001", "loss-000", "loss-001", "seeds-000"}
     model = ledgers["seeds-000"]["events"]  # the DP model: m + m(m − 1) entropies and m count tables, m(m + 1) steps
@@ -112,7 +126,7 @@ def test_ledger_command(finished_run: dict, tracking_uri: str, capsys: pytest.Ca
     event = ledgers["mean-000"]["events"][0]
     assert event["mechanism"] == "laplace" and event["epsilon"] == 0.5
     assert event["sensitivity"] == pytest.approx(1 / 50) and event["noise_scale"] == pytest.approx(1 / 50 / 0.5)
-    assert main(["ledger", "0" * 32, "--tracking-uri", tracking_uri]) == 4
+    assert main(["ledger", "0" * 32, "--tracking-uri", finished_uri]) == 4
 
 
 @pytest.mark.parametrize(
@@ -199,8 +213,8 @@ def test_workloads_hides_test_only_workloads_and_describes_the_rest(capsys: pyte
 
 
 def test_compare_unknown_experiment_exits_2_and_lists_the_existing_ones(
-        finished_run: dict, tracking_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["compare", "no-such", "--tracking-uri", tracking_uri]) == 2
+        finished_run: dict, finished_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", "no-such", "--tracking-uri", finished_uri]) == 2
     err = capsys.readouterr().err
     assert "no experiment named 'no-such'" in err and "'mini'" in err
 
@@ -215,18 +229,18 @@ def test_read_only_commands_do_not_create_a_store_in_the_working_directory(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_runs_lists_the_ids_the_ledger_hint_points_to(finished_run: dict, tracking_uri: str,
+def test_runs_lists_the_ids_the_ledger_hint_points_to(finished_run: dict, finished_uri: str,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["ledger", "0" * 32, "--tracking-uri", tracking_uri]) == 4
+    assert main(["ledger", "0" * 32, "--tracking-uri", finished_uri]) == 4
     assert "`privlab runs` lists run ids" in capsys.readouterr().err
     for args in (["runs"], ["runs", "mini"]):
-        assert main([*args, "--tracking-uri", tracking_uri]) == 0
+        assert main([*args, "--tracking-uri", finished_uri]) == 0
         lines = capsys.readouterr().out.splitlines()
         assert lines[0].split()[:3] == ["run", "id", "experiment"]
         assert lines[2].split()[:2] == [finished_run["run_id"], "mini"] and "complete" in lines[2]
-    assert main(["ledger", finished_run["run_id"], "--tracking-uri", tracking_uri]) == 0
+    assert main(["ledger", finished_run["run_id"], "--tracking-uri", finished_uri]) == 0
     capsys.readouterr()
-    assert main(["runs", "nope", "--tracking-uri", tracking_uri]) == 2
+    assert main(["runs", "nope", "--tracking-uri", finished_uri]) == 2
     assert "'mini'" in capsys.readouterr().err
 
 
@@ -258,7 +272,7 @@ def test_run_and_compare_print_the_same_tables(mini_spec: Path, tracking_uri: st
 
 
 def test_compare_metric_plot_has_one_panel_per_study_with_the_metric(
-        finished_run: dict, tracking_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        finished_run: dict, finished_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     from privlab.platform import plots
 
@@ -267,7 +281,7 @@ def test_compare_metric_plot_has_one_panel_per_study_with_the_metric(
     monkeypatch.setattr(plots, "_draw", lambda ax, points, metric: (drawn.append(list(points)),
                                                                     original(ax, points, metric)))
     assert main(["compare", "mini", "--metric", "abs_error", "--plot", str(tmp_path / "a.png"),
-                 "--tracking-uri", tracking_uri]) == 0
+                 "--tracking-uri", finished_uri]) == 0
     out, err = capsys.readouterr()
     assert "recorded by mean; not by loss, seeds" in err
     assert list(_blocks(out)) == ["mean"]  # no empty tables for the studies without the metric
@@ -279,17 +293,17 @@ def test_compare_metric_plot_has_one_panel_per_study_with_the_metric(
 
 
 def test_compare_csv_is_one_table_per_study_and_keeps_integers(
-        finished_run: dict, tracking_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["compare", "mini", "--format", "csv", "--tracking-uri", tracking_uri]) == 0
+        finished_run: dict, finished_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", "mini", "--format", "csv", "--tracking-uri", finished_uri]) == 0
     text = capsys.readouterr().out
     tables = read_csv_tables(text)
     assert not any(c.startswith(("in_event", "plausible")) for c in tables["mean"].columns)  # no other study's columns
     assert tables["mean"]["params.n"].tolist() == [50, 50] and ",50," in text and ",50.0," not in text
     assert tables["loss"]["in_event_d_count"].tolist() == [3000, 3000]
-    assert main(["compare", "mini", "--format", "csv", "--study", "loss", "--tracking-uri", tracking_uri]) == 0
+    assert main(["compare", "mini", "--format", "csv", "--study", "loss", "--tracking-uri", finished_uri]) == 0
     only = pd.read_csv(io.StringIO(capsys.readouterr().out))  # one study: a plain CSV table
     assert list(only["config_id"]) == ["loss-000", "loss-001"]
-    assert main(["compare", "mini", "--study", "nope", "--tracking-uri", tracking_uri]) == 2
+    assert main(["compare", "mini", "--study", "nope", "--tracking-uri", finished_uri]) == 2
     assert "its studies: " in capsys.readouterr().err
 
 
