@@ -16,7 +16,7 @@ into fresh sqlite stores.
    configurations of one attempt each, from the run's index (``configurations.parquet``, the
    default for a complete run) and from its child runs (the search it did before), both timed
    in this run, and checked to print the same table. Writing 10⁴ configuration runs takes
-   ~0.3 s each here (their ~470 aggregate metrics), so 10⁴ configurations are simulated: a
+   ~0.1–0.3 s each here (their aggregate metrics), so 10⁴ configurations are simulated: a
    parent run whose index holds the M real rows repeated to 10⁴ (renumbered ids), through
    ``Tracker`` like a finished run's, compared from its index.
 

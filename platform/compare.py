@@ -85,12 +85,13 @@ def comparison_frame(
 
 def configuration_table(tracker: Tracker, experiment_id: str, parent: Any) -> Any:
     """A parent run's configuration runs as logged, as an index table: the run's own index
-    when it is complete (one artifact), else its child runs (one search, slow for thousands)."""
+    when it is complete (one artifact), else its child runs (one search and one result.json
+    each, slow for thousands)."""
     if RunTags.of(parent).status == "complete":
         indexed = read_index_table(tracker, parent.info.run_id)
         if indexed is not None:
             return indexed
-    return index_table(IndexRow.of_run(child)
+    return index_table(IndexRow.read(tracker, child)
                        for child in tracker.configuration_runs(experiment_id, parent.info.run_id, finished=False))
 
 

@@ -21,6 +21,9 @@ from typing import Any
 from privlab.platform.tracking import RunTags, Tracker
 
 INDEX_PATH = "configurations.parquet"
+# A configuration run's summary entry, every statistic of every metric included (its MLflow
+# metrics may hold only the summary statistics: [tracking] run_statistics).
+RESULT_PATH = "result.json"
 ID_FIELDS = ("config_id", "study", "workload", "run_id")
 METRIC_PREFIX = "metric."  # a metric's column; null where the run did not log it (NaN is a logged NaN)
 
@@ -37,11 +40,20 @@ class IndexRow:
     metrics: Mapping[str, float]
 
     @classmethod
-    def of_run(cls, run: Any) -> IndexRow:
-        """The row of a configuration child run read back from MLflow."""
+    def of_run(cls, run: Any, entry: Mapping[str, Any] | None) -> IndexRow:
+        """The row of a configuration child run read back from MLflow: its logged metrics,
+        completed by the metrics of its summary ``entry`` (its ``result.json``), which holds the
+        statistics the run did not log as MLflow metrics."""
         tags = RunTags.of(run)
+        metrics = {k: float(v) for k, v in (entry or {}).get("metrics", {}).items()} | dict(run.data.metrics)
         return cls(config_id=tags.config_id or "", study=tags.study or "", workload=tags.workload or "",
-                   run_id=run.info.run_id, params=dict(run.data.params), metrics=dict(run.data.metrics))
+                   run_id=run.info.run_id, params=dict(run.data.params), metrics=metrics)
+
+    @classmethod
+    def read(cls, tracker: Tracker, run: Any) -> IndexRow:
+        """:meth:`of_run` with the run's ``result.json`` read from the store."""
+        text = tracker.read_text(run.info.run_id, RESULT_PATH)
+        return cls.of_run(run, json.loads(text) if text else None)
 
 
 def index_table(rows: Iterable[IndexRow]) -> Any:

@@ -22,16 +22,15 @@ import pandas as pd
 
 from privlab.platform import registry
 from privlab.platform.background_writer import BackgroundWriter
-from privlab.platform.configuration_index import IndexRow
+from privlab.platform.configuration_index import RESULT_PATH, IndexRow
 from privlab.platform.configuration_state import ConfigState
 from privlab.platform.parent_run import ParentRun
 from privlab.platform.registry import MetricKind
-from privlab.platform.reports import parquet_bytes, parquet_frame
+from privlab.platform.reports import parquet_frame, reservoir_bytes, reservoir_frame
 from privlab.platform.spec import ExperimentSpec
 from privlab.platform.tracking import RunTags, Tracker, param_texts
 from privlab.platform.unit_table import UNITS_PATH, unit_frame, unit_table_bytes
 
-RESULT_PATH = "result.json"
 RESERVOIR_PATH = "reservoir.parquet"
 
 
@@ -55,7 +54,7 @@ class ConfigurationLog:
             if result:
                 entry = json.loads(result)
                 self.results.setdefault(entry.get("config", entry["id"]), []).append(entry)
-                self.index.setdefault(entry["id"], IndexRow.of_run(child))  # newest first: keep the newest
+                self.index.setdefault(entry["id"], IndexRow.of_run(child, entry))  # newest first: keep the newest
 
     def index_rows(self, entry_ids: list[str]) -> list[IndexRow] | None:
         """The index rows of these entries' configuration runs, in this order (None when one is
@@ -73,7 +72,9 @@ class ConfigurationLog:
         params = registry.build_params(workload.Params, config.params, where=config.id)
         derived = workload.derive(params, summary)
         kinds = workload.metric_kinds(params)
-        metrics = flatten_metrics(summary, kinds, study.metrics or (*kinds, *derived), derived)
+        selected = study.metrics or (*kinds, *derived)
+        metrics = flatten_metrics(summary, kinds, selected, derived)
+        unlogged = set() if self.spec.tracking.run_statistics == "all" else unlogged_statistics(summary, selected)
         measured = {k: v for k, v in metrics.items() if k.startswith("timing_")}
         metrics = {k: v for k, v in metrics.items() if not k.startswith("timing_")}
         ledger_metrics = {"eps_total": ledger.total().epsilon, "delta_total": ledger.total().delta}
@@ -108,9 +109,8 @@ class ConfigurationLog:
                 files["ledger.txt"] = ledger.render_table()
                 kept = split_facet(reservoirs, facet, facets)
                 if kept:
-                    frame = pd.DataFrame({k: pd.Series(v) for k, v in kept.items()})
-                    self.reservoir_frames[entry_id] = frame
-                    files[RESERVOIR_PATH] = parquet_bytes(frame)
+                    self.reservoir_frames[entry_id] = reservoir_frame(kept)
+                    files[RESERVOIR_PATH] = reservoir_bytes(kept)
             if units_file is not None:
                 files[UNITS_PATH] = units_file
             run_params = entry["params"] | {"workload": config.workload, "study": config.study, "units": config.units}
@@ -118,9 +118,11 @@ class ConfigurationLog:
             row = functools.partial(IndexRow, config_id=entry_id, study=config.study, workload=config.workload,
                                     params=param_texts(run_params),
                                     metrics={k: float(v) for k, v in run_metrics.items()})
+            skipped = split_facet(dict.fromkeys(unlogged), facet, facets)
             self.writer.submit(functools.partial(
                 self._log_result_run, entry_id, row, self.parent.experiment_id, parent_id=self.parent.run_id,
-                name=entry["label"][:250], params=run_params, metrics=run_metrics, files=files,
+                name=entry["label"][:250], params=run_params,
+                metrics={k: v for k, v in run_metrics.items() if k not in skipped}, files=files,
                 config_id=entry_id, group=config.id, study=config.study, workload=config.workload,
                 root_seed=self.parent.root_seed, mode=self.spec.mode,
             ))
@@ -182,6 +184,23 @@ def flatten_metrics(
         elif name in derived:
             flat[name] = float(derived[name])
     return flat
+
+
+#: The statistics of a metric that ``[tracking] run_statistics = "summary"`` logs as MLflow
+#: metrics: what ``privlab compare`` shows, the centre and its 95% interval.
+SUMMARY_STATISTICS = frozenset({"mean", "rate", "ci_low", "ci_high"})
+
+
+def unlogged_statistics(summary: Mapping[str, Mapping[str, float]], selected: tuple[str, ...]) -> set[str]:
+    """The flattened names (``{metric}_{statistic}``) of the selected metrics' statistics
+    beyond :data:`SUMMARY_STATISTICS`: kept in result.json and the index, not as MLflow metrics.
+
+    A births configuration run logged ~450 MLflow metrics, ~250 KB of sqlite (each value is a
+    row of MLflow's ``metrics`` and ``latest_metrics`` tables and of three indexes, ~550 bytes);
+    the summary statistics are about a third of them.
+    """
+    return {f"{name}_{statistic}" for name in selected if name in summary
+            for statistic in summary[name] if statistic not in SUMMARY_STATISTICS}
 
 
 def split_facet(values: Mapping[str, Any], facet: str, facets: Mapping[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import os
 import shutil
 import tempfile
@@ -20,6 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from privlab.platform import registry
@@ -133,8 +135,47 @@ def parquet_bytes(frame: pd.DataFrame) -> bytes:
     return buffer.getvalue()
 
 
+# Schema metadata that marks a reservoir artifact stored long (one row per kept value).
+_LONG_LAYOUT = {b"privlab.layout": b"long"}
+_METRICS_KEY = b"privlab.metrics"
+
+
+def reservoir_frame(values: Mapping[str, np.ndarray]) -> pd.DataFrame:
+    """Each metric's reservoir sample as a column (shorter samples padded with NaN)."""
+    return pd.DataFrame({name: pd.Series(np.asarray(kept, np.float64)) for name, kept in values.items()})
+
+
+def reservoir_bytes(values: Mapping[str, np.ndarray]) -> bytes:
+    """Reservoir samples as a parquet artifact: long, ``(metric, value)`` rows in each metric's
+    order, with the metric names dictionary-encoded. A wide table (a column per metric) spent
+    ~700 bytes of footer per column: 33 KB for a births configuration's 47 metrics × 2 values,
+    against 2 KB long."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    names = [name for name, kept in values.items() for _ in range(len(kept))]
+    flat = np.concatenate([np.asarray(kept, np.float64) for kept in values.values()]) if values else np.empty(0)
+    table = pa.table({"metric": pa.array(names, pa.string()).dictionary_encode(), "value": pa.array(flat, pa.float64())})
+    metadata = _LONG_LAYOUT | {_METRICS_KEY: json.dumps(list(values)).encode()}  # order, and empty samples
+    buffer = io.BytesIO()
+    pq.write_table(table.replace_schema_metadata(metadata), buffer)
+    return buffer.getvalue()
+
+
 def parquet_frame(data: bytes | None) -> pd.DataFrame | None:
-    """A reservoir artifact's bytes as a frame (None when absent)."""
+    """A reservoir artifact's bytes as a frame, a column per metric (None when absent). Reads
+    the long layout of :func:`reservoir_bytes` and the wide one runs logged before it."""
     if not data:
         return None
-    return pd.read_parquet(io.BytesIO(data))
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(io.BytesIO(data))
+    metadata = table.schema.metadata or {}
+    if metadata.get(b"privlab.layout") != b"long":
+        return table.to_pandas()
+    names = table.column("metric").to_pylist()
+    values = table.column("value").to_numpy()
+    grouped: dict[str, list[float]] = {name: [] for name in json.loads(metadata[_METRICS_KEY])}
+    for name, value in zip(names, values, strict=True):
+        grouped[name].append(value)
+    return reservoir_frame({name: np.array(kept, np.float64) for name, kept in grouped.items()})

@@ -58,7 +58,7 @@ STUDY_KEYS = {
     "trials", "metrics", "dataset",
 }
 BUDGET_KEYS = {"epsilon", "delta", "accountant", "delta_slack"}
-TRACKING_KEYS = {"experiment", "uri", "artifacts", "plots", "checkpoint_interval_s", "unit_runs"}
+TRACKING_KEYS = {"experiment", "uri", "artifacts", "plots", "checkpoint_interval_s", "unit_runs", "run_statistics"}
 EXECUTION_KEYS = {"batch_size", "target_task_seconds", "max_retries", "max_in_flight_per_worker", "max_configurations"}
 MODES = ("research",)
 MAX_UNITS = 10**10
@@ -90,6 +90,10 @@ class TrackingSpec:
     # Per-unit detail of a ``unit_runs`` workload (each release-flow attempt): always a parquet
     # table on its configuration's run; with ``unit_runs = true`` also one MLflow run per unit.
     unit_runs: bool = False
+    # Which statistics of each metric a configuration run logs as MLflow metrics: "summary" (the
+    # centre and 95% interval that `privlab compare` shows) or "all" (also sd, min, max, quantiles,
+    # counts). Every statistic is always in the run's result.json and the run's index.
+    run_statistics: str = "summary"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -359,6 +363,15 @@ def _parse_budget(raw: Any) -> BudgetSpec | None:
     return budget
 
 
+RUN_STATISTICS = ("summary", "all")
+
+
+def _run_statistics(value: Any) -> str:
+    if value not in RUN_STATISTICS:
+        raise SpecError(f"[tracking] run_statistics ({value!r}) must be one of {', '.join(map(repr, RUN_STATISTICS))}")
+    return value
+
+
 def _parse_tracking(raw: Any, *, default_experiment: str) -> TrackingSpec:
     table = _table(raw, "[tracking]")
     _unknown(table, TRACKING_KEYS, "[tracking]")
@@ -377,6 +390,7 @@ def _parse_tracking(raw: Any, *, default_experiment: str) -> TrackingSpec:
         artifacts=table.get("artifacts", True),
         plots=table.get("plots", True),
         unit_runs=table.get("unit_runs", False),
+        run_statistics=_run_statistics(table.get("run_statistics", "summary")),
         checkpoint_interval_s=_number(
             table.get("checkpoint_interval_s", 30.0), "[tracking] checkpoint_interval_s", low=0.0
         ),

@@ -13,6 +13,7 @@ import math
 from fractions import Fraction
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
@@ -409,3 +410,22 @@ def test_reservoir_preselection_keeps_the_full_sorts_first_k() -> None:
         accumulator._keep(priority, index, value)
         order = np.lexsort((index, priority))[:size]
         assert np.array_equal(accumulator.res_index, index[order]) and np.array_equal(accumulator.res_value, value[order])
+
+
+def test_reservoir_artifacts_are_long_and_read_back_as_the_frame_they_came_from() -> None:
+    """Reservoir samples are stored long (metric, value): the frame read back equals the one
+    built in memory (NaN padding for shorter samples, NaN values kept), the wide layout of
+    earlier runs still reads, and 47 metrics × 2 values take a fraction of the wide bytes."""
+    from privlab.platform.reports import parquet_bytes, parquet_frame, reservoir_bytes, reservoir_frame
+
+    values = {"a": np.array([1.0, np.nan, 3.0]), "b": np.array([0.5]), "c": np.array([], np.float64),
+              "d": np.array([2, 4])}
+    expected = reservoir_frame(values)
+    assert list(expected.columns) == ["a", "b", "c", "d"] and expected["b"].isna().tolist() == [False, True, True]
+    pd.testing.assert_frame_equal(parquet_frame(reservoir_bytes(values)), expected)
+    pd.testing.assert_frame_equal(parquet_frame(parquet_bytes(expected)), expected)  # runs logged before
+    assert parquet_frame(None) is None and parquet_frame(b"") is None
+    births_like = {f"criterion_{i}_value": np.array([0.25, 0.75]) for i in range(47)}
+    long, wide = reservoir_bytes(births_like), parquet_bytes(reservoir_frame(births_like))
+    assert len(long) * 5 < len(wide)
+    pd.testing.assert_frame_equal(parquet_frame(long), reservoir_frame(births_like))

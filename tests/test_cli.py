@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from privlab.platform.cli import main
+from privlab.platform.configuration_index import read_index
 from privlab.platform.tracking import Tracker
 
 
@@ -74,9 +75,18 @@ def test_mlflow_holds_parent_children_params_metrics_artifacts_and_tags(finished
     child = next(c for c in children if c.data.tags["privlab.config_id"] == "loss-001")
     assert child.data.params["params.epsilon"] == "1.0"
     metrics = child.data.metrics
-    assert metrics["eps_total"] == 1.0 and metrics["in_event_d_count"] == 3000
+    assert metrics["eps_total"] == 1.0
     assert 0.0 <= metrics["in_event_d_ci_low"] <= metrics["in_event_d_rate"] <= metrics["in_event_d_ci_high"] <= 1.0
     assert any(k.startswith("eps_step_00_") for k in metrics)
+    # MLflow holds the summary statistics ([tracking] run_statistics = "summary", the default);
+    # every statistic is in result.json and the run's index.
+    assert "in_event_d_count" not in metrics and "in_event_d_successes" not in metrics
+    result = json.loads(tracker.read_text(child.info.run_id, "result.json"))
+    assert result["metrics"]["in_event_d_count"] == 3000
+    assert {k: result["metrics"][k] for k in metrics if not k.startswith("timing_")} == \
+        {k: v for k, v in metrics.items() if not k.startswith("timing_")}
+    (indexed,) = [row for row in read_index(tracker, parent.info.run_id) if row.config_id == "loss-001"]
+    assert indexed.metrics["in_event_d_count"] == 3000 and indexed.metrics["in_event_d_rate"] == metrics["in_event_d_rate"]
     child_artifacts = set(tracker.list_artifacts(child.info.run_id))
     assert {"ledger.json", "result.json", "reservoir.parquet"} <= child_artifacts
 

@@ -124,3 +124,35 @@ def test_the_unit_runs_option_must_be_a_boolean(spec_path: Path) -> None:
     assert load_spec(spec_path, ["tracking.unit_runs=true"]).tracking.unit_runs is True
     with pytest.raises(SpecError, match=r"\[tracking\] unit_runs \('yes'\) must be true or false"):
         load_spec(spec_path, ["tracking.unit_runs=yes"])
+
+
+BEYOND_SUMMARY = ("_count", "_sd", "_min", "_max", "_p05", "_p50", "_p95")
+
+
+def test_configuration_runs_log_the_summary_statistics_and_the_index_holds_every_statistic(
+    runs: dict, spec_path: Path
+) -> None:
+    """By default ([tracking] run_statistics = "summary") a configuration run's MLflow metrics are
+    each metric's centre and 95% interval; the other statistics are in its result.json and the
+    run's index, so compare shows them all. With "all" the run logs them too, and compare's
+    answer is the same."""
+    tracker = Tracker(runs["uri"])
+    experiment_id = tracker.get_run(runs["whole"]["run_id"]).info.experiment_id
+    for child in tracker.configuration_runs(experiment_id, runs["whole"]["run_id"]):
+        logged = child.data.metrics
+        assert any(k.endswith("_ci_low") for k in logged) and any(k.endswith("_mean") for k in logged)
+        assert not [k for k in logged if k.endswith(BEYOND_SUMMARY)]
+    summary_mode = comparison_frame(tracker, "path", run_id=runs["whole"]["run_id"])
+    assert [c for c in summary_mode.columns if c.endswith(BEYOND_SUMMARY)]
+
+    uri = f"sqlite:///{spec_path.parent / 'all-statistics.db'}"
+    everything = run_experiment(load_spec(spec_path, ['tracking.run_statistics="all"']),
+                                RunOptions(serial=True, tracking_uri=uri, progress=False))
+    assert everything["configurations"] == runs["whole"]["configurations"]
+    other = Tracker(uri)
+    experiment_id = other.get_run(everything["run_id"]).info.experiment_id
+    for child in other.configuration_runs(experiment_id, everything["run_id"]):
+        assert [k for k in child.data.metrics if k.endswith(BEYOND_SUMMARY)]
+    all_mode = comparison_frame(other, "path", run_id=everything["run_id"])
+    same = [c for c in summary_mode.columns if c not in ("parent_run_id", "run_id") and not c.startswith("timing_")]
+    pd.testing.assert_frame_equal(summary_mode[same], all_mode[same])
