@@ -143,3 +143,39 @@ def test_bad_arguments_start_nothing(tmp_path: Path, kwargs: dict, error: type[E
         start_local_cluster(state_dir=tmp_path, **kwargs)
     assert local_cluster_status(state_dir=tmp_path) is None
     assert stop_local_cluster(state_dir=tmp_path / "missing") == 0
+
+
+def test_each_node_is_waited_for_until_its_runtime_started(tmp_path: Path) -> None:
+    """Nodes start one after another: the next one only once `ray start` said "Ray runtime
+    started." (two worker nodes started together picked the same session socket and one died);
+    a node that exits first, or never says it, is an error naming the node and its log."""
+    import time
+
+    from privlab.platform.local_cluster import _wait_for_node_start
+
+    log = tmp_path / "worker-1.log"
+    script = ("import sys, time; time.sleep(0.3); "
+              "open(sys.argv[1], 'a').write('\\x1b[32mRay runtime started.\\x1b[39m\\n'); time.sleep(30)")
+    log.write_text("Local node IP: 127.0.0.1\n")
+    started = subprocess.Popen([sys.executable, "-c", script, str(log)])
+    try:
+        begin = time.monotonic()
+        _wait_for_node_start(started, 1, time.monotonic() + 20, log)
+        assert 0.25 < time.monotonic() - begin < 15 and started.poll() is None
+    finally:
+        started.kill()
+        started.wait()
+
+    crashed = subprocess.Popen([sys.executable, "-c", "raise SystemExit(1)"])
+    crashed.wait()
+    (tmp_path / "worker-2.log").write_text("Exception: bind: Address already in use\n")
+    with pytest.raises(ExecutionError, match=r"(?s)Ray node 2 \(worker\) exited with code 1.*Address already in use"):
+        _wait_for_node_start(crashed, 2, time.monotonic() + 20, tmp_path / "worker-2.log")
+
+    silent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        with pytest.raises(ExecutionError, match=r"Ray node 0 \(head\) did not start in time"):
+            _wait_for_node_start(silent, 0, time.monotonic() + 0.5, tmp_path / "worker-2.log")
+    finally:
+        silent.kill()
+        silent.wait()
