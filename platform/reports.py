@@ -173,9 +173,6 @@ def parquet_frame(data: bytes | None) -> pd.DataFrame | None:
     metadata = table.schema.metadata or {}
     if metadata.get(b"privlab.layout") != b"long":
         return table.to_pandas()
-    names = table.column("metric").to_pylist()
+    names = np.asarray(table.column("metric").to_pylist(), dtype=object)
     values = table.column("value").to_numpy()
-    grouped: dict[str, list[float]] = {name: [] for name in json.loads(metadata[_METRICS_KEY])}
-    for name, value in zip(names, values, strict=True):
-        grouped[name].append(value)
-    return reservoir_frame({name: np.array(kept, np.float64) for name, kept in grouped.items()})
+    return reservoir_frame({name: values[names == name] for name in json.loads(metadata[_METRICS_KEY])})

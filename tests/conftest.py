@@ -9,7 +9,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -265,12 +264,6 @@ def _postgres_bindir() -> Path | None:
     return candidates[-1].parent if candidates else None
 
 
-def _free_loopback_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _script(*args: str, env: dict[str, str]) -> None:
     done = subprocess.run(["bash", *args], env=env, capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
@@ -294,7 +287,9 @@ def postgres_tracking_server() -> Iterator[TrackingServer]:
         pytest.skip("as root the PostgreSQL server runs through runuser, which is missing")
     folder = Path(tempfile.mkdtemp(prefix="privlab-pg-"))
     folder.chmod(0o711)
-    db_port, server_port = _free_loopback_port(), _free_loopback_port()
+    from privlab.platform.local_cluster import _free_port
+
+    db_port, server_port = _free_port(), _free_port()
     password = secrets.token_urlsafe(24)
     env = {**os.environ, "MLFLOW_DB_PASSWORD": password, "MLFLOW_DB_PORT": str(db_port),
            "MLFLOW_SERVER_PORT": str(server_port), "MLFLOW_SERVER_STATE_DIR": str(folder / "server"),
