@@ -115,17 +115,23 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from privlab.platform.configuration_index import read_index
-    from privlab.platform.configuration_log import RESERVOIR_PATH
+    from privlab.platform.configuration_index import IndexRow, read_index
+    from privlab.platform.configuration_log import RESERVOIR_PATH, logged_timing
     from privlab.platform.reports import build_reports, parquet_frame, write_report_dir
+    from privlab.platform.run_summary import with_logged_timing
     from privlab.platform.tracking import RunTags, Tracker
 
     tracker = Tracker(args.tracking_uri)
     run, summary = finished_summary(tracker, args.run_id, hint="give the id `privlab run` printed")
     indexed = read_index(tracker, args.run_id)  # a finished run's index names its configuration runs
-    children = ({row.config_id: row.run_id for row in indexed} if indexed is not None else
-                {RunTags.of(c).config_id: c.info.run_id
-                 for c in tracker.configuration_runs(run.info.experiment_id, args.run_id)})
+    if indexed is None:  # newest first, as a resume reads them back
+        indexed = [IndexRow.of_run(c, None) for c in tracker.configuration_runs(run.info.experiment_id, args.run_id)]
+    children: dict[str, str] = {}
+    timings: dict[str, dict[str, float]] = {}
+    for row in indexed:
+        children.setdefault(row.config_id, row.run_id)
+        timings.setdefault(row.config_id, logged_timing(row.metrics))
+    summary = with_logged_timing(summary, timings)  # an older resumed run timed only its last session
 
     def reservoir_of(config_id: str) -> object:
         child = children.get(config_id)

@@ -3,7 +3,8 @@
 A finished configuration becomes one entry (and one child run) per facet of its workload:
 its selected metrics, the ledger's totals and steps, and, with artifacts, its ledger and
 reservoir sample. Metrics that measure time (``timing_*``) are logged on the child run but kept
-out of the entry, so results do not vary run to run. A ``unit_runs`` workload's units are rows of
+out of the entry, so results do not vary run to run; a resume reads them back with the entries,
+so a resumed run's summary still times every configuration. A ``unit_runs`` workload's units are rows of
 a per-unit table on the configuration's run (:mod:`~privlab.platform.unit_table`), and with
 ``[tracking] unit_runs = true`` also child runs of their own. Each configuration run also gets a
 row in the run's index (:mod:`~privlab.platform.configuration_index`). The entries of a run
@@ -53,8 +54,11 @@ class ConfigurationLog:
             result = self.tracker.read_text(child.info.run_id, RESULT_PATH)
             if result:
                 entry = json.loads(result)
-                self.results.setdefault(entry.get("config", entry["id"]), []).append(entry)
+                config_id = entry.get("config", entry["id"])
+                self.results.setdefault(config_id, []).append(entry)
                 self.index.setdefault(entry["id"], IndexRow.of_run(child, entry))  # newest first: keep the newest
+                if measured := logged_timing(child.data.metrics):
+                    self.timing.setdefault(config_id, measured)
 
     def index_rows(self, entry_ids: list[str]) -> list[IndexRow] | None:
         """The index rows of these entries' configuration runs, in this order (None when one is
@@ -167,6 +171,11 @@ class ConfigurationLog:
             if frame is not None:
                 self.reservoir_frames[config_id] = frame
         return self.reservoir_frames.get(config_id)
+
+
+def logged_timing(metrics: Mapping[str, float]) -> dict[str, float]:
+    """A configuration's timing as its run logged it (``timing_X`` metrics → ``{X: value}``)."""
+    return {name.removeprefix("timing_"): float(value) for name, value in metrics.items() if name.startswith("timing_")}
 
 
 def flatten_metrics(

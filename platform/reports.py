@@ -51,6 +51,23 @@ class StudyResults:
         """Trials or repetitions per configuration (the largest, if they differ)."""
         return max((int(e["units"]) for e in self.entries), default=0)
 
+    def wall_time_sentence(self) -> str | None:
+        """How long the run took, for a report's header (None when the run did not record it).
+
+        ``timing["wall_seconds"]`` is the last session's: after a ``--resume`` the earlier
+        sessions are not in it, so a resumed run states that and adds the compute time of all
+        its configurations over every session (each configuration's, checkpointed across stops).
+        """
+        wall = self.timing.get("wall_seconds")
+        if not isinstance(wall, (int, float)):
+            return None
+        workers = self.timing.get("workers", "?")
+        if not self.timing.get("resumed"):
+            return f"Wall time of the whole run: {wall / 60:.1f} min on {workers} worker(s)."
+        compute = sum(float(t.get("compute_seconds", 0.0)) for t in self.timing.get("configurations", {}).values())
+        return (f"The run was resumed: its last session took {wall / 60:.1f} min on {workers} worker(s); "
+                f"its configurations' compute time over all sessions was {compute / 3600:.1f} h (summed over workers).")
+
 
 
 def figure_png(figure: Any, *, dpi: float | None = None) -> bytes:

@@ -29,9 +29,10 @@ from privlab.platform.tracking import Tracker
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RunTiming:
-    wall_seconds: float
+    wall_seconds: float  # of this session: a resumed run's earlier sessions are not in it
     startup_seconds: float
     execution_seconds: float
+    resumed: bool = False
 
 
 def finish_run(
@@ -65,6 +66,7 @@ def finish_run(
             "wall_seconds": timing.wall_seconds,
             "startup_seconds": timing.startup_seconds,
             "execution_seconds": timing.execution_seconds,
+            "resumed": timing.resumed,
             "workers": backend.workers,
             "ray_nodes": backend.nodes,
             "backend": backend.name,
@@ -114,3 +116,27 @@ def results_table(entries: list[Mapping[str, Any]]) -> pd.DataFrame:
         if frame[column].dtype == object and not all(isinstance(v, str) or v is None for v in frame[column]):
             frame[column] = frame[column].map(lambda v: v if v is None else str(v))
     return frame
+
+
+def with_logged_timing(summary: Mapping[str, Any], logged: Mapping[str, Mapping[str, float]]) -> dict[str, Any]:
+    """``summary`` with every configuration timed, for redrawing the reports of an older run.
+
+    Summaries written before a resume read timing back (:meth:`ConfigurationLog.read_back`) time
+    only the configurations finished in the run's last session, and do not say whether it was
+    resumed. ``logged`` maps an entry id to the timing its configuration run logged
+    (:func:`~privlab.platform.configuration_log.logged_timing`); it fills the missing ones. A
+    configuration the last session did not time finished in an earlier session, so the run was
+    resumed exactly when one is missing.
+    """
+    timing = dict(summary.get("timing", {}))
+    configurations = dict(timing.get("configurations", {}))
+    missing = False
+    for entry in summary["configurations"]:
+        config_id = entry.get("config", entry["id"])
+        if config_id not in configurations:
+            missing = True
+            if logged.get(entry["id"]):
+                configurations[config_id] = dict(logged[entry["id"]])
+    timing["configurations"] = configurations
+    timing.setdefault("resumed", missing)
+    return dict(summary) | {"timing": timing}

@@ -114,7 +114,7 @@ class _Driver:
             execution_seconds = time.perf_counter() - executing
             self.progress.close()
             timing = RunTiming(wall_seconds=time.perf_counter() - began, startup_seconds=startup_seconds,
-                               execution_seconds=execution_seconds)
+                               execution_seconds=execution_seconds, resumed=bool(options.resume))
             summary = finish_run(self.tracker, self.writer, spec, self.configuration_log, backend, timing,
                                  command=options.command, report_dir=options.report_dir)
             status = "FINISHED"

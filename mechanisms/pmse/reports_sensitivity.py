@@ -56,9 +56,8 @@ def table1_markdown(results: StudyResults) -> str:
     ]
     if results.command:
         lines += ["", f"Command: `{results.command}`"]
-    wall = results.timing.get("wall_seconds")
-    if isinstance(wall, (int, float)):
-        lines += ["", f"Wall time: {wall / 60:.1f} min on {results.timing.get('workers', '?')} worker(s)."]
+    if wall_time := results.wall_time_sentence():
+        lines += ["", wall_time]
     lines += [
         "",
         "| depth | cp | violation rate [95% Wilson] | paper (10⁶ trials) | max \\|Δu\\| | max \\|Δu\\| · n |",

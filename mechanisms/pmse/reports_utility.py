@@ -89,10 +89,8 @@ def _header(results: StudyResults, title: str, what: str) -> list[str]:
     ]
     if results.command:
         lines += ["", f"Command: `{results.command}`"]
-    wall = results.timing.get("wall_seconds")
-    if isinstance(wall, (int, float)):
-        lines += ["", f"Wall time of the whole run: {wall / 60:.1f} min on {results.timing.get('workers', '?')} "
-                      "worker(s)."]
+    if wall_time := results.wall_time_sentence():
+        lines += ["", wall_time]
     return lines
 
 
@@ -138,10 +136,10 @@ def table2_markdown(results: StudyResults) -> str:
         "alone; mean and variance are across simulations. cp = 0.01 is the tree the pMSE mechanism uses "
         "as its quality function; cp = 0.001 is Table 1's second cp. The paper's column is its Table 2 "
         f"({PAPER_TABLE2_SIMULATIONS:,} simulations; the paper does not say whether a simulation's value "
-        "is one dataset's pMSE or an average).",
+        "is one dataset's pMSE or an average, so both variances are shown).",
         "",
-        "| ε | method | mean pMSE [95% CI] (cp 0.01) | var (mean of l) | var (single) | mean pMSE (cp 0.001) "
-        "| var (cp 0.001, single) | paper mean | paper var | s / simulation |",
+        "| ε | method | mean pMSE [95% CI] (cp 0.01) | var (mean of l) | mean pMSE [95% CI] (cp 0.001) "
+        "| var (cp 0.001, mean of l) | var (cp 0.001, single) | paper mean | paper var | s / simulation |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for entry in rows:
@@ -154,8 +152,9 @@ def table2_markdown(results: StudyResults) -> str:
         paper_var = "—" if paper is None else _fmt(paper[1]) + flag
         lines.append(
             f"| {epsilon:g} | {variant.label} | {_fmt(m['pmse_mean'])} [{_fmt(m['pmse_ci_low'])}, "
-            f"{_fmt(m['pmse_ci_high'])}] | {_fmt(m['pmse_sd'] ** 2, 3)} | {_fmt(m['pmse_single_sd'] ** 2, 3)} | "
-            f"{_fmt(m['pmse_cp0001_mean'])} | {_fmt(m['pmse_cp0001_single_sd'] ** 2, 3)} | {paper_mean} | "
+            f"{_fmt(m['pmse_ci_high'])}] | {_fmt(m['pmse_sd'] ** 2, 3)} | {_fmt(m['pmse_cp0001_mean'])} "
+            f"[{_fmt(m['pmse_cp0001_ci_low'])}, {_fmt(m['pmse_cp0001_ci_high'])}] | "
+            f"{_fmt(m['pmse_cp0001_sd'] ** 2, 3)} | {_fmt(m['pmse_cp0001_single_sd'] ** 2, 3)} | {paper_mean} | "
             f"{paper_var} | {_fmt(_seconds_per_simulation(results, entry), 3)} |"
         )
     lines += [

@@ -122,8 +122,7 @@ def study_report(results: StudyResults) -> dict[str, str | bytes]:
               f"{results.units} attempt(s) per configuration."]
     if results.command:
         header.append(f"Command: `{results.command}`")
-    wall = results.timing.get("wall_seconds")
-    if isinstance(wall, (int, float)):
-        header.append(f"Wall time of the whole run: {wall / 60:.1f} min on {results.timing.get('workers', '?')} worker(s).")
+    if wall_time := results.wall_time_sentence():
+        header.append(wall_time)
     return {"grid.md": grid_markdown(frame, title=f"Grid search: {results.study}", header=header),
             "grid.png": grid_png(frame), "configurations.csv": frame.to_csv(index=False)}
