@@ -26,7 +26,13 @@ and (ii) Δu = 1/n holds. Neither is exactly true in practice, and the docstring
 rather than hiding it: (i) a finite Metropolis chain only approximates f (the paper does the
 same), and with ``chains < releases`` the draws taken from one chain are correlated, while
 sequential composition assumes l independent draws (``chains = releases`` with ``thinning = 1``
-gives independent chains, one draw each); (ii) Theorem 2 proves Δu ≤ 1/n for *optimal*
+gives independent chains, one draw each). The approximation is worst at small ε/l: u ≤ 1/4
+everywhere and u = 1/4 on the plateau of θ whose synthetic data separates completely from X,
+so that plateau keeps weight ≥ e^{−(ε/l)n/8} times its prior mass, nearly 1 under the flat prior,
+while the θ that fit X hold a tiny prior mass. At n = 5000, l = 10, ε = 0.25 the plateau then
+holds most of f's mass, and a chain started at the public θ does not reach it in any feasible
+length: its draws are far better than f's (experiments/pmse/RESULTS.md, Table 2 at ε = 0.25);
+(ii) Theorem 2 proves Δu ≤ 1/n for *optimal*
 trees, and the top-down CARTs used here (rpart's by default, ``tree``) violate it on a small
 fraction of datasets (Table 1 measures how often). The ledger records the nominal guarantee: l steps of ε/l (shares whose
 ``math.fsum`` is exactly ε) with sensitivity 1/n and "noise scale" 2Δu/(ε/l) (the
