@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from privlab.platform.configuration_log import logged_timing
 from privlab.platform.runner import RunInterrupted, RunOptions, run_experiment
 from privlab.platform.spec import load_spec
-from privlab.platform.tracking import Tracker
+from privlab.platform.tracking import RunTags, Tracker
 
 
 def _run(spec_path: Path, uri: str, *overrides: str, **options: object) -> dict:
@@ -41,8 +42,9 @@ def test_resume_finishes_without_recomputing_or_double_counting(mini_spec: Path,
     run = tracker.get_run(run_id)
     assert run.info.status == "KILLED"
     assert run.data.tags["privlab.resumable"] == "true"
-    finished_before = len(tracker.child_runs(run.info.experiment_id, run_id))
-    assert 1 <= finished_before < 5  # the 24-repetition configurations finish after 5 batches each
+    first_session = {RunTags.of(c).config_id: logged_timing(c.data.metrics)
+                     for c in tracker.child_runs(run.info.experiment_id, run_id)}
+    assert 1 <= len(first_session) < 5  # the 24-repetition configurations finish after 5 batches each
 
     # A second interruption mid-way, then the final resume.
     with pytest.raises(RunInterrupted):
@@ -55,6 +57,12 @@ def test_resume_finishes_without_recomputing_or_double_counting(mini_spec: Path,
     ids = sorted(c.data.tags["privlab.config_id"] for c in children)
     assert ids == sorted(c["id"] for c in reference["configurations"])  # each logged exactly once
     assert tracker.get_run(run_id).info.status == "FINISHED"
+    # Its summary says it was resumed and times every configuration, those of the first session
+    # as they were logged then (the reports state the wall time as the last session's).
+    assert resumed["timing"]["resumed"] is True and reference["timing"]["resumed"] is False
+    assert set(resumed["timing"]["configurations"]) == set(ids)
+    for config_id, measured in first_session.items():
+        assert resumed["timing"]["configurations"][config_id] == measured and measured["compute_seconds"] > 0
 
 
 def test_resume_refuses_a_different_spec(mini_spec: Path, tracking_uri: str) -> None:

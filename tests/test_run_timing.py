@@ -1,45 +1,13 @@
 """How long a run took, when it was resumed: every configuration stays timed, and the reports say
 that the wall time is the last session's (before, a 14-hour resumed run's page read "Wall time of
 the whole run: 4.1 min" and left the cost per simulation of the earlier sessions' configurations
-blank)."""
+blank). A resume reading every configuration's timing back is checked in
+test_reproducibility.py."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
-from privlab.platform.configuration_log import logged_timing
 from privlab.platform.reports import StudyResults
 from privlab.platform.run_summary import with_logged_timing
-from privlab.platform.runner import RunInterrupted, RunOptions, run_experiment
-from privlab.platform.spec import load_spec
-from privlab.platform.tracking import RunTags, Tracker
-
-
-def _run(spec_path: Path, uri: str, **options: object) -> dict:
-    spec = load_spec(spec_path, ["execution.batch_size=5"])
-    return run_experiment(spec, RunOptions(serial=True, tracking_uri=uri, progress=False, **options))  # type: ignore[arg-type]
-
-
-def test_a_resumed_run_times_every_configuration_and_says_it_was_resumed(mini_spec: Path, tracking_uri: str) -> None:
-    whole = _run(mini_spec, tracking_uri)
-    assert whole["timing"]["resumed"] is False
-    with pytest.raises(RunInterrupted) as stopped:
-        _run(mini_spec, tracking_uri, stop_after_units=45)
-    run_id = stopped.value.run_id
-    tracker = Tracker(tracking_uri)
-    experiment_id = tracker.get_run(run_id).info.experiment_id
-    before = {RunTags.of(c).config_id: logged_timing(c.data.metrics) for c in tracker.child_runs(experiment_id, run_id)}
-    assert 1 <= len(before) < 5  # some configurations finished in the first session
-
-    resumed = _run(mini_spec, tracking_uri, resume=run_id)
-    timing = resumed["timing"]
-    assert timing["resumed"] is True
-    assert set(timing["configurations"]) == {c["id"] for c in whole["configurations"]}
-    for config_id, measured in before.items():  # read back as the first session logged them
-        assert timing["configurations"][config_id] == measured
-        assert measured["compute_seconds"] > 0
 
 
 def _summary(timed: dict[str, dict[str, float]], **timing: object) -> dict:
