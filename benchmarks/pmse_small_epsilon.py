@@ -49,14 +49,18 @@ def inverse_temperature(epsilon: float) -> float:
     return (epsilon / RELEASES) * N / 2
 
 
-def private_data(seed: int) -> np.ndarray:
-    return ComparisonParams(method={"name": "non_dp"}, epsilon=1.0, n=N).draw_private(np.random.default_rng(seed))
+SECTION5_MODEL = ComparisonParams(method={"name": "non_dp"}, epsilon=1.0, n=N)  # draws the private X
+
+
+def box_prior_mass(widths: np.ndarray) -> float:
+    """Prior mass of a box with these side widths, at most: the N(0, 10⁵) density's peak × volume."""
+    return float(np.prod(widths / (math.sqrt(2 * math.pi) * PRIOR_SD)))
 
 
 def profile_widths(seed: int = 7) -> dict[float, np.ndarray]:
     """Per coordinate, the width of the interval around the true θ where u stays below each level."""
     rng = np.random.default_rng(seed)
-    data = ComparisonParams(method={"name": "non_dp"}, epsilon=1.0, n=N).draw_private(rng)
+    data = SECTION5_MODEL.draw_private(rng)
     model = SequentialLinearGaussian(2)
 
     def u(theta: np.ndarray) -> float:
@@ -87,7 +91,7 @@ def plateau_share_bound(widths: dict[float, np.ndarray], epsilon: float) -> tupl
     least prior(u ≥ 0.2) · e^{−λ/4} because u ≤ 1/4 everywhere."""
     lam = inverse_temperature(epsilon)
     edges = (0.0, *LEVELS)
-    masses = [float(np.prod(widths[level] / (math.sqrt(2 * math.pi) * PRIOR_SD))) for level in LEVELS]
+    masses = [box_prior_mass(widths[level]) for level in LEVELS]
     near = sum(mass * math.exp(-lam * lower) for mass, lower in zip(masses, edges))
     plateau = (1 - masses[-1]) * math.exp(-lam / 4)
     return near, plateau, plateau / (plateau + near)
@@ -103,7 +107,7 @@ def chain_blocks(epsilon: float, seed: int, *, iterations: int, far: bool) -> tu
     params = PMSEMechanismParams(epsilon=epsilon, releases=RELEASES, max_depth=None, cp=0.01, tree="rpart",
                                  proposal_scale=0.25, burn_in=iterations, thinning=1)
     mechanism = PMSEMechanism(params, model=_FarStart(2) if far else SequentialLinearGaussian(2))
-    mechanism.fit(private_data(seed), ledger=Ledger(epsilon_cap=epsilon),
+    mechanism.fit(SECTION5_MODEL.draw_private(np.random.default_rng(seed)), ledger=Ledger(epsilon_cap=epsilon),
                   source=SeededSource(np.random.default_rng(seed + 1)))
     trace = mechanism.u_trace_
     blocks = {f"{a}-{b}": float(trace[a:b].mean()) for a, b in zip(BLOCK_EDGES, BLOCK_EDGES[1:]) if b <= len(trace)}
@@ -118,8 +122,8 @@ def main() -> None:
     print("u profiles along each coordinate of θ (cp 0.01 rpart, unlimited depth):")
     widths = profile_widths()
     for level in LEVELS:
-        mass = np.prod(widths[level] / (math.sqrt(2 * math.pi) * PRIOR_SD))
-        print(f"  u < {level}: widths {np.round(widths[level], 2).tolist()}, box prior mass {mass:.2e}")
+        print(f"  u < {level}: widths {np.round(widths[level], 2).tolist()}, "
+              f"box prior mass {box_prior_mass(widths[level]):.2e}")
     for epsilon in (0.25, 0.5, 1.0):
         near, plateau, share = plateau_share_bound(widths, epsilon)
         print(f"  ε = {epsilon}: λ = {inverse_temperature(epsilon):g}, u < 0.2 weighs ≤ {near:.2e}, "
@@ -135,7 +139,8 @@ def main() -> None:
         print(f"  ε = {epsilon}, {start}, dataset {seed}: acceptance {acceptance:.3f}, "
               f"{time.process_time() - began:.0f} CPU-s; {shown}")
 
-    print(f"\nplateau_share_lower_bound: {plateau_share_bound(widths, 0.25)[2]:.3f}")
+    print()
+    print(f"plateau_share_lower_bound: {plateau_share_bound(widths, 0.25)[2]:.3f}")
 
 
 if __name__ == "__main__":
