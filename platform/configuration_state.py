@@ -31,6 +31,7 @@ class ConfigState:
     context: UnitContext
     aggregate: ConfigAggregate
     ledger: Ledger
+    cost_class: str  # units of one class cost about the same (cost_class_of)
     data_ref: Any = None
     started: float | None = None
     finished: bool = False
@@ -115,7 +116,8 @@ def prepare_states(
         aggregate = (
             ConfigAggregate.from_state(partial[config.id]) if config.id in partial else context.empty_aggregate()
         )
-        state = ConfigState(config=config, context=context, aggregate=aggregate, ledger=ledger)
+        state = ConfigState(config=config, context=context, aggregate=aggregate, ledger=ledger,
+                            cost_class=cost_class_of(config))
         if isinstance(study.dataset, FileDataset):
             if study.name not in refs:
                 refs[study.name] = put(data.study_frames[study.name])
@@ -128,6 +130,14 @@ def prepare_states(
         state.cursor = aggregate.done.missing(config.units)
         states[config.id] = state
     return states
+
+
+def cost_class_of(config: Configuration) -> str:
+    """The study and its workload's :meth:`~privlab.platform.registry.Workload.cost_class`: units of
+    one class are taken to cost the same when batches are sized and the time left is estimated."""
+    workload = registry.get_workload(config.workload)
+    named = workload.cost_class(registry.build_params(workload.Params, config.params, where=config.id))
+    return f"{config.study}/{named}" if named else config.study
 
 
 def is_actor_pool(state: ConfigState) -> bool:

@@ -1,11 +1,15 @@
 """Progress for long runs: a one-line bar with rate and ETA on a terminal, periodic log lines
 otherwise (CI logs, files). Written to stderr so stdout stays machine-readable.
 
-Studies differ in the cost of a unit by orders of magnitude (a Laplace trial takes microseconds,
-a pMSE trial milliseconds), so the bar and the ETA weigh each study's units by its measured
-compute seconds per unit: counting units alone showed 96.8% with "ETA 00:00" while the expensive
-3% of the units still needed most of the time. The bar shows 100% only when every configuration
-is complete.
+Units differ in cost by orders of magnitude (a Laplace trial takes microseconds, a pMSE trial
+milliseconds, a simulation of the pMSE mechanism seconds), so the bar and the ETA weigh each cost
+class's units (a study, or a kind of configuration within it: ``Workload.cost_class``) by its
+measured compute seconds per unit. Counting units alone showed 96.8% with "ETA 00:00" while the
+expensive 3% of the units still needed most of the time; one cost per study put Section 6's ETA
+at 56 h when its Metropolis chains needed 6 h and its closed-form methods minutes. A resumed run
+starts from the costs its earlier sessions measured; a class nobody has timed yet is named in
+the line rather than guessed into the ETA. The bar shows 100% only when every configuration is
+complete.
 """
 
 from __future__ import annotations
@@ -43,12 +47,12 @@ class Progress:
         stream: TextIO | None = None,
         enabled: bool = True,
         interval: float | None = None,
-        studies: Mapping[str, int] | None = None,
+        classes: Mapping[str, int] | None = None,
     ) -> None:
         self.total = max(total, 1)
-        self.study_totals = dict(studies) if studies else {"": total}
-        self.study_done = {name: 0 for name in self.study_totals}
-        self.start_study_done = dict(self.study_done)
+        self.class_totals = dict(classes) if classes else {"": total}
+        self.class_done = {name: 0 for name in self.class_totals}
+        self.start_class_done = dict(self.class_done)
         self.seconds_per_unit: dict[str, float] = {}
         self._shown_fraction = 0.0
         self.label = label
@@ -63,23 +67,26 @@ class Progress:
         self.started = time.perf_counter()
         self._last = 0.0
 
-    def resume_from(self, done: int, *, studies: Mapping[str, int] | None = None) -> None:
-        """Count units finished before a resume without letting them inflate the rate."""
+    def resume_from(self, done: int, *, classes: Mapping[str, int] | None = None,
+                    seconds_per_unit: Mapping[str, float] | None = None) -> None:
+        """Count units finished before a resume without letting them inflate the rate, and start
+        from the cost per unit of each class that earlier sessions measured."""
         self.done = self.start_done = done
-        if studies:
-            self.study_done.update(studies)
-            self.start_study_done = dict(self.study_done)
+        if classes:
+            self.class_done.update(classes)
+            self.start_class_done = dict(self.class_done)
+        self.seconds_per_unit.update({k: v for k, v in (seconds_per_unit or {}).items() if v > 0})
 
-    def update(self, units: int = 0, *, study: str = "", seconds: float | None = None,
+    def update(self, units: int = 0, *, cost_class: str = "", seconds: float | None = None,
                configs_done: int | None = None, force: bool = False) -> None:
-        """Count ``units`` of ``study`` done; ``seconds`` is their compute time (updates the study's cost)."""
+        """Count ``units`` of ``cost_class`` done; ``seconds`` is their compute time (updates the class's cost)."""
         self.done += units
         if units:
-            self.study_done[study] = self.study_done.get(study, 0) + units
+            self.class_done[cost_class] = self.class_done.get(cost_class, 0) + units
             if seconds is not None and seconds > 0:
                 measured = seconds / units
-                known = self.seconds_per_unit.get(study)
-                self.seconds_per_unit[study] = measured if known is None else 0.5 * (known + measured)
+                known = self.seconds_per_unit.get(cost_class)
+                self.seconds_per_unit[cost_class] = measured if known is None else 0.5 * (known + measured)
         if configs_done is not None:
             self.configs_done = configs_done
         now = time.perf_counter()
@@ -88,20 +95,35 @@ class Progress:
             self._draw(now)
 
     def _work(self, counts: Mapping[str, int]) -> float:
-        """Units weighted by each study's seconds per unit (unmeasured studies: the dearest measured)."""
+        """Units weighted by each class's seconds per unit (unmeasured classes: the dearest measured)."""
         if not self.seconds_per_unit:
             return float(sum(counts.values()))
         fallback = max(self.seconds_per_unit.values())
         return sum(n * self.seconds_per_unit.get(name, fallback) for name, n in counts.items())
 
+    def untimed(self) -> list[str]:
+        """The classes with units left whose cost per unit nobody has measured yet."""
+        if not self.seconds_per_unit:  # nothing timed at all: the bar counts units
+            return []
+        return [name for name, units in self.class_totals.items()
+                if units > self.class_done.get(name, 0) and name not in self.seconds_per_unit]
+
     def fraction_and_remaining(self, now: float | None = None) -> tuple[float, float]:
-        """(share of the work done, estimated seconds left); below 100% until every configuration is done."""
+        """(share of the work done, estimated seconds left); below 100% until every configuration is done.
+
+        The share prices an untimed class like the dearest timed one; the time left counts the
+        timed classes only (the line adds how many are untimed), because a guess at a cost
+        nobody has measured can be wrong by orders of magnitude either way.
+        """
         now = time.perf_counter() if now is None else now
         elapsed = max(now - self.started, 1e-9)
-        total, done = self._work(self.study_totals), self._work(self.study_done)
-        rate = (done - self._work(self.start_study_done)) / elapsed
+        total, done = self._work(self.class_totals), self._work(self.class_done)
+        rate = (done - self._work(self.start_class_done)) / elapsed
         fraction = min(done / total, 1.0) if total > 0 else 1.0
-        remaining = max(total - done, 0.0) / rate if rate > 0 else float("inf")
+        untimed = set(self.untimed())
+        left = {name: max(units - self.class_done.get(name, 0), 0)
+                for name, units in self.class_totals.items() if name not in untimed}
+        remaining = self._work(left) / rate if rate > 0 else float("inf")
         if self.configs_total and self.configs_done < self.configs_total:
             fraction = min(fraction, 0.999)
             remaining = max(remaining, 1.0) if rate > 0 else remaining
@@ -112,15 +134,17 @@ class Progress:
         elapsed = max(now - self.started, 1e-9)
         rate = (self.done - self.start_done) / elapsed
         fraction, remaining = self.fraction_and_remaining(now)
-        # A study's cost is learnt from its first results, which can move the weighted share
+        # A class's cost is learnt from its first results, which can move the weighted share
         # backwards; the bar never does.
         fraction = self._shown_fraction = max(self._shown_fraction, fraction)
         width = 24
         bar = "#" * int(fraction * width) + "." * (width - int(fraction * width))
+        untimed = len(self.untimed())
+        eta = _duration(remaining) + (f" + {untimed} kind(s) of configuration not yet timed" if untimed else "")
         configs = f" · configs {self.configs_done}/{self.configs_total}" if self.configs_total else ""
         return (
             f"[{bar}] {fraction:6.1%} {_count(self.done)}/{_count(self.total)} {self.label}"
-            f" · {_count(rate)}/s · elapsed {_duration(elapsed)} · ETA {_duration(remaining)}{configs}"
+            f" · {_count(rate)}/s · elapsed {_duration(elapsed)} · ETA {eta}{configs}"
         )
 
     def _draw(self, now: float) -> None:

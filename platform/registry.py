@@ -104,6 +104,16 @@ class Workload(abc.ABC):
         and against what every trial actually charged). Empty for non-private workloads."""
         return []
 
+    def cost_class(self, params: Any) -> str:
+        """A name shared by the configurations whose units cost about the same compute time.
+
+        The runner learns the seconds a unit takes per study and class, to size batches and to
+        estimate the time left; a study whose configurations differ in cost by orders of
+        magnitude (a Metropolis chain beside a closed-form mechanism) names a class for each
+        kind, so that neither borrows the other's cost. Default: one class per study.
+        """
+        return ""
+
     def data_key(self, params: Any) -> str | None:
         """A key naming the dataset :meth:`load_data` reads for ``params`` (None: no dataset).
 

@@ -31,7 +31,13 @@ from privlab.platform.backends import make_backend
 from privlab.platform.background_writer import BackgroundWriter
 from privlab.platform.checkpoints import Checkpointer, read_checkpoint
 from privlab.platform.configuration_log import ConfigurationLog
-from privlab.platform.configuration_state import ConfigState, is_actor_pool, load_run_data, prepare_states
+from privlab.platform.configuration_state import (
+    ConfigState,
+    cost_class_of,
+    is_actor_pool,
+    load_run_data,
+    prepare_states,
+)
 from privlab.platform.errors import PrivlabError
 from privlab.platform.interrupts import shielded_cleanup
 from privlab.platform.liveness import this_driver
@@ -173,17 +179,34 @@ class _Driver:
             self.options.on_abandon(self.run_id)
 
     def _start_progress(self) -> None:
-        study_units: dict[str, int] = {}
-        study_done: dict[str, int] = {}
+        class_units: dict[str, int] = {}
+        class_done: dict[str, int] = {}
         for s in self.states.values():
-            study_units[s.config.study] = study_units.get(s.config.study, 0) + s.config.units
-            study_done[s.config.study] = study_done.get(s.config.study, 0) + s.aggregate.done.covered()
+            class_units[s.cost_class] = class_units.get(s.cost_class, 0) + s.config.units
+            class_done[s.cost_class] = class_done.get(s.cost_class, 0) + s.aggregate.done.covered()
         self.progress = Progress(
-            sum(study_units.values()), label="units", enabled=self.options.progress, studies=study_units
+            sum(class_units.values()), label="units", enabled=self.options.progress, classes=class_units
         )
         self.progress.configs_total = len(self.spec.configurations)
-        self.progress.resume_from(sum(study_done.values()), studies=study_done)
+        self.progress.resume_from(sum(class_done.values()), classes=class_done,
+                                  seconds_per_unit=self._measured_costs())
         self.progress.update(configs_done=len(self.configuration_log.results), force=True)
+
+    def _measured_costs(self) -> dict[str, float]:
+        """Compute seconds per unit of each cost class, from what earlier sessions of a resumed
+        run did: its finished configurations' logged timing and its partial aggregates."""
+        seconds: dict[str, float] = {}
+        units: dict[str, int] = {}
+        timing = self.configuration_log.timing
+        measured = [(cost_class_of(c), timing[c.id].get("compute_seconds", 0.0), c.units)
+                    for c in self.spec.configurations if c.id in timing and c.id not in self.states]
+        measured += [(s.cost_class, s.aggregate.compute_seconds, s.aggregate.done.covered())
+                     for s in self.states.values()]
+        for cost_class, spent, done in measured:
+            if spent > 0 and done > 0:
+                seconds[cost_class] = seconds.get(cost_class, 0.0) + spent
+                units[cost_class] = units.get(cost_class, 0) + done
+        return {k: seconds[k] / units[k] for k in seconds}
 
     # -- execution -------------------------------------------------------------------------
     def _run_trial_ranges(self) -> None:
@@ -209,7 +232,7 @@ class _Driver:
 
     def _after_result(self, state: ConfigState, units: int, *, seconds: float | None = None) -> None:
         self.limit.count(units)
-        self.progress.update(units, study=state.config.study, seconds=seconds)
+        self.progress.update(units, cost_class=state.cost_class, seconds=seconds)
         self._maybe_complete(state)
         if self.limit.reached:
             raise RunInterrupted(self.run_id, f"stopped after {self.limit.units_seen:,} units of work as asked")

@@ -2,7 +2,8 @@
 
 Configurations of the ``grid`` and ``trials`` patterns are cut into ranges of trials, submitted
 with at most ``max_in_flight_per_worker`` ranges per worker in flight (backpressure). Batch sizing
-is adaptive: a short pilot batch per worker and study, then batches sized to take about
+is adaptive: a short pilot batch per worker and cost class (a study's configurations of about
+equal cost per unit, ``Workload.cost_class``), then batches sized to take about
 ``target_task_seconds``, but small enough to keep every worker busy to the end. Sizing never
 changes results, because aggregation is exact and order-free
 (:mod:`privlab.platform.aggregation`) and every trial has its own seed.
@@ -67,8 +68,8 @@ class TrialScheduler:
         self.limit = limit
         self.on_merged = on_merged
         self.on_round = on_round
-        self.seconds_per_unit: dict[str, float] = {}  # study → measured compute seconds per unit
-        self.pilots: dict[str, int] = {}  # study → pilot batches submitted
+        self.seconds_per_unit: dict[str, float] = {}  # cost class → measured compute seconds per unit
+        self.pilots: dict[str, int] = {}  # cost class → pilot batches submitted
         self.in_flight: dict[Any, tuple[ConfigState, int, int]] = {}
 
     def run(self, states: list[ConfigState]) -> None:
@@ -91,7 +92,7 @@ class TrialScheduler:
                 for handle in self.backend.wait(list(in_flight), timeout=1.0):
                     state, start, end = in_flight.pop(handle)
                     result = self._result(handle, state, start, end)
-                    self._measure(state.config.study, result.compute_seconds / max(end - start, 1))
+                    self._measure(state.cost_class, result.compute_seconds / max(end - start, 1))
                     state.aggregate.merge(result)
                     self.on_merged(state, result, end - start)
                 self.on_round()
@@ -128,22 +129,22 @@ class TrialScheduler:
         execution = self.execution
         if execution.batch_size is not None:
             return execution.batch_size
-        study = state.config.study
-        if study not in self.seconds_per_unit:
+        cost_class = state.cost_class
+        if cost_class not in self.seconds_per_unit:
             # Pilot batches measure the cost of a unit; at most one per worker until one returns.
-            if self.pilots.get(study, 0) >= self.backend.workers:
+            if self.pilots.get(cost_class, 0) >= self.backend.workers:
                 return None
-            self.pilots[study] = self.pilots.get(study, 0) + 1
+            self.pilots[cost_class] = self.pilots.get(cost_class, 0) + 1
             return PILOT_UNITS
-        size = max(1, int(execution.target_task_seconds / self.seconds_per_unit[study]))
+        size = max(1, int(execution.target_task_seconds / self.seconds_per_unit[cost_class]))
         remaining = sum(b - a for s in queue for a, b in s.cursor)
         balance = max(1, math.ceil(remaining / (self.backend.workers * 4)))
         return min(size, balance)
 
-    def _measure(self, study: str, seconds: float) -> None:
+    def _measure(self, cost_class: str, seconds: float) -> None:
         measured = max(seconds, 1e-7)
-        known = self.seconds_per_unit.get(study)
-        self.seconds_per_unit[study] = measured if known is None else 0.5 * (known + measured)
+        known = self.seconds_per_unit.get(cost_class)
+        self.seconds_per_unit[cost_class] = measured if known is None else 0.5 * (known + measured)
 
     def _result(self, handle: Any, state: ConfigState, start: int, end: int) -> ConfigAggregate:
         try:

@@ -34,6 +34,7 @@ from privlab.mechanisms.pmse.utility_studies import (
     planned_events,
     release,
 )
+from privlab.platform.configuration_state import cost_class_of
 from privlab.platform.errors import BudgetExceededError, ModeError, SpecError
 from privlab.platform.ledger import Ledger
 from privlab.platform.randomness import SecureSource, SeededSource
@@ -125,6 +126,15 @@ def test_the_shipped_specs_declare_the_papers_grids() -> None:
     for family in ("noisy BPPD", "smooth histogram", "functional mech. ℓ1", "functional mech. ℓ∞"):
         assert {f"{family} ({b} sd)" for b in (2, 4, 5, 10)} <= labels
     assert all(c.params["cp"] == 0.01 and c.params["releases"] == 10 for c in regression.configurations)
+
+
+def test_section6_prices_each_depth_of_the_mechanism_apart_from_the_closed_form_methods() -> None:
+    # The runner sizes batches and estimates the time left per cost class: a Metropolis
+    # simulation costs seconds (more for deeper trees), a bounded method's milliseconds.
+    classes = {cost_class_of(c) for c in load_spec(REGRESSION).configurations}
+    assert classes == {f"pmse-regression/pmse_mechanism depth {d}" for d in (1, 2, 5, "unlimited")} | {
+        f"pmse-regression/{family}" for family in (
+            "non_dp", "noisy_bppd", "smooth_histogram", "functional_mechanism_l1", "functional_mechanism_linf")}
 
 
 # --- public bounds ------------------------------------------------------------------------------

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from privlab.platform.progress import Progress
 
 
 def _progress() -> Progress:
-    progress = Progress(1030, stream=io.StringIO(), studies={"cheap": 1000, "dear": 30})
+    progress = Progress(1030, stream=io.StringIO(), classes={"cheap": 1000, "dear": 30})
     progress.configs_total = 2
     return progress
 
@@ -17,8 +19,8 @@ def test_cheap_units_do_not_make_the_bar_look_almost_done() -> None:
     # Issue 14 item 8: counting units, 1,000 cheap trials of 1,030 showed 97% with "ETA 00:00"
     # while the 30 expensive ones still needed most of the time.
     progress = _progress()
-    progress.update(1000, study="cheap", seconds=0.001)  # 1 µs a unit
-    progress.update(1, study="dear", seconds=1.0)  # 1 s a unit
+    progress.update(1000, cost_class="cheap", seconds=0.001)  # 1 µs a unit
+    progress.update(1, cost_class="dear", seconds=1.0)  # 1 s a unit
     fraction, remaining = progress.fraction_and_remaining(progress.started + 2.0)
     assert fraction < 0.05  # (1000 µs + 1 s) of (1000 µs + 30 s) of work
     assert 40 < remaining < 80  # 29 s of work at the 0.5 s/s observed: about 58 s
@@ -27,8 +29,8 @@ def test_cheap_units_do_not_make_the_bar_look_almost_done() -> None:
 
 def test_the_bar_stays_below_100_percent_until_every_configuration_is_done() -> None:
     progress = _progress()
-    progress.update(1000, study="cheap", seconds=0.001)
-    progress.update(30, study="dear", seconds=30.0, configs_done=1)
+    progress.update(1000, cost_class="cheap", seconds=0.001)
+    progress.update(30, cost_class="dear", seconds=30.0, configs_done=1)
     assert progress.fraction_and_remaining(progress.started + 31.0)[0] == 0.999
     assert "100.0%" not in progress.line(progress.started + 31.0)
     progress.update(configs_done=2)
@@ -38,9 +40,9 @@ def test_the_bar_stays_below_100_percent_until_every_configuration_is_done() -> 
 
 def test_the_bar_never_moves_backwards_when_a_cost_is_learnt() -> None:
     progress = _progress()
-    progress.update(1000, study="cheap", seconds=0.001)
+    progress.update(1000, cost_class="cheap", seconds=0.001)
     before = progress.line(progress.started + 1.0)  # "dear" unmeasured: weighted like "cheap"
-    progress.update(1, study="dear", seconds=5.0)  # now known to dominate the work
+    progress.update(1, cost_class="dear", seconds=5.0)  # now known to dominate the work
     after = progress.line(progress.started + 6.0)
     share = [float(text.split("%")[0].split("]")[1]) for text in (before, after)]
     assert share[1] >= share[0]
@@ -48,8 +50,32 @@ def test_the_bar_never_moves_backwards_when_a_cost_is_learnt() -> None:
 
 def test_a_resume_counts_earlier_work_without_inflating_the_rate() -> None:
     progress = _progress()
-    progress.resume_from(500, studies={"cheap": 500, "dear": 0})
-    progress.update(500, study="cheap", seconds=0.0005)
-    progress.update(1, study="dear", seconds=1.0)
+    progress.resume_from(500, classes={"cheap": 500, "dear": 0})
+    progress.update(500, cost_class="cheap", seconds=0.0005)
+    progress.update(1, cost_class="dear", seconds=1.0)
     fraction, remaining = progress.fraction_and_remaining(progress.started + 2.0)
     assert fraction < 0.05 and remaining > 40  # the 500 units done before do not count as speed
+
+
+def test_a_resume_starts_from_the_costs_earlier_sessions_measured() -> None:
+    # Section 6: one cost per study put the ETA of a resumed run at 56 h (every unit priced as a
+    # Metropolis simulation) when a few hours were left; each class now keeps its own cost.
+    progress = _progress()
+    progress.resume_from(0, seconds_per_unit={"cheap": 1e-6, "dear": 1.0})
+    progress.update(10, cost_class="cheap", seconds=1e-5)
+    fraction, remaining = progress.fraction_and_remaining(progress.started + 1e-5)
+    assert fraction < 1e-3
+    assert 29 < remaining < 31  # 30 dear units at 1 s each, at the 1 s/s just observed
+
+
+def test_an_untimed_class_is_shown_as_such_rather_than_guessed_into_the_eta() -> None:
+    progress = Progress(20, stream=io.StringIO(), classes={"a": 10, "b": 10})
+    progress.update(5, cost_class="a", seconds=5.0)
+    fraction, remaining = progress.fraction_and_remaining(progress.started + 5.0)
+    assert fraction == pytest.approx(5 / 20)  # the bar prices b like a, the dearest timed class
+    assert remaining == pytest.approx(5.0)  # a's 5 units left at 1 s/s; b's cost is unknown
+    assert "ETA 00:05 + 1 kind(s) of configuration not yet timed" in progress.line(progress.started + 5.0)
+    progress.update(5, cost_class="b", seconds=0.05)
+    fraction, remaining = progress.fraction_and_remaining(progress.started + 5.05)
+    assert fraction == pytest.approx(5.05 / 10.1) and remaining == pytest.approx(5.05)
+    assert "not yet timed" not in progress.line(progress.started + 5.05)

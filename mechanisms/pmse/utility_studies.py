@@ -424,6 +424,13 @@ class _UtilityWorkload(Workload):
     def plan(self, params: UtilityParams) -> list[PrivacyEvent]:
         return planned_events(params)
 
+    def cost_class(self, params: UtilityParams) -> str:
+        """The method family, and for the pMSE mechanism its depth: a simulation of the mechanism
+        runs a Metropolis chain of CART fits (seconds, more for deeper trees), the other methods
+        a closed form or one histogram (milliseconds)."""
+        variant = params.variant
+        return f"{variant.family} {variant.setting}" if variant.name == "pmse_mechanism" else variant.family
+
 
 @register_workload
 class PMSEComparison(_UtilityWorkload):
