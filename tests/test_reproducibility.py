@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from privlab.platform import runner
 from privlab.platform.configuration_log import logged_timing
+from privlab.platform.progress import Progress
 from privlab.platform.runner import RunInterrupted, RunOptions, run_experiment
 from privlab.platform.spec import load_spec
 from privlab.platform.tracking import RunTags, Tracker
@@ -32,7 +35,9 @@ def test_a_different_seed_changes_results(mini_spec: Path, tracking_uri: str) ->
     assert first["configurations"] != second["configurations"]
 
 
-def test_resume_finishes_without_recomputing_or_double_counting(mini_spec: Path, tracking_uri: str) -> None:
+def test_resume_finishes_without_recomputing_or_double_counting(
+    mini_spec: Path, tracking_uri: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
     reference = _run(mini_spec, tracking_uri, "execution.batch_size=5")
     with pytest.raises(RunInterrupted) as stopped:
         # --max-units counts units of work (issue 14 item 2): 45 units = the 9 batches of 5 this stopped after.
@@ -49,7 +54,21 @@ def test_resume_finishes_without_recomputing_or_double_counting(mini_spec: Path,
     # A second interruption mid-way, then the final resume.
     with pytest.raises(RunInterrupted):
         _run(mini_spec, tracking_uri, "execution.batch_size=5", resume=run_id, stop_after_units=250)
+    seeded: dict[str, float] = {}
+
+    class RecordingProgress(Progress):
+        def resume_from(self, done: int, **kwargs: Any) -> None:
+            seeded.update(kwargs.get("seconds_per_unit") or {})
+            super().resume_from(done, **kwargs)
+
+    monkeypatch.setattr(runner, "Progress", RecordingProgress)
     resumed = _run(mini_spec, tracking_uri, "execution.batch_size=5", resume=run_id)
+    # The ETA of a resumed run starts from the cost per unit its earlier sessions measured, for
+    # the classes they ran (here one class per study): at least those of the first session's
+    # finished configurations.
+    study_of = {c["id"]: c["study"] for c in reference["configurations"]}
+    assert {study_of[c] for c in first_session} <= set(seeded) <= set(study_of.values())
+    assert all(cost > 0 for cost in seeded.values())
 
     assert resumed["run_id"] == run_id
     assert resumed["configurations"] == reference["configurations"]
