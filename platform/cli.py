@@ -41,6 +41,7 @@ from privlab.platform.commands import (  # noqa: F401 (exit codes: the command's
     finished_summary,
     toml_kind,
 )
+from privlab.platform.interrupts import sigterm_as_interrupt
 
 DEFAULT_CLUSTER_STATE = ".privlab/cluster"
 
@@ -548,7 +549,8 @@ def _main(argv: Sequence[str] | None) -> int:
     quiet_third_party_logs(verbose=args.verbose)
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
     try:
-        return args.handler(args)
+        with sigterm_as_interrupt():  # a scheduler's or kill's stop: the same clean stop as Ctrl-C
+            return args.handler(args)
     except KeyboardInterrupt:
         _ignore_further_interrupts()
         print("\nprivlab: interrupted", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""Ctrl-C while a stopped run saves its work: say so, and let a third press abandon it.
+"""Stopping a command cleanly: Ctrl-C and SIGTERM, and more of either while a stopped run saves.
 
 The first Ctrl-C stops ``privlab run`` (a ``KeyboardInterrupt`` in the driver). Saving then
 takes a moment — the checkpoint, pending tracking writes, stopping Ray — and a second
@@ -6,6 +6,13 @@ takes a moment — the checkpoint, pending tracking writes, stopping Ray — and
 exit code 1, leaving the parent run RUNNING. Inside :func:`shielded_cleanup` the next press
 only says what is happening; the one after calls ``abandon`` and exits at once with 130 (the
 run stays resumable: it was checkpointed as it went, and its lease shows the driver as gone).
+
+SIGTERM — ``kill``, ``timeout``, a batch scheduler or container runtime ending a job — gets the
+same clean stop (:func:`sigterm_as_interrupt`): a run checkpoints and is marked resumable, a
+release removes its staging folder. It matters most for a run started in the background by a
+script, which ignores SIGINT and before could only be killed outright, losing the work since
+its last checkpoint. A SIGTERM during the save is noted and otherwise ignored: the sender's
+SIGKILL, if it comes, is what cuts a save short.
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ EXIT_INTERRUPTED = 130
 
 @contextlib.contextmanager
 def shielded_cleanup(abandon: Callable[[], None]) -> Iterator[None]:
-    """Run the body with SIGINT counted instead of raised (main thread only; elsewhere a no-op).
+    """Run the body with SIGINT counted and SIGTERM noted instead of raised (main thread only;
+    elsewhere a no-op).
 
     Args:
         abandon: Called before exiting on the second press inside the body (print the run id
@@ -46,8 +54,31 @@ def shielded_cleanup(abandon: Callable[[], None]) -> Iterator[None]:
         sys.stderr.flush()
         os._exit(EXIT_INTERRUPTED)
 
+    def on_sigterm(_signum: int, _frame: Any) -> None:
+        print("\nprivlab: saving finished work before stopping", file=sys.stderr, flush=True)
+
     previous = signal.signal(signal.SIGINT, on_sigint)
+    previous_term = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, previous_term)
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Inside the body, SIGTERM raises ``KeyboardInterrupt`` as Ctrl-C does, so the same clean
+    stop runs (main thread only; elsewhere a no-op). The previous handler is restored after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigterm(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

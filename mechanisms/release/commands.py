@@ -97,20 +97,10 @@ def _release(args: argparse.Namespace) -> int:
     for stale in stale_partials(out):
         print(f"privlab: note: {stale} is left over from a killed release run (no bundle in it); delete it",
               file=sys.stderr)
-    import signal
-    import threading
-
-    def terminate(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt  # unwinds through the staging folder's cleanup: no partial bundle
-
-    previous = signal.signal(signal.SIGTERM, terminate) if threading.current_thread() is threading.main_thread() \
-        else None
-    try:
-        result = run_release(args.spec, data=args.data, out=out, budget=args.budget, replay=args.replay,
-                             progress=lambda message: print(f"privlab: {message}", file=sys.stderr, flush=True))
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+    # SIGTERM raises KeyboardInterrupt here (privlab.platform.interrupts.sigterm_as_interrupt, set
+    # by the command line), which unwinds through the staging folder's cleanup: no partial bundle.
+    result = run_release(args.spec, data=args.data, out=out, budget=args.budget, replay=args.replay,
+                         progress=lambda message: print(f"privlab: {message}", file=sys.stderr, flush=True))
     print(f"release bundle written to {result.out} (ε = {result.total_epsilon:g} within budget {result.budget:g})")
     print(f"  selected configuration: {result.configuration.as_dict()}")
     for name in result.public_files:
