@@ -8,13 +8,16 @@ worker dies; because units are pure functions of their seeds, a retry gives the 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
+import signal
 import socket
 import sys
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from privlab.platform.aggregation import ConfigAggregate
@@ -111,6 +114,19 @@ def keep_ray_on_loopback() -> None:
         constants.ENABLE_RAY_CLUSTER = False
 
 
+@contextlib.contextmanager
+def _sigterm_handler_kept() -> Iterator[None]:
+    """``ray.init`` replaces the driver's SIGTERM handler with ``sys.exit``; keep a handler the
+    caller installed (the command line's clean stop, ``interrupts.sigterm_as_interrupt``), so
+    SIGTERM still checkpoints the run and marks it resumable. Without one, Ray's stays."""
+    previous = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
+    try:
+        yield
+    finally:
+        if callable(previous):
+            signal.signal(signal.SIGTERM, previous)
+
+
 class RayBackend:
     """Units as Ray tasks, actor-pool items as actor calls."""
 
@@ -133,20 +149,22 @@ class RayBackend:
                 log.info("removed %s, left by a dead privlab run", folder)
             self._temp_dir = tempfile.mkdtemp(prefix=RAY_FOLDER_PREFIX, dir="/tmp")
             write_owner(self._temp_dir)
-            ray.init(
-                address="local",
-                num_cpus=cpus,
-                include_dashboard=include_dashboard,
-                _node_ip_address="127.0.0.1",
-                _temp_dir=self._temp_dir,
-                logging_level=logging.WARNING,
-                log_to_driver=True,
-            )
+            with _sigterm_handler_kept():
+                ray.init(
+                    address="local",
+                    num_cpus=cpus,
+                    include_dashboard=include_dashboard,
+                    _node_ip_address="127.0.0.1",
+                    _temp_dir=self._temp_dir,
+                    logging_level=logging.WARNING,
+                    log_to_driver=True,
+                )
         else:
             _check_reachable(address)
             extra = {"_node_ip_address": "127.0.0.1"} if is_loopback_address(address) else {}
             try:
-                ray.init(address=address, logging_level=logging.WARNING, log_to_driver=True, **extra)
+                with _sigterm_handler_kept():
+                    ray.init(address=address, logging_level=logging.WARNING, log_to_driver=True, **extra)
             except Exception as error:  # Ray's own messages run to pages; say what to do instead
                 first = str(error).strip().splitlines()[0] if str(error).strip() else ""
                 raise ExecutionError(

@@ -3,11 +3,15 @@ killed mid-run — all must give exactly the single-process results."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from privlab.platform.interrupts import sigterm_as_interrupt
+from privlab.platform.progress import Progress
 from privlab.platform.runner import RunOptions, run_experiment
 from privlab.platform.spec import load_spec
 
@@ -30,9 +34,23 @@ def reference(tmp_path_factory: pytest.TempPathFactory, mini_spec_text: str) -> 
 
 # One worker is the slow step's (13 s): the default run keeps Ray's parallel case.
 @pytest.mark.parametrize("workers", [pytest.param(1, marks=pytest.mark.slow), 2])
-def test_local_ray_matches_serial(reference: tuple[Path, str, dict], workers: int) -> None:
+def test_local_ray_matches_serial(reference: tuple[Path, str, dict], workers: int,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
     spec, uri, serial = reference
-    summary = _run(spec, uri, workers=workers)
+    # As the command line runs it: SIGTERM stops the run cleanly, also after ray.init (which
+    # installs a handler of its own) started Ray.
+    handlers_while_counting = set()
+    counted = Progress.update
+
+    def note_the_handler(self: Progress, units: int = 0, **kwargs: Any) -> None:
+        handlers_while_counting.add(signal.getsignal(signal.SIGTERM))
+        counted(self, units, **kwargs)
+
+    monkeypatch.setattr(Progress, "update", note_the_handler)
+    with sigterm_as_interrupt():
+        ours = signal.getsignal(signal.SIGTERM)
+        summary = _run(spec, uri, workers=workers)
+    assert handlers_while_counting == {ours}
     assert summary["timing"]["backend"] == "ray"
     assert summary["timing"]["workers"] == workers
     assert summary["configurations"] == serial["configurations"]
