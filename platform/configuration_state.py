@@ -117,7 +117,7 @@ def prepare_states(
             ConfigAggregate.from_state(partial[config.id]) if config.id in partial else context.empty_aggregate()
         )
         state = ConfigState(config=config, context=context, aggregate=aggregate, ledger=ledger,
-                            cost_class=cost_class_of(config))
+                            cost_class=_qualified_cost_class(config, workload.cost_class(params)))
         if isinstance(study.dataset, FileDataset):
             if study.name not in refs:
                 refs[study.name] = put(data.study_frames[study.name])
@@ -136,7 +136,11 @@ def cost_class_of(config: Configuration) -> str:
     """The study and its workload's :meth:`~privlab.platform.registry.Workload.cost_class`: units of
     one class are taken to cost the same when batches are sized and the time left is estimated."""
     workload = registry.get_workload(config.workload)
-    named = workload.cost_class(registry.build_params(workload.Params, config.params, where=config.id))
+    params = registry.build_params(workload.Params, config.params, where=config.id)
+    return _qualified_cost_class(config, workload.cost_class(params))
+
+
+def _qualified_cost_class(config: Configuration, named: str) -> str:
     return f"{config.study}/{named}" if named else config.study
 
 

@@ -36,6 +36,15 @@ def _count(n: float) -> str:
     return f"{n:.0f}"
 
 
+class UnitCosts(dict[str, float]):
+    """Compute seconds per unit of each cost class, learnt from results as they come back: each
+    measurement moves the estimate halfway to it, so a class's cost follows a changing load."""
+
+    def measure(self, cost_class: str, seconds_per_unit: float) -> None:
+        known = self.get(cost_class)
+        self[cost_class] = seconds_per_unit if known is None else 0.5 * (known + seconds_per_unit)
+
+
 class Progress:
     """Tracks units done out of a total; redraws at most every ``interval`` seconds."""
 
@@ -53,7 +62,7 @@ class Progress:
         self.class_totals = dict(classes) if classes else {"": total}
         self.class_done = {name: 0 for name in self.class_totals}
         self.start_class_done = dict(self.class_done)
-        self.seconds_per_unit: dict[str, float] = {}
+        self.seconds_per_unit = UnitCosts()
         self._shown_fraction = 0.0
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
@@ -84,9 +93,7 @@ class Progress:
         if units:
             self.class_done[cost_class] = self.class_done.get(cost_class, 0) + units
             if seconds is not None and seconds > 0:
-                measured = seconds / units
-                known = self.seconds_per_unit.get(cost_class)
-                self.seconds_per_unit[cost_class] = measured if known is None else 0.5 * (known + measured)
+                self.seconds_per_unit.measure(cost_class, seconds / units)
         if configs_done is not None:
             self.configs_done = configs_done
         now = time.perf_counter()

@@ -19,6 +19,7 @@ from typing import Any
 from privlab.platform.aggregation import ConfigAggregate
 from privlab.platform.configuration_state import ConfigState
 from privlab.platform.errors import ExecutionError, PrivlabError
+from privlab.platform.progress import UnitCosts
 from privlab.platform.spec import ExecutionSpec
 
 PILOT_UNITS = 4
@@ -68,7 +69,7 @@ class TrialScheduler:
         self.limit = limit
         self.on_merged = on_merged
         self.on_round = on_round
-        self.seconds_per_unit: dict[str, float] = {}  # cost class → measured compute seconds per unit
+        self.seconds_per_unit = UnitCosts()  # cost class → measured compute seconds per unit
         self.pilots: dict[str, int] = {}  # cost class → pilot batches submitted
         self.in_flight: dict[Any, tuple[ConfigState, int, int]] = {}
 
@@ -92,7 +93,8 @@ class TrialScheduler:
                 for handle in self.backend.wait(list(in_flight), timeout=1.0):
                     state, start, end = in_flight.pop(handle)
                     result = self._result(handle, state, start, end)
-                    self._measure(state.cost_class, result.compute_seconds / max(end - start, 1))
+                    self.seconds_per_unit.measure(state.cost_class,
+                                                  max(result.compute_seconds / max(end - start, 1), 1e-7))
                     state.aggregate.merge(result)
                     self.on_merged(state, result, end - start)
                 self.on_round()
@@ -140,11 +142,6 @@ class TrialScheduler:
         remaining = sum(b - a for s in queue for a, b in s.cursor)
         balance = max(1, math.ceil(remaining / (self.backend.workers * 4)))
         return min(size, balance)
-
-    def _measure(self, cost_class: str, seconds: float) -> None:
-        measured = max(seconds, 1e-7)
-        known = self.seconds_per_unit.get(cost_class)
-        self.seconds_per_unit[cost_class] = measured if known is None else 0.5 * (known + measured)
 
     def _result(self, handle: Any, state: ConfigState, start: int, end: int) -> ConfigAggregate:
         try:
