@@ -18,12 +18,15 @@ from typing import Any
 
 from privlab.platform import composition
 from privlab.platform.errors import BudgetExceededError, LedgerError
+from privlab.platform.positional_split import PositionalSplit
 from privlab.platform.validation import check_real
 
 __all__ = ["ACCOUNTANTS", "CAP_RELATIVE_TOLERANCE", "Budget", "Ledger", "PrivacyEvent"]
 
 ACCOUNTANTS = ("basic", "advanced")
 NEIGHBOURING = ("replace_one", "add_remove")
+PARTITION_BASES = ("membership", "position")
+"""How a partition's parts were cut: by membership (add/remove-one only) or by record position."""
 """Accountant names :class:`Ledger` accepts."""
 
 CAP_RELATIVE_TOLERANCE = 1e-12
@@ -209,6 +212,13 @@ class PrivacyEvent:
 
 
 @dataclass(frozen=True)
+class _RecordedSplit:
+    """A positional split read back from a ledger's JSON (its positions are not kept)."""
+
+    n_parts: int
+
+
+@dataclass(frozen=True)
 class Budget:
     """An (ε, δ) total."""
 
@@ -329,6 +339,7 @@ class Ledger:
         self._delta_slack = delta_slack
         self._neighbouring = neighbouring
         self._partitions: list[tuple[str, tuple[str, ...]]] = []
+        self._partition_basis: list[str] = []
         self._events: list[PrivacyEvent] = []
 
     # --- properties -------------------------------------------------------------------------
@@ -369,28 +380,40 @@ class Ledger:
 
     # --- recording --------------------------------------------------------------------------
 
-    def declare_partition(self, parent: str, parts: Sequence[str]) -> None:
+    def declare_partition(self, parent: str, parts: Sequence[str], *, split: PositionalSplit | None = None) -> None:
         """Declare ``parts`` as disjoint subsets of scope ``parent`` (parallel composition).
 
         Args:
             parent: the scope split; it may have events, be a part itself, or be new.
             parts: at least two distinct new scope names (not yet used by any event or
                 partition), so a partition is declared before anything is spent on its parts.
+            split: the :class:`~privlab.platform.positional_split.PositionalSplit` that made the
+                parts, one part per name. Required under replace-one neighbours; without it the
+                partition is taken to be by membership (valid for add/remove-one only).
 
         Raises:
-            TypeError: a name is not a str, or ``parts`` is not a sequence of names.
-            LedgerError: fewer than two parts, duplicates, or a part name already in use.
+            TypeError: a name is not a str, ``parts`` is not a sequence of names, or ``split``
+                is not a :class:`PositionalSplit`.
+            LedgerError: fewer than two parts, duplicates, a part name already in use, a split
+                with another number of parts, or no positional split under replace-one.
 
         Privacy:
-            Declaring a partition asserts that every record of ``parent`` is in exactly one part
-            (add/remove-one neighbouring); a wrong declaration under-counts the budget.
+            Declaring a partition asserts that every record of ``parent`` is in exactly one part.
+            Under add/remove-one that suffices (McSherry's Theorem 4). Under replace-one it
+            holds only when the parts are cut by record position, independently of the values
+            (:mod:`privlab.platform.positional_split`): the replaced record then stays in its
+            part. A wrong declaration under-counts the budget.
         """
         _text("parent", parent)
-        if self._neighbouring != "add_remove":
+        if split is not None and not isinstance(split, (PositionalSplit, _RecordedSplit)):
+            raise TypeError(f"split ({split!r}) must be a PositionalSplit (a split by record position)")
+        if split is None and self._neighbouring != "add_remove":
             raise LedgerError(
-                f"partition of {parent!r}: parallel composition does not hold for {self._neighbouring} "
-                "neighbours (a replaced record can move from one part to another); charge the parts "
-                "sequentially, or state the guarantee for add/remove neighbours (neighbouring='add_remove')")
+                f"partition of {parent!r}: parallel composition holds for {self._neighbouring} neighbours "
+                "only when the parts are cut by record position, independently of the values (a replaced "
+                "record could otherwise move from one part to another); pass split=PositionalSplit(...), "
+                "charge the parts sequentially, or state the guarantee for add/remove neighbours "
+                "(neighbouring='add_remove')")
         if isinstance(parts, str) or not isinstance(parts, Sequence):
             raise TypeError(f"parts ({parts!r}) must be a sequence of scope names")
         for part in parts:
@@ -401,6 +424,9 @@ class Ledger:
             raise LedgerError(f"parts ({list(parts)!r}) must be distinct")
         if parent in parts:
             raise LedgerError(f"parts ({list(parts)!r}) must not contain the parent ({parent!r})")
+        if split is not None and split.n_parts != len(parts):
+            raise LedgerError(f"parts ({list(parts)!r}) must name one scope per part of the split "
+                              f"({split.n_parts} parts)")
         known = self._scope_names()
         used = [p for p in parts if p in known]
         if used:
@@ -409,6 +435,7 @@ class Ledger:
                 "partition); declare partitions before spending on their parts"
             )
         self._partitions.append((parent, tuple(parts)))
+        self._partition_basis.append("membership" if split is None else "position")
 
     def spend(self, event: PrivacyEvent) -> PrivacyEvent:
         """Record ``event`` if the run stays within its caps, else raise without recording.
@@ -580,6 +607,7 @@ class Ledger:
             neighbouring=self._neighbouring,
         )
         copy._partitions = list(self._partitions)
+        copy._partition_basis = list(self._partition_basis)
         return copy
 
     def total(self, accountant: str | None = None) -> Budget:
@@ -666,7 +694,8 @@ class Ledger:
             "accountant": self._accountant,
             "delta_slack": self._delta_slack,
             "neighbouring": self._neighbouring,
-            "partitions": [{"parent": p, "parts": list(parts)} for p, parts in self._partitions],
+            "partitions": [{"parent": p, "parts": list(parts), "basis": basis}
+                           for (p, parts), basis in zip(self._partitions, self._partition_basis, strict=True)],
             "events": [e.to_dict() for e in self._events],
         }
 
@@ -701,9 +730,15 @@ class Ledger:
             neighbouring=d.get("neighbouring", "add_remove"),
         )
         for partition in d["partitions"]:
-            if not isinstance(partition, Mapping) or set(partition) != {"parent", "parts"}:
-                raise LedgerError(f"partition ({partition!r}) must have keys parent and parts")
-            ledger.declare_partition(partition["parent"], partition["parts"])
+            if not isinstance(partition, Mapping) or not {"parent", "parts"} <= set(partition) <= \
+                    {"parent", "parts", "basis"}:
+                raise LedgerError(f"partition ({partition!r}) must have keys parent, parts (and basis)")
+            basis = partition.get("basis", "membership")
+            if basis not in PARTITION_BASES:
+                raise LedgerError(f"partition basis ({basis!r}) must be one of {list(PARTITION_BASES)}")
+            # A recorded positional split is replayed by its basis: its positions are not kept.
+            split = _RecordedSplit(len(partition["parts"])) if basis == "position" else None
+            ledger.declare_partition(partition["parent"], partition["parts"], split=split)
         for event in d["events"]:
             ledger.spend(PrivacyEvent.from_dict(event))
         return ledger

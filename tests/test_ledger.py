@@ -607,7 +607,7 @@ def test_render_table_fills_effective_epsilon_for_every_event() -> None:
 def test_replace_one_is_the_default_and_refuses_rules_that_do_not_hold_for_it() -> None:
     ledger = Ledger(epsilon_cap=2.0)
     assert ledger.neighbouring == "replace_one" and ledger.fresh().neighbouring == "replace_one"
-    with pytest.raises(LedgerError, match="parallel composition does not hold for replace_one"):
+    with pytest.raises(LedgerError, match="parallel composition holds for replace_one neighbours only when the parts are cut by record position"):
         ledger.declare_partition("data", ["a", "b"])
     with pytest.raises(LedgerError, match="amplification by subsampling does not hold"):
         ledger.spend(PrivacyEvent(name="z", mechanism="laplace", epsilon=1.0, sampling_rate=0.1))
