@@ -61,7 +61,8 @@ def test_package_imports_from_the_repo_root() -> None:
 # --- import direction (issue 9): the DP core below everything, mechanisms on the core only ---------
 #
 # core        privlab.platform.{errors, ledger, composition, budget, randomness, secure_sampling,
-#             transcript, seeding, plugins, columns, estimator, validation}: imports only the core.
+#             transcript, seeding, plugins, columns, estimator, validation, positional_split,
+#             dp_events, accountants}: imports only the core.
 # mechanisms  every privlab.mechanisms module that is not an adapter: imports the core and
 #             other mechanisms' non-adapter modules.
 # adapters    mechanisms modules that connect a mechanism to the platform (workloads, studies,
@@ -73,7 +74,7 @@ def test_package_imports_from_the_repo_root() -> None:
 
 CORE = {f"privlab.platform.{name}" for name in (
     "errors", "ledger", "composition", "budget", "randomness", "secure_sampling", "transcript", "seeding",
-    "plugins", "columns", "estimator", "validation")}
+    "plugins", "columns", "estimator", "validation", "positional_split")}
 PLATFORM_INTERFACES = {f"privlab.platform.{name}" for name in ("registry", "audit", "reports", "commands")}
 ADAPTER_NAME = re.compile(r"^(workloads|\w+_workloads|studies|\w+_studies|audit|report|reports_\w+|commands)$")
 
