@@ -9,6 +9,7 @@ take the run past its cap. Events never compose themselves; that is the ledger's
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 import numbers
@@ -16,18 +17,31 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from privlab.platform import composition
+from privlab.platform import accountants, composition
+from privlab.platform.accountants import ScopeNode
+from privlab.platform.dp_events import (
+    DpEvent,
+    EpsilonDeltaEvent,
+    ExponentialEvent,
+    LaplaceEvent,
+    PrivateSelectionEvent,
+    Subsampled,
+    basic_guarantee,
+    event_from_dict,
+    render_tree,
+)
 from privlab.platform.errors import BudgetExceededError, LedgerError
 from privlab.platform.positional_split import PositionalSplit
 from privlab.platform.validation import check_real
 
 __all__ = ["ACCOUNTANTS", "CAP_RELATIVE_TOLERANCE", "Budget", "Ledger", "PrivacyEvent"]
 
-ACCOUNTANTS = ("basic", "advanced")
+ACCOUNTANTS = accountants.SELECTABLE
+"""Accountant names :class:`Ledger` accepts (:mod:`privlab.platform.accountants`)."""
 NEIGHBOURING = ("replace_one", "add_remove")
+"""Neighbouring relations a ledger's guarantee can be stated for."""
 PARTITION_BASES = ("membership", "position")
 """How a partition's parts were cut: by membership (add/remove-one only) or by record position."""
-"""Accountant names :class:`Ledger` accepts."""
 
 CAP_RELATIVE_TOLERANCE = 1e-12
 """A total may exceed its cap by this relative amount (float summation error, not budget)."""
@@ -112,6 +126,12 @@ class PrivacyEvent:
             step ran on such a subsample.
         details: extra loggable facts, e.g. ``(("epsilon1", 0.5),)``; values are numbers or
             strings, keys unique.
+        dp_event: the step as a typed event tree (:mod:`privlab.platform.dp_events`) when the
+            mechanism builds one (a composed guarantee, Gaussian noise); use
+            :meth:`from_dp_event`. Otherwise :attr:`typed` derives the leaf from ``mechanism``,
+            ``sensitivity`` and ``noise_scale``. ``epsilon``/``delta`` are then the tree's basic
+            (sequential-composition) guarantee; ``epsilon`` is ``None`` for a tree with no
+            pure-ε guarantee (Gaussian noise).
 
     Raises:
         TypeError: a field has the wrong kind of value.
@@ -135,15 +155,32 @@ class PrivacyEvent:
     step: str = ""
     sampling_rate: float | None = None
     details: tuple[tuple[str, DetailValue], ...] = ()
+    dp_event: DpEvent | None = None
 
     def __post_init__(self) -> None:
         _text("name", self.name)
         _text("mechanism", self.mechanism)
         _text("scope", self.scope)
         _text("step", self.step, empty_ok=True)
+        if self.dp_event is not None and not isinstance(self.dp_event, DpEvent):
+            raise TypeError(f"dp_event ({self.dp_event!r}) must be a DpEvent")
+        basic = None if self.dp_event is None else basic_guarantee(self.dp_event)
+        if self.dp_event is not None and basic is None:
+            if self.epsilon is not None:
+                raise LedgerError(f"epsilon ({self.epsilon!r}) must be None for {self.dp_event.label()}, "
+                                  "which has no pure-ε guarantee")
+            if self.sampling_rate is not None:
+                raise LedgerError("sampling_rate must be None with a dp_event (use a Subsampled event)")
+            object.__setattr__(self, "delta", check_real("delta", self.delta))
+            object.__setattr__(self, "details", _details(self.details))
+            return
         epsilon = check_real("epsilon", self.epsilon)
         if not (math.isfinite(epsilon) and epsilon > 0.0):
             raise LedgerError(f"epsilon ({self.epsilon!r}) must be finite and > 0")
+        if basic is not None and (epsilon, check_real("delta", self.delta)) != basic:
+            raise LedgerError(f"epsilon, delta ({epsilon!r}, {self.delta!r}) must be the basic guarantee "
+                              f"{basic!r} of {self.dp_event.label()}; build the record with "  # type: ignore[union-attr]
+                              "PrivacyEvent.from_dp_event")
         delta = check_real("delta", self.delta)
         if not 0.0 <= delta < 1.0:
             raise LedgerError(f"delta ({self.delta!r}) must be in [0, 1)")
@@ -168,6 +205,36 @@ class PrivacyEvent:
         for key, value in normalized.items():
             object.__setattr__(self, key, value)
 
+    @classmethod
+    def from_dp_event(cls, dp_event: DpEvent, *, name: str, scope: str = "data", step: str = "",
+                      sensitivity: float | None = None, noise_scale: float | None = None,
+                      details: tuple[tuple[str, DetailValue], ...] = ()) -> PrivacyEvent:
+        """The record of a step the mechanism describes as a typed event tree; ``mechanism`` is the
+        tree's kind and ``epsilon``/``delta`` its basic guarantee (``None`` for Gaussian noise)."""
+        if not isinstance(dp_event, DpEvent):
+            raise TypeError(f"dp_event ({dp_event!r}) must be a DpEvent")
+        basic = basic_guarantee(dp_event)
+        return cls(name=name, mechanism=dp_event.kind, epsilon=None if basic is None else basic[0],  # type: ignore[arg-type]
+                   delta=0.0 if basic is None else basic[1], sensitivity=sensitivity, noise_scale=noise_scale,
+                   scope=scope, step=step, details=details, dp_event=dp_event)
+
+    @property
+    def typed(self) -> DpEvent:
+        """The step as a typed event (:mod:`privlab.platform.dp_events`).
+
+        Explicit when built with :meth:`from_dp_event`. Otherwise derived: ``"laplace"`` with a
+        sensitivity Δ and scale b such that Δ/b is ε (to 1e-9) is a :class:`LaplaceEvent`, whose
+        exact privacy curve the curve accountants use; the exponential mechanism, permute-and-flip
+        and the pMSE chain are :class:`ExponentialEvent` (pure ε); private selection with its
+        ε₁, ε₀ details a :class:`PrivateSelectionEvent`; any other step is an
+        :class:`EpsilonDeltaEvent` with its recorded (ε, δ), naming its mechanism. A
+        ``sampling_rate`` wraps the leaf in :class:`Subsampled`.
+        """
+        if self.dp_event is not None:
+            return self.dp_event
+        return _derived_event(self.mechanism, self.epsilon, self.delta, self.sensitivity, self.noise_scale,
+                              self.sampling_rate, self.details)
+
     @property
     def effective_epsilon(self) -> float:
         """ε after amplification by subsampling (``epsilon`` when not subsampled)."""
@@ -189,6 +256,10 @@ class PrivacyEvent:
         """The event as JSON-ready data; :meth:`from_dict` inverts it exactly."""
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["details"] = [[k, v] for k, v in self.details]
+        if self.dp_event is None:
+            del d["dp_event"]
+        else:
+            d["dp_event"] = self.dp_event.to_dict()
         return d
 
     @classmethod
@@ -208,7 +279,111 @@ class PrivacyEvent:
         missing = [k for k in ("name", "mechanism", "epsilon") if k not in d]
         if missing:
             raise LedgerError(f"event ({dict(d)!r}) must have keys {missing}")
+        d = dict(d)
+        if d.get("dp_event") is not None:
+            d["dp_event"] = event_from_dict(d["dp_event"])
         return cls(**d)
+
+
+def _derived_event(mechanism: str, epsilon: float, delta: float, sensitivity: float | None,
+                   noise_scale: float | None, sampling_rate: float | None,
+                   details: tuple[tuple[str, DetailValue], ...]) -> DpEvent:
+    """The typed leaf of a flat record (:attr:`PrivacyEvent.typed`)."""
+    leaf: DpEvent
+    if (mechanism == "laplace" and delta == 0.0 and sensitivity and noise_scale
+            and abs(sensitivity / noise_scale - epsilon) <= 1e-9 * epsilon):
+        leaf = LaplaceEvent(sensitivity, noise_scale)
+    elif mechanism in PURE_EPSILON_MECHANISMS and delta == 0.0:
+        leaf = ExponentialEvent(epsilon)
+    elif mechanism == "private_selection_known_threshold" and delta == 0.0:
+        known = dict(details)
+        leaf = PrivateSelectionEvent(float(known["epsilon1"]), float(known["epsilon0"]))
+    else:
+        leaf = EpsilonDeltaEvent(epsilon, delta, f"the {mechanism} step's own guarantee")
+    return leaf if sampling_rate is None else Subsampled(leaf, sampling_rate)
+
+
+PURE_EPSILON_MECHANISMS = ("exponential", "permute_and_flip", "exponential_pmse_metropolis")
+"""Mechanisms that choose one output at ε (an exponential-mechanism choice): :class:`ExponentialEvent`."""
+
+
+def _grow(partials: list[float], x: float) -> None:
+    """Add ``x`` to Shewchuk's non-overlapping partials, whose exact sum is the sum of every term
+    added (the algorithm behind :func:`math.fsum`, kept open so a sum can grow one term at a time)."""
+    i = 0
+    for y in partials:
+        if abs(x) < abs(y):
+            x, y = y, x
+        hi = x + y
+        lo = y - (hi - x)
+        if lo:
+            partials[i] = lo
+            i += 1
+        x = hi
+    partials[i:] = [x]
+
+
+class _BasicTotals:
+    """The basic (sequential + parallel) total, kept up to date one event at a time.
+
+    Top-level scopes share one exact partial sum; each part scope keeps its own, and each
+    partition caches its largest part. Recording an event touches its scope and the partitions
+    above it, so :meth:`add` costs O(depth × parts), and :meth:`total` is one ``fsum`` over the
+    partials and the top-level partitions. The result is bit-identical to ``fsum`` over every
+    term at once.
+    """
+
+    def __init__(self) -> None:
+        self.top: tuple[list[float], list[float]] = ([], [])
+        self.own: dict[str, tuple[list[float], list[float]]] = {}
+        self.part_of: dict[str, int] = {}
+        self.partitions: list[tuple[str, tuple[str, ...]]] = []
+        self.children: dict[str, list[int]] = {}
+        self.scope_total: dict[str, tuple[float, float]] = {}
+        self.largest: list[tuple[float, float]] = []
+
+    def declare(self, parent: str, parts: tuple[str, ...]) -> None:
+        index = len(self.partitions)
+        self.partitions.append((parent, parts))
+        self.children.setdefault(parent, []).append(index)
+        self.largest.append((0.0, 0.0))
+        for part in parts:
+            self.part_of[part] = index
+            self.own[part] = ([], [])
+            self.scope_total[part] = (0.0, 0.0)
+
+    def add(self, scope: str, epsilon: float, delta: float) -> None:
+        eps, dels = self.own[scope] if scope in self.part_of else self.top
+        _grow(eps, epsilon)
+        _grow(dels, delta)
+        while scope in self.part_of:
+            eps, dels = self.own[scope]
+            nested = [self.largest[i] for i in self.children.get(scope, [])]
+            self.scope_total[scope] = (math.fsum([*eps, *(e for e, _ in nested)]),
+                                       math.fsum([*dels, *(d for _, d in nested)]))
+            index = self.part_of[scope]
+            parent, parts = self.partitions[index]
+            totals = [self.scope_total[p] for p in parts]
+            self.largest[index] = (max(e for e, _ in totals), max(d for _, d in totals))
+            scope = parent
+
+    def total(self) -> Budget:
+        nested = [self.largest[i] for i, (parent, _) in enumerate(self.partitions) if parent not in self.part_of]
+        return Budget(math.fsum([*self.top[0], *(e for e, _ in nested)]),
+                      math.fsum([*self.top[1], *(d for _, d in nested)]))
+
+    def snapshot(self, scope: str) -> tuple[Any, ...]:
+        """What :meth:`add` on ``scope`` can change, to :meth:`restore` after a refusal."""
+        lists = self.own[scope] if scope in self.part_of else self.top
+        return (scope, list(lists[0]), list(lists[1]), dict(self.scope_total), list(self.largest))
+
+    def restore(self, snapshot: tuple[Any, ...]) -> None:
+        scope, eps, dels, scope_total, largest = snapshot
+        lists = self.own[scope] if scope in self.part_of else self.top
+        lists[0][:] = eps
+        lists[1][:] = dels
+        self.scope_total = scope_total
+        self.largest = largest
 
 
 @dataclass(frozen=True)
@@ -227,69 +402,64 @@ class Budget:
 
 
 class Ledger:
-    """A run's privacy events, caps and accountant.
+    """A run's privacy events, caps, neighbouring relation and accountant.
 
     Composition semantics:
 
-    * Events are grouped by ``scope`` (the data they touched). Amplification by subsampling is
-      applied to each event first (``effective_epsilon``/``effective_delta``).
-    * A scope's own events compose with the accountant. ``"basic"``: sequential composition,
-      the sums of effective ε and δ. ``"advanced"``: Dwork–Roth Theorem 3.20 with k = number of
-      the scope's events, ε = their largest effective ε, δ = their largest effective δ, and
-      δ'' = ``delta_slack``. That is valid for heterogeneous events because an
-      (ε_i, δ_i)-DP step is also (max ε, max δ)-DP; each scope with events pays δ'' once.
-      When the scope's basic sum of ε is no larger than that ε', the basic total (Σε, Σδ) is
-      used instead: it is then at least as good in both ε and δ (Σδ_i ≤ kδ < kδ + δ''), so
-      both are valid and the basic one dominates (at k = 1 always: Theorem 3.20 is looser
-      than the step itself, which matters for a step that is itself a composed guarantee,
-      e.g. a privacy test run on many candidates).
+    * Events are grouped by ``scope`` (the data they touched); each is a typed event tree
+      (:attr:`PrivacyEvent.typed`). Scopes that are not a declared part are top-level and
+      compose sequentially with each other, which is conservative when they overlap.
     * :meth:`declare_partition` splits a scope into disjoint parts. Each partition of a scope
-      contributes the parallel composition (the largest ε and the largest δ) of its parts'
-      totals, computed recursively, so partitions nest; that is added sequentially to the
-      scope's own total. A scope can have several partitions (e.g. by age and by region);
-      they add up.
-    * Scopes that are not a declared part are top-level and compose sequentially with each
-      other, which is conservative when they overlap.
-    * Basic totals are :func:`math.fsum` over all terms at once, so without partitions the
-      total is exactly the correctly rounded sum of the effective ε.
+      contributes the parallel composition of its parts (the worst part), computed recursively,
+      so partitions nest; that composes sequentially with the scope's own events. A scope can
+      have several partitions (e.g. by age and by region); they add up.
+    * How events compose is the accountant's (:mod:`privlab.platform.accountants`): ``"basic"``
+      (sequential), ``"advanced"`` (Dwork–Roth 3.20 per scope, each scope with events paying
+      δ'' once, keeping its basic total where that is no larger), ``"pld"``, ``"rdp"`` and
+      ``"zcdp"`` (composed privacy curves read at δ''), and ``"best"``: the smallest total ε
+      among the accountants that can account for every event (and stay within the δ cap).
+    * Basic totals are kept incrementally as exact partial sums (Shewchuk), so without
+      partitions the basic total is exactly the correctly rounded sum of the effective ε, and
+      :meth:`spend` is O(1) amortised under ``"basic"``.
 
-    Caps: :meth:`spend` computes the total the event would produce under ``accountant`` and
-    raises :class:`BudgetExceededError` before recording if ε exceeds ``epsilon_cap`` or δ
-    exceeds ``delta_cap``, each with relative tolerance :data:`CAP_RELATIVE_TOLERANCE`
-    (1e-12) so that splitting a budget into fractions that sum to the cap is not refused
-    for float rounding.
+    Caps: :meth:`spend` refuses an event (:class:`BudgetExceededError`, nothing recorded) unless
+    the run's guarantee with it stays within ``epsilon_cap`` and ``delta_cap`` (relative
+    tolerance :data:`CAP_RELATIVE_TOLERANCE`, so fractions of a budget that sum to the cap are
+    not refused for float rounding). The guarantee is the enforced accountant's; the basic one is
+    accepted too when it fits, since every accountant's total is a valid bound and basic is never
+    larger in δ. An accountant that cannot account for an event (Gaussian noise under
+    ``"basic"``, say) refuses it with a :class:`LedgerError` naming both.
 
     Args:
         epsilon_cap: the run's ε budget, finite and > 0, or ``None`` for an uncapped research
             run (totals are still computed and logged).
         delta_cap: the run's δ budget in [0, 1), or ``None`` for uncapped. Default 0: pure DP,
             any δ > 0 is refused.
-        accountant: ``"basic"`` or ``"advanced"``; the one whose total is enforced.
-        delta_slack: δ'' in (0, 1) for the advanced accountant; required by ``"advanced"``,
-            optional with ``"basic"`` (then :meth:`totals_by_accountant` reports both).
-
-    Raises:
-        TypeError: an argument has the wrong kind of value.
-        LedgerError: an argument has a wrong value, or the advanced accountant's δ'' alone
-            exceeds ``delta_cap``.
-
+        accountant: one of :data:`ACCOUNTANTS`; the one whose total is enforced.
+        delta_slack: δ'' in (0, 1): advanced composition's δ'', and the δ at which the curve
+            accountants read their ε. Required by every accountant but ``"basic"``; optional with
+            ``"basic"`` (then :meth:`totals_by_accountant` reports the others too).
         neighbouring: the neighbouring relation the run's guarantee is stated for:
             ``"replace_one"`` (the default: every privlab mechanism's sensitivities are derived
             for it, with n public) or ``"add_remove"``.
 
+    Raises:
+        TypeError: an argument has the wrong kind of value.
+        LedgerError: an argument has a wrong value, or δ'' alone exceeds ``delta_cap``.
+
     Privacy:
         The totals bound the whole run's privacy loss under the ledger's neighbouring relation.
-        Sequential and advanced composition hold for both relations. Parallel composition over
-        declared partitions and amplification by subsampling, as computed here, hold only for
-        add/remove-one (a replaced record can move between parts, and a subsample's size then
-        leaks), so a replace-one ledger refuses both (:class:`LedgerError`) instead of
-        under-counting. Advanced composition is looser than basic for few events
-        (at k = 1 its ε exceeds the event's ε).
+        Sequential, advanced and curve composition hold for both relations. Parallel composition
+        holds for both when the parts were cut by record position
+        (:class:`~privlab.platform.positional_split.PositionalSplit`), and for add/remove-one
+        only when cut by membership; amplification by subsampling as computed holds for
+        add/remove-one only. A replace-one ledger refuses what does not hold for it
+        (:class:`LedgerError`) instead of under-counting.
 
     References:
         Dwork & Roth (2014), Theorems 3.16 and 3.20; McSherry (SIGMOD 2009), Theorem 4;
         Bindschaedler, Shokri & Gunter (VLDB 2017), Appendix A; Liu & Talwar (STOC 2019) as
-        Hod & Canetti, Theorem 3.
+        Hod & Canetti, Theorem 3; see :mod:`privlab.platform.accountants` for the curves.
     """
 
     __hash__ = None  # type: ignore[assignment]  # mutable
@@ -322,15 +492,15 @@ class Ledger:
             delta_slack = check_real("delta_slack", delta_slack)
             if not 0.0 < delta_slack < 1.0:
                 raise LedgerError(f"delta_slack ({delta_slack!r}) must be in (0, 1), or None")
-        if accountant == "advanced":
+        if accountant != "basic":
             if delta_slack is None:
                 raise LedgerError(
-                    "delta_slack (None) must be set for the advanced accountant (its δ'')"
+                    f"delta_slack (None) must be set for the {accountant} accountant (its δ'')"
                 )
             if delta_cap is not None and delta_slack > delta_cap:
                 raise LedgerError(
                     f"delta_slack ({delta_slack!r}) must be <= delta_cap ({delta_cap!r}) with "
-                    "the advanced accountant, which adds δ'' to δ; lower delta_slack or raise "
+                    f"the {accountant} accountant, which adds δ'' to δ; lower delta_slack or raise "
                     "[budget] delta in the spec"
                 )
         self._epsilon_cap = epsilon_cap
@@ -341,6 +511,11 @@ class Ledger:
         self._partitions: list[tuple[str, tuple[str, ...]]] = []
         self._partition_basis: list[str] = []
         self._events: list[PrivacyEvent] = []
+        self._basic = _BasicTotals()
+        self._typed: list[DpEvent] = []  # each event's typed tree, in order
+        self._has_basic = True  # whether every event has a pure-ε (basic) guarantee
+        self._cache: dict[str, tuple[int, Budget]] = {}  # accountant -> (events seen, total)
+        self._cleared: collections.deque[PrivacyEvent] = collections.deque()  # a preflighted plan's rest
 
     # --- properties -------------------------------------------------------------------------
 
@@ -434,8 +609,13 @@ class Ledger:
                 f"parts ({used!r}) must be new scope names (not used by an event or an earlier "
                 "partition); declare partitions before spending on their parts"
             )
-        self._partitions.append((parent, tuple(parts)))
-        self._partition_basis.append("membership" if split is None else "position")
+        self._add_partition(parent, tuple(parts), "membership" if split is None else "position")
+
+    def _add_partition(self, parent: str, parts: tuple[str, ...], basis: str) -> None:
+        self._partitions.append((parent, parts))
+        self._partition_basis.append(basis)
+        self._basic.declare(parent, parts)
+        self._cache.clear()
 
     def spend(self, event: PrivacyEvent) -> PrivacyEvent:
         """Record ``event`` if the run stays within its caps, else raise without recording.
@@ -448,8 +628,10 @@ class Ledger:
 
         Raises:
             TypeError: ``event`` is not a :class:`PrivacyEvent`.
-            BudgetExceededError: the total ε or δ under the enforced accountant would exceed
-                its cap (beyond the relative tolerance); nothing is recorded.
+            LedgerError: the enforced accountant cannot account for the event (the message names
+                both), or subsampling under replace-one.
+            BudgetExceededError: the run's guarantee would exceed a cap (beyond the relative
+                tolerance); nothing is recorded.
 
         Privacy:
             Call before the step runs, so a refused step never touches the data.
@@ -461,25 +643,66 @@ class Ledger:
                 f"event {event.name!r}: amplification by subsampling does not hold as computed for "
                 f"{self._neighbouring} neighbours; charge the step without sampling_rate, or state the "
                 "guarantee for add/remove neighbours (neighbouring='add_remove')")
-        after = self._total(self._events + [event], self._accountant)
-        label = f"step {event.step!r}" if event.step else f"event {event.name!r}"
-        where = (
-            f"{label} ({event.mechanism} {event.name!r} on scope {event.scope!r}) would bring the "
-            f"run's {self._accountant} total"
-        )
-        if self._over(after.epsilon, self._epsilon_cap):
-            raise BudgetExceededError(
-                f"{where} ε to {after.epsilon:.12g}, over the cap of {self._epsilon_cap:.12g}; "
-                "lower the step's ε or raise [budget] epsilon in the spec"
-            )
-        if self._over(after.delta, self._delta_cap):
-            raise BudgetExceededError(
-                f"{where} δ to {after.delta:.12g}, over the cap of {self._delta_cap:.12g}; "
-                "lower the step's δ (or use a pure-DP mechanism) or raise [budget] delta in "
-                "the spec"
-            )
-        self._events.append(event)
+        typed = event.typed
+        self._check_supported(event, typed)
+        cleared = bool(self._cleared) and self._cleared[0] == event
+        undo = self._basic.snapshot(event.scope)
+        self._record(event, typed)
+        if cleared:  # preflight showed the whole plan fits; every prefix of it does too
+            self._cleared.popleft()
+            return event
+        self._cleared.clear()
+        refusal = self._cap_refusal(event)
+        if refusal is not None:
+            self._events.pop()
+            self._typed.pop()
+            self._has_basic = all(e.epsilon is not None for e in self._events)
+            self._basic.restore(undo)
+            self._cache.clear()
+            raise BudgetExceededError(refusal)
         return event
+
+    def _check_supported(self, event: PrivacyEvent, typed: DpEvent) -> None:
+        names = self._applicable_names() if self._accountant == "best" else (self._accountant,)
+        reasons = [(name, accountants.refusal(typed, name, neighbouring=self._neighbouring)) for name in names]
+        if all(reason is not None for _, reason in reasons):
+            name, reason = reasons[0]
+            raise LedgerError(f"event {event.name!r} on scope {event.scope!r}: the {name} accountant refuses "
+                              f"{reason}; choose another [budget] accountant")
+
+    def _applicable_names(self) -> tuple[str, ...]:
+        """Accountants this ledger can compute (every one but basic needs δ'')."""
+        return accountants.ACCOUNTANTS if self._delta_slack is not None else ("basic",)
+
+    def _record(self, event: PrivacyEvent, typed: DpEvent) -> None:
+        self._events.append(event)
+        self._typed.append(typed)
+        if event.epsilon is None:
+            self._has_basic = False
+        else:
+            self._basic.add(event.scope, event.effective_epsilon, event.effective_delta)
+        self._cache.clear()
+
+    def _fits(self, budget: Budget) -> bool:
+        return not (self._over(budget.epsilon, self._epsilon_cap) or self._over(budget.delta, self._delta_cap))
+
+    def _cap_refusal(self, event: PrivacyEvent) -> str | None:
+        """Why the ledger as it stands (``event`` just recorded) is over a cap, or ``None``."""
+        if self._epsilon_cap is None and self._delta_cap is None:
+            return None
+        if self._has_basic and self._fits(self._basic.total()):
+            return None
+        after = self.total()
+        if self._fits(after):
+            return None
+        label = f"step {event.step!r}" if event.step else f"event {event.name!r}"
+        where = (f"{label} ({event.mechanism} {event.name!r} on scope {event.scope!r}) would bring the "
+                 f"run's {self._accountant} total")
+        if self._over(after.epsilon, self._epsilon_cap):
+            return (f"{where} ε to {after.epsilon:.12g}, over the cap of {self._epsilon_cap:.12g}; "
+                    "lower the step's ε or raise [budget] epsilon in the spec")
+        return (f"{where} δ to {after.delta:.12g}, over the cap of {self._delta_cap:.12g}; "
+                "lower the step's δ (or use a pure-DP mechanism) or raise [budget] delta in the spec")
 
     def charge(
         self,
@@ -579,23 +802,51 @@ class Ledger:
 
         Raises:
             TypeError: an item is not a :class:`PrivacyEvent`.
+            LedgerError: the accountant cannot account for an event.
             BudgetExceededError: some event of the plan would exceed a cap.
         """
         trial = self.fresh()
-        for event in events:
-            trial.spend(event)
+        trial._replay(events)
         return trial.total()
 
     def preflight(self, plan: Sequence[PrivacyEvent]) -> None:
-        """Raise :class:`BudgetExceededError` now unless ``plan`` fits on top of what is spent.
+        """Raise now unless ``plan`` fits on top of what is spent; ``self`` is not changed.
 
         The one "does this plan fit before anything is spent" check: the recorded events, then
-        ``plan``, are replayed on a fresh copy, so a mechanism of several steps is refused
-        before its first release rather than part-way through. ``self`` is not changed.
+        ``plan``, are composed on a fresh copy, so a mechanism of several steps is refused
+        before its first release rather than part-way through. A plan that fits is remembered:
+        spending exactly its events next, in order, needs no second check (every accountant's
+        total only grows as events are added, so every prefix of a plan that fits fits too).
+
+        Raises:
+            TypeError: an item is not a :class:`PrivacyEvent`.
+            LedgerError: the accountant cannot account for an event of the plan.
+            BudgetExceededError: the plan does not fit (the message names the first step over).
         """
         trial = self.fresh()
-        for event in (*self._events, *plan):
-            trial.spend(event)
+        trial._replay([*self._events, *plan])
+        self._cleared = collections.deque(plan)
+
+    def _replay(self, events: Sequence[PrivacyEvent]) -> None:
+        """Spend ``events``: recorded together and checked once, or, when they do not fit, one by
+        one so the error names the first step over a cap."""
+        for event in events:
+            if not isinstance(event, PrivacyEvent):
+                raise TypeError(f"event ({event!r}) must be a PrivacyEvent")
+        if self._accountant == "basic" or self._epsilon_cap is None and self._delta_cap is None:
+            for event in events:
+                self.spend(event)
+            return
+        self._cleared = collections.deque(events)
+        try:
+            for event in events:
+                self.spend(event)
+        finally:
+            self._cleared.clear()
+        if events and self._cap_refusal(events[-1]) is not None:
+            replay = self.fresh()
+            for event in events:
+                replay.spend(event)  # raises at the first step over a cap
 
     def fresh(self) -> Ledger:
         """A ledger with the same caps, accountant, neighbouring relation and partitions, and no events."""
@@ -606,29 +857,82 @@ class Ledger:
             delta_slack=self._delta_slack,
             neighbouring=self._neighbouring,
         )
-        copy._partitions = list(self._partitions)
-        copy._partition_basis = list(self._partition_basis)
+        for (parent, parts), basis in zip(self._partitions, self._partition_basis, strict=True):
+            copy._add_partition(parent, parts, basis)
         return copy
 
     def total(self, accountant: str | None = None) -> Budget:
-        """The run's total under ``accountant`` (default: the enforced one).
+        """The run's (ε, δ) under ``accountant`` (default: the enforced one).
+
+        For the enforced accountant, when its δ exceeds the δ cap while the basic total fits
+        both caps, the basic total is the run's guarantee and is returned. ``"best"`` is the
+        smallest ε among the accountants that can account for every event, preferring those
+        within the δ cap.
 
         Raises:
-            LedgerError: unknown accountant, or ``"advanced"`` without ``delta_slack``.
+            LedgerError: unknown accountant, a missing ``delta_slack``, or an event the
+                accountant cannot account for.
         """
+        enforced = accountant is None
         accountant = self._accountant if accountant is None else accountant
         if accountant not in ACCOUNTANTS:
             raise LedgerError(f"accountant ({accountant!r}) must be one of {list(ACCOUNTANTS)}")
-        if accountant == "advanced" and self._delta_slack is None:
-            raise LedgerError(
-                "delta_slack (None) must be set on the ledger for the advanced accountant"
-            )
-        return self._total(self._events, accountant)
+        if accountant != "basic" and self._delta_slack is None:
+            raise LedgerError(f"delta_slack (None) must be set on the ledger for the {accountant} accountant")
+        if accountant == "best":
+            options = self.totals_by_accountant()
+            within = {n: b for n, b in options.items() if not self._over(b.delta, self._delta_cap)}
+            pool = within or options
+            result = min(pool.values(), key=lambda b: (b.epsilon, b.delta))
+        else:
+            result = self._compose(accountant)
+        if enforced and accountant != "basic" and self._has_basic and not self._fits(result):
+            basic = self._basic.total()
+            if self._fits(basic):
+                return basic
+        return result
 
     def totals_by_accountant(self) -> dict[str, Budget]:
-        """Totals under ``"basic"`` and, when ``delta_slack`` is set, ``"advanced"``."""
-        names = ACCOUNTANTS if self._delta_slack is not None else ("basic",)
-        return {name: self._total(self._events, name) for name in names}
+        """The run's total under every accountant that can account for all its events (all of
+        them need δ'' but ``"basic"``)."""
+        out = {}
+        for name in self._applicable_names():
+            if all(accountants.refusal(t, name, neighbouring=self._neighbouring) is None for t in self._typed):
+                out[name] = self._compose(name)
+        return out
+
+    def _compose(self, accountant: str) -> Budget:
+        if accountant == "basic" and self._has_basic:
+            return self._basic.total()
+        cached = self._cache.get(accountant)
+        if cached is not None and cached[0] == len(self._events):
+            return cached[1]
+        g = accountants.compose(self._scope_nodes(), accountant=accountant, delta_slack=self._delta_slack,
+                                neighbouring=self._neighbouring, delta_cap=self._delta_cap)
+        budget = Budget(g.epsilon, g.delta)
+        self._cache[accountant] = (len(self._events), budget)
+        return budget
+
+    def _scope_nodes(self) -> list[ScopeNode]:
+        """The ledger as the accountants see it: top-level scopes, each with its events and its
+        positional partitions (nested)."""
+        by_scope: dict[str, list[int]] = {}
+        for i, event in enumerate(self._events):
+            by_scope.setdefault(event.scope, []).append(i)
+        children: dict[str, list[tuple[str, ...]]] = {}
+        for parent, parts in self._partitions:
+            children.setdefault(parent, []).append(parts)
+        is_part = {p for _, parts in self._partitions for p in parts}
+
+        def node(scope: str) -> ScopeNode:
+            own = by_scope.get(scope, [])
+            basics = tuple(None if self._events[i].epsilon is None else
+                           (self._events[i].effective_epsilon, self._events[i].effective_delta) for i in own)
+            return ScopeNode(scope, tuple(self._typed[i] for i in own),
+                             tuple(tuple(node(p) for p in parts) for parts in children.get(scope, [])),
+                             basics)
+
+        return [node(s) for s in dict.fromkeys([*by_scope, *children]) if s not in is_part]
 
     def _scope_names(self) -> set[str]:
         names = {e.scope for e in self._events}
@@ -636,49 +940,6 @@ class Ledger:
             names.add(parent)
             names.update(parts)
         return names
-
-    def _total(self, events: Sequence[PrivacyEvent], accountant: str) -> Budget:
-        by_scope: dict[str, list[PrivacyEvent]] = {}
-        for event in events:
-            by_scope.setdefault(event.scope, []).append(event)
-        children: dict[str, list[tuple[str, ...]]] = {}
-        for parent, parts in self._partitions:
-            children.setdefault(parent, []).append(parts)
-        is_part = {p for _, parts in self._partitions for p in parts}
-
-        def terms(scope: str) -> tuple[list[float], list[float]]:
-            own = by_scope.get(scope, [])
-            if accountant == "basic":
-                eps = [e.effective_epsilon for e in own]
-                dels = [e.effective_delta for e in own]
-            elif own:
-                e, d = composition.advanced(
-                    epsilon=max(e.effective_epsilon for e in own),
-                    delta=max(e.effective_delta for e in own),
-                    k=len(own),
-                    delta_slack=self._delta_slack,  # type: ignore[arg-type]
-                )
-                basic_eps, basic_dels = [e.effective_epsilon for e in own], [e.effective_delta for e in own]
-                if math.fsum(basic_eps) <= e:  # basic dominates: no larger ε, smaller δ
-                    eps, dels = basic_eps, basic_dels
-                else:
-                    eps, dels = [e], [d]
-            else:
-                eps, dels = [], []
-            for parts in children.get(scope, []):
-                pe, pd = composition.parallel([composition.sequential(*terms(p)) for p in parts])
-                eps.append(pe)
-                dels.append(pd)
-            return eps, dels
-
-        top = [s for s in dict.fromkeys([*by_scope, *children]) if s not in is_part]
-        all_eps: list[float] = []
-        all_dels: list[float] = []
-        for scope in top:
-            eps, dels = terms(scope)
-            all_eps += eps
-            all_dels += dels
-        return Budget(*composition.sequential(all_eps, all_dels))
 
     @staticmethod
     def _over(value: float, cap: float | None) -> bool:
@@ -782,7 +1043,9 @@ class Ledger:
         out += [line(r) for r in rows] or ["(no events)"]
         out += [f"#{i} sensitivity: {dict(e.details)[SENSITIVITY_NOTE]}"
                 for i, e in enumerate(self._events, start=1) if SENSITIVITY_NOTE in dict(e.details)]
-        out += [f"partition {p}: {' | '.join(parts)}" for p, parts in self._partitions]
+        out += [f"partition {p} ({basis}): {' | '.join(parts)}"
+                for (p, parts), basis in zip(self._partitions, self._partition_basis, strict=True)]
+        out += ["", "as typed events (how the accountants see the run):", *self._render_tree(), ""]
         for name, budget in self.totals_by_accountant().items():
             label = name if name == "basic" else f"{name}, δ''={self._delta_slack:.6g}"
             enforced = ", enforced" if name == self._accountant else ""
@@ -793,6 +1056,29 @@ class Ledger:
         delta_cap = "none" if self._delta_cap is None else f"{self._delta_cap:.6g}"
         out.append(f"cap: ε = {eps_cap}, δ = {delta_cap}")
         return "\n".join(out)
+
+    def _render_tree(self) -> list[str]:
+        """Scopes, their events' typed trees (identical consecutive leaves folded) and partitions."""
+        def scope_lines(node: ScopeNode, indent: str) -> list[str]:
+            lines = [f"{indent}scope {node.name}"]
+            events = list(node.events)
+            i = 0
+            while i < len(events):
+                j = i
+                while j + 1 < len(events) and events[j + 1] == events[i]:
+                    j += 1
+                tree = render_tree(events[i], indent + "  ")
+                if j > i:
+                    tree[0] += f"  × {j - i + 1}"
+                lines += tree
+                i = j + 1
+            for parts in node.partitions:
+                lines.append(f"{indent}  parallel over {len(parts)} parts:")
+                for part in parts:
+                    lines += scope_lines(part, indent + "    ")
+            return lines
+
+        return [line for node in self._scope_nodes() for line in scope_lines(node, "  ")] or ["  (no events)"]
 
     # --- dunder -----------------------------------------------------------------------------
 
