@@ -44,6 +44,7 @@ from typing import Any
 
 from privlab.platform import registry
 from privlab.platform.datasets import FileDataset, GeneratedDataset, dataset_from_spec
+from privlab.platform.accountants import SELECTABLE as SELECTABLE_ACCOUNTANTS
 from privlab.platform.errors import LedgerError, PrivlabError, SpecError
 from privlab.platform.ledger import Ledger
 from privlab.platform.registry import Pattern
@@ -345,11 +346,12 @@ def _parse_budget(raw: Any) -> BudgetSpec | None:
     if "epsilon" not in table:
         raise SpecError("[budget]: 'epsilon' is required (privlab has no default ε)")
     accountant = table.get("accountant", "basic")
-    if accountant not in ("basic", "advanced"):
-        raise SpecError(f"[budget] accountant ({accountant!r}) must be one of basic, advanced")
+    if accountant not in SELECTABLE_ACCOUNTANTS:
+        raise SpecError(f"[budget] accountant ({accountant!r}) must be one of {', '.join(SELECTABLE_ACCOUNTANTS)}")
     slack = table.get("delta_slack")
-    if accountant == "advanced" and slack is None:
-        raise SpecError("[budget]: accountant 'advanced' needs delta_slack (δ'' of Dwork & Roth Thm 3.20)")
+    if accountant != "basic" and slack is None:
+        what = "δ'' of Dwork & Roth Thm 3.20" if accountant == "advanced" else "the δ at which it reads its ε"
+        raise SpecError(f"[budget]: accountant {accountant!r} needs delta_slack ({what})")
     budget = BudgetSpec(
         epsilon=_number(table["epsilon"], "[budget] epsilon", low=0.0, low_open=True),
         delta=_number(table.get("delta", 0.0), "[budget] delta", low=0.0, high=1.0),

@@ -74,7 +74,7 @@ def test_package_imports_from_the_repo_root() -> None:
 
 CORE = {f"privlab.platform.{name}" for name in (
     "errors", "ledger", "composition", "budget", "randomness", "secure_sampling", "transcript", "seeding",
-    "plugins", "columns", "estimator", "validation", "positional_split")}
+    "plugins", "columns", "estimator", "validation", "positional_split", "dp_events", "accountants")}
 PLATFORM_INTERFACES = {f"privlab.platform.{name}" for name in ("registry", "audit", "reports", "commands")}
 ADAPTER_NAME = re.compile(r"^(workloads|\w+_workloads|studies|\w+_studies|audit|report|reports_\w+|commands)$")
 

@@ -313,11 +313,15 @@ ERROR_CASES = {
     "budget delta above one": (HEAD + LAPLACE + "[budget]\nepsilon = 1\ndelta = 2\n", "[budget] delta (2) must be in [0.0, 1.0]"),
     "unknown accountant": (
         HEAD + LAPLACE + '[budget]\nepsilon = 1\naccountant = "renyi"\n',
-        "[budget] accountant ('renyi') must be one of basic, advanced",
+        "[budget] accountant ('renyi') must be one of basic, advanced, pld, rdp, zcdp, best",
     ),
     "advanced without slack": (
         HEAD + LAPLACE + '[budget]\nepsilon = 1\naccountant = "advanced"\n',
         "[budget]: accountant 'advanced' needs delta_slack",
+    ),
+    "pld without slack": (
+        HEAD + LAPLACE + '[budget]\nepsilon = 1\naccountant = "pld"\n',
+        "[budget]: accountant 'pld' needs delta_slack (the δ at which it reads its ε)",
     ),
     # These two used to escape as LedgerError from deep inside the ledger.
     "budget delta of one": (HEAD + LAPLACE + "[budget]\nepsilon = 1\ndelta = 1.0\n", "[budget]: delta_cap (1.0) must be in [0, 1)"),
