@@ -104,8 +104,10 @@ MAX_ALTERNATIVES = 4096
 """Most choices of one part per partition a curve accountant composes one by one."""
 
 PLD_DISCRETIZATION = 1e-4
-"""dp_accounting's value discretization interval (its default); pessimistic rounding keeps
-every PLD result an upper bound."""
+"""dp_accounting's value discretization interval (its default), used while every step's ε is at
+most 1; above that, 1e-4 × the largest step ε (the error it adds stays 1e-4 of that step's ε per
+step, and the privacy-loss grid stays small). Pessimistic rounding keeps every PLD result an
+upper bound whatever the interval."""
 
 RDP_ORDERS = np.array([1.0 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512, 1024],
                       dtype=float)
@@ -296,10 +298,9 @@ def _pure_epsilon(leaf: DpEvent) -> float | None:
 
 
 @functools.lru_cache(maxsize=512)
-def _leaf_pld(leaf: DpEvent):  # type: ignore[no-untyped-def]
+def _leaf_pld(leaf: DpEvent, interval: float):  # type: ignore[no-untyped-def]
     from dp_accounting.pld import common, privacy_loss_distribution as pld
 
-    interval = PLD_DISCRETIZATION
     if isinstance(leaf, LaplaceEvent):
         return pld.from_laplace_mechanism(leaf.scale / leaf.sensitivity, value_discretization_interval=interval)
     if isinstance(leaf, GaussianEvent):
@@ -323,15 +324,21 @@ def _leaf_pld(leaf: DpEvent):  # type: ignore[no-untyped-def]
 
 
 @functools.lru_cache(maxsize=1024)
-def _leaf_pld_composed(leaf: DpEvent, count: int):  # type: ignore[no-untyped-def]
-    single = _leaf_pld(leaf)
+def _leaf_pld_composed(leaf: DpEvent, count: int, interval: float):  # type: ignore[no-untyped-def]
+    single = _leaf_pld(leaf, interval)
     return single if count == 1 else single.self_compose(count)
+
+
+def _pld_interval(alt: Alternative) -> float:
+    largest = max((g[0] for g in (basic_guarantee(leaf) for leaf in alt) if g is not None), default=0.0)
+    return max(PLD_DISCRETIZATION, PLD_DISCRETIZATION * largest)
 
 
 def _pld_epsilon(alt: Alternative, delta_slack: float) -> tuple[float, float]:
     total = None
+    interval = _pld_interval(alt)
     for leaf, count in sorted(alt.items(), key=lambda item: repr(item[0])):
-        piece = _leaf_pld_composed(leaf, count)
+        piece = _leaf_pld_composed(leaf, count, interval)
         total = piece if total is None else total.compose(piece)
     return float(total.get_epsilon_for_delta(delta_slack)), delta_slack  # type: ignore[union-attr]
 
@@ -521,6 +528,10 @@ def largest_step_epsilon(epsilon: float, count: int, *, accountant: str, delta_s
     return _largest_step(float(epsilon), count, accountant, delta_slack, step)
 
 
+STEP_TOLERANCE = 1e-7
+"""Relative precision of :func:`largest_step_epsilon`'s bisection (the answer always fits)."""
+
+
 @functools.lru_cache(maxsize=256)
 def _largest_step(epsilon: float, count: int, accountant: str, delta_slack: float | None, step: str) -> float:
     def total(e: float) -> float:
@@ -532,12 +543,14 @@ def _largest_step(epsilon: float, count: int, accountant: str, delta_slack: floa
     if total(low) > epsilon * (1.0 + 1e-12):
         raise LedgerError(f"no step ε fits: {count} steps of ε/{count} compose to more than {epsilon!r} under "
                           f"the {accountant} accountant")
+    if total(low * (1.0 + STEP_TOLERANCE)) > epsilon:
+        return low  # the accountant is no tighter than basic composition here
     high = epsilon
     if total(high) <= epsilon:
         return high
     for _ in range(200):
         mid = (low + high) / 2.0
-        if mid in (low, high) or (high - low) <= 1e-9 * low:
+        if mid in (low, high) or (high - low) <= STEP_TOLERANCE * low:
             break
         if total(mid) <= epsilon:
             low = mid

@@ -98,7 +98,7 @@ def prepare_states(
                 continue
             del results[config.id]  # some facets were not logged before the stop: redo them all
         study = spec.study(config.study)
-        ledger = spec.new_ledger()
+        ledger = workload.declare_partitions(params, spec.new_ledger())
         for event in workload.plan(params):
             ledger.spend(event)
         context = UnitContext(

@@ -206,15 +206,17 @@ class PrivacyEvent:
             object.__setattr__(self, key, value)
 
     @classmethod
-    def from_dp_event(cls, dp_event: DpEvent, *, name: str, scope: str = "data", step: str = "",
+    def from_dp_event(cls, dp_event: DpEvent, *, name: str, mechanism: str | None = None, scope: str = "data",
+                      step: str = "",
                       sensitivity: float | None = None, noise_scale: float | None = None,
                       details: tuple[tuple[str, DetailValue], ...] = ()) -> PrivacyEvent:
-        """The record of a step the mechanism describes as a typed event tree; ``mechanism`` is the
-        tree's kind and ``epsilon``/``delta`` its basic guarantee (``None`` for Gaussian noise)."""
+        """The record of a step the mechanism describes as a typed event tree; ``mechanism`` names
+        it (default: the tree's kind) and ``epsilon``/``delta`` are its basic guarantee (``None``
+        for Gaussian noise)."""
         if not isinstance(dp_event, DpEvent):
             raise TypeError(f"dp_event ({dp_event!r}) must be a DpEvent")
         basic = basic_guarantee(dp_event)
-        return cls(name=name, mechanism=dp_event.kind, epsilon=None if basic is None else basic[0],  # type: ignore[arg-type]
+        return cls(name=name, mechanism=mechanism or dp_event.kind, epsilon=None if basic is None else basic[0],  # type: ignore[arg-type]
                    delta=0.0 if basic is None else basic[1], sensitivity=sensitivity, noise_scale=noise_scale,
                    scope=scope, step=step, details=details, dp_event=dp_event)
 
@@ -387,13 +389,6 @@ class _BasicTotals:
 
 
 @dataclass(frozen=True)
-class _RecordedSplit:
-    """A positional split read back from a ledger's JSON (its positions are not kept)."""
-
-    n_parts: int
-
-
-@dataclass(frozen=True)
 class Budget:
     """An (ε, δ) total."""
 
@@ -555,7 +550,8 @@ class Ledger:
 
     # --- recording --------------------------------------------------------------------------
 
-    def declare_partition(self, parent: str, parts: Sequence[str], *, split: PositionalSplit | None = None) -> None:
+    def declare_partition(self, parent: str, parts: Sequence[str], *, split: PositionalSplit | None = None,
+                          by_position: bool = False) -> None:
         """Declare ``parts`` as disjoint subsets of scope ``parent`` (parallel composition).
 
         Args:
@@ -565,6 +561,9 @@ class Ledger:
             split: the :class:`~privlab.platform.positional_split.PositionalSplit` that made the
                 parts, one part per name. Required under replace-one neighbours; without it the
                 partition is taken to be by membership (valid for add/remove-one only).
+            by_position: declare, without the split object at hand, that the parts are or will be
+                cut by record position independently of the values (a workload's plan declares
+                the split its trials draw later; :meth:`privlab.platform.registry.Workload.partitions`).
 
         Raises:
             TypeError: a name is not a str, ``parts`` is not a sequence of names, or ``split``
@@ -580,9 +579,11 @@ class Ledger:
             part. A wrong declaration under-counts the budget.
         """
         _text("parent", parent)
-        if split is not None and not isinstance(split, (PositionalSplit, _RecordedSplit)):
+        if split is not None and not isinstance(split, PositionalSplit):
             raise TypeError(f"split ({split!r}) must be a PositionalSplit (a split by record position)")
-        if split is None and self._neighbouring != "add_remove":
+        if not isinstance(by_position, bool):
+            raise TypeError(f"by_position ({by_position!r}) must be a bool")
+        if split is None and not by_position and self._neighbouring != "add_remove":
             raise LedgerError(
                 f"partition of {parent!r}: parallel composition holds for {self._neighbouring} neighbours "
                 "only when the parts are cut by record position, independently of the values (a replaced "
@@ -609,7 +610,12 @@ class Ledger:
                 f"parts ({used!r}) must be new scope names (not used by an event or an earlier "
                 "partition); declare partitions before spending on their parts"
             )
-        self._add_partition(parent, tuple(parts), "membership" if split is None else "position")
+        self._add_partition(parent, tuple(parts), "position" if split is not None or by_position else "membership")
+
+    def has_partition(self, parent: str, parts: Sequence[str], *, basis: str = "position") -> bool:
+        """Whether ``parent`` is declared split into exactly ``parts`` (in order) on ``basis``."""
+        return any(p == parent and tuple(ps) == tuple(parts) and b == basis
+                   for (p, ps), b in zip(self._partitions, self._partition_basis, strict=True))
 
     def _add_partition(self, parent: str, parts: tuple[str, ...], basis: str) -> None:
         self._partitions.append((parent, parts))
@@ -998,8 +1004,7 @@ class Ledger:
             if basis not in PARTITION_BASES:
                 raise LedgerError(f"partition basis ({basis!r}) must be one of {list(PARTITION_BASES)}")
             # A recorded positional split is replayed by its basis: its positions are not kept.
-            split = _RecordedSplit(len(partition["parts"])) if basis == "position" else None
-            ledger.declare_partition(partition["parent"], partition["parts"], split=split)
+            ledger.declare_partition(partition["parent"], partition["parts"], by_position=basis == "position")
         for event in d["events"]:
             ledger.spend(PrivacyEvent.from_dict(event))
         return ledger

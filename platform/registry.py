@@ -104,6 +104,19 @@ class Workload(abc.ABC):
         and against what every trial actually charged). Empty for non-private workloads."""
         return []
 
+    def partitions(self, params: Any) -> list[tuple[str, tuple[str, ...]]]:
+        """The positional partitions a trial's ledger holds before its plan is charged, each
+        ``(parent scope, part scopes)``: the workload's promise that every trial cuts those parts
+        by record position, independently of the values (a seeded permutation of positions), so
+        they compose in parallel under either neighbouring relation. Default: none."""
+        return []
+
+    def declare_partitions(self, params: Any, ledger: Ledger) -> Ledger:
+        """Declare :meth:`partitions` on ``ledger`` (fresh, nothing spent) and return it."""
+        for parent, parts in self.partitions(params):
+            ledger.declare_partition(parent, parts, by_position=True)
+        return ledger
+
     def cost_class(self, params: Any) -> str:
         """A name shared by the configurations whose units cost about the same compute time.
 

@@ -544,7 +544,7 @@ def _parse_study(
         # Budget check before any work: what one trial will charge must fit the cap.
         plan = workload.plan(params)
         try:
-            probe_ledger.check_plan(plan)
+            workload.declare_partitions(params, probe_ledger.fresh()).check_plan(plan)
         except PrivlabError as error:
             raise type(error)(f"{where} configuration {point}: {error}") from None
         config_units = units if pattern is not Pattern.ACTOR_POOL else workload.item_count(params)  # type: ignore[attr-defined]

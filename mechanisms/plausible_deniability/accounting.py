@@ -1,30 +1,35 @@
 """Budget arithmetic of the generative model (Section 3.5) and of Privacy Test 2 (Theorem 1).
 
 Privacy:
-    **The model.** Fitting takes K = (number of noisy entropies) + m DP steps: one Laplace
-    release per entropy query of :mod:`.structure` and one per attribute's count table of
-    :mod:`.parameters`. Every step gets the same ε_step, chosen so that the composition of all
-    K steps under the ledger's accountant is the model's ε:
+    **The model.** Structure learning takes K₁ Laplace releases on D_T (one per entropy query
+    of :mod:`.structure`), parameter learning K₂ = m on D_P (one count table per attribute,
+    :mod:`.parameters`). D_T and D_P are disjoint parts of the data cut by record *position*
+    (a seeded permutation, :mod:`.split`), so a replace-one neighbour changes one record in one
+    of them, and the model is (max(ε_T, ε_P), max(δ_T, δ_P))-DP (parallel composition; the
+    ledger holds the split as a positional partition). The paper (Section 3.5) composes the
+    halves the same way, under add/remove-one. Each half therefore gets the model's whole ε:
+    every step of a half gets the same ε_step, the largest for which K steps compose to at most
+    ε under the ledger's accountant (:func:`step_epsilons`):
 
-    * ``"advanced"`` — Dwork & Roth Thm 3.20 (the paper's Theorem 3) over all K steps:
-      ε = ε_step·sqrt(2K ln(1/δ'')) + K·ε_step·(e^ε_step − 1), δ = δ'' (default 2⁻³⁰). ε_step is
-      the largest float whose composition does not exceed ε (bisection to adjacent floats);
-    * ``"basic"`` — sequential composition: ε_step·K = ε (shares from
-      :func:`privlab.platform.budget.split_epsilon`, so the ledger's fsum is exactly ε).
+    * ``"basic"`` — ε_step·K = ε (shares from :func:`privlab.platform.budget.split_epsilon`, so
+      the ledger's fsum is exactly ε);
+    * ``"advanced"`` — Dwork & Roth Thm 3.20 (the paper's Theorem 3):
+      ε = ε_step·sqrt(2K ln(1/δ'')) + K·ε_step·(e^ε_step − 1), δ = δ'' (default 2⁻³⁰), or the basic
+      split where that is larger;
+    * ``"pld"``, ``"rdp"``, ``"zcdp"`` — the accountant's composed curve of K Laplace steps read at
+      δ'' (:func:`privlab.platform.accountants.largest_step_epsilon`), never below the basic split;
+    * ``"best"`` — the largest ε_step any of them allows (the ledger's ``"best"`` total is then at
+      most ε, since it is the smallest of the accountants' totals).
 
-    The paper (Section 3.5) composes the entropies with advanced composition (plus ε_nT), the
-    count tables with a second advanced composition, and takes the max of the two because D_T
-    and D_P are disjoint under add/remove-one. privlab's ledger refuses parallel composition
-    under replace-one, and our n_T is public (see :mod:`.entropy`), so we compose all K steps
-    at once: one δ'' instead of two, and sqrt(K₁ + K₂) ≤ sqrt(K₁) + sqrt(K₂).
-    :func:`paper_structure_epsilon` and :func:`paper_parameter_epsilon` give the paper's
-    formulas for comparison.
+    :func:`paper_structure_epsilon` and :func:`paper_parameter_epsilon` give the paper's formulas
+    for comparison (the paper also charges ε_nT for a noisy n_T; our n_T is public).
 
     **The test.** Theorem 1: Mechanism 1 with Privacy Test 2 (k ≥ 1, γ > 1, ε₀ > 0) is
     (ε, δ)-DP for any integer 1 ≤ t < k with ε = ε₀ + ln(1 + γ/t), δ = e^(−ε₀(k − t)), for
     **add/remove-one** neighbours of the seed set D_S, for one released candidate.
     :func:`theorem1_replace_one` applies group privacy (a replacement is a removal and an
-    addition): (2ε, (1 + e^ε)·δ).
+    addition): (2ε, (1 + e^ε)·δ). N candidates are N runs of it, a ``SelfComposed`` event the
+    ledger's accountant composes.
 
 References:
     Bindschaedler, Shokri & Gunter (VLDB 2017), Section 2.1 (Theorem 1), Section 3.5 and
@@ -35,9 +40,9 @@ from __future__ import annotations
 
 import math
 
-from privlab.platform import composition
+from privlab.platform import accountants, composition
 from privlab.platform.budget import split_epsilon
-from privlab.platform.errors import SpecError
+from privlab.platform.errors import LedgerError, SpecError
 from privlab.platform.validation import check_count, check_positive_finite, check_real
 
 __all__ = [
@@ -49,24 +54,24 @@ __all__ = [
     "theorem1_replace_one",
 ]
 
-ACCOUNTANTS = ("advanced", "basic")
+ACCOUNTANTS = accountants.SELECTABLE
 
 
 def step_epsilons(epsilon: float, steps: int, *, accountant: str, delta_slack: float) -> tuple[float, ...]:
     """The ε of each of ``steps`` equal DP steps whose composition is ``epsilon`` (module docstring).
 
     Args:
-        epsilon: The model's ε, finite and > 0.
+        epsilon: The ε the K steps compose to, finite and > 0.
         steps: K ≥ 1.
-        accountant: ``"advanced"`` or ``"basic"``.
-        delta_slack: δ'' of advanced composition, in (0, 1) (unused by ``"basic"``).
+        accountant: one of :data:`ACCOUNTANTS`.
+        delta_slack: δ'' in (0, 1) (unused by ``"basic"``).
 
     Returns:
-        K values. With ``"basic"`` their fsum is exactly ``epsilon``. With ``"advanced"`` they
-        are equal and compose to at most ``epsilon`` (to the adjacent float) by Theorem 3.20,
-        unless the basic split ε/K is larger (few steps, or a δ'' so small that Theorem 3.20
-        loses): then the basic split, which the ledger's advanced accountant also composes
-        by the basic rule (it keeps a scope's basic total where that dominates).
+        K values. With ``"basic"`` their fsum is exactly ``epsilon``. With another accountant
+        they are equal and compose to at most ``epsilon`` under it, unless the basic split ε/K
+        is larger (few steps, or a δ'' so small that composition theorems lose): then the basic
+        split, which every accountant of the ledger also accepts (each keeps the basic total
+        where that dominates).
 
     Raises:
         SpecError: an argument is out of range, or ε is too small for K steps.
@@ -80,6 +85,17 @@ def step_epsilons(epsilon: float, steps: int, *, accountant: str, delta_slack: f
     slack = check_real("delta_slack", delta_slack)
     if not 0.0 < slack < 1.0:
         raise SpecError(f"delta_slack ({delta_slack!r}) must be in (0, 1)")
+    if accountant == "best":
+        options = [step_epsilons(epsilon, steps, accountant=name, delta_slack=slack)
+                   for name in accountants.ACCOUNTANTS]
+        return max(options, key=lambda shares: (min(shares), shares))
+    if accountant != "advanced":
+        basic = split_epsilon(epsilon, [1.0] * steps)
+        try:
+            step = accountants.largest_step_epsilon(epsilon, steps, accountant=accountant, delta_slack=slack)
+        except LedgerError as error:
+            raise SpecError(str(error)) from None
+        return basic if max(basic) >= step else (step,) * steps
 
     def total(e: float) -> float:
         return composition.advanced(epsilon=e, delta=0.0, k=steps, delta_slack=slack)[0]
@@ -141,29 +157,3 @@ def theorem1_replace_one(*, k: int, gamma: float, epsilon0: float, t: int) -> tu
     """Theorem 1 for replace-one neighbours by group privacy of size 2: (2ε, (1 + e^ε)·δ)."""
     eps, delta = theorem1(k=k, gamma=gamma, epsilon0=epsilon0, t=t)
     return 2.0 * eps, (1.0 + math.exp(eps)) * delta
-
-
-def compose_invocations(*, epsilon: float, delta: float, invocations: int,
-                        delta_slack: float | None) -> tuple[float, float, str]:
-    """(ε, δ) of ``invocations`` runs of an (ε, δ)-DP mechanism on the same data, and the rule used.
-
-    Sequential composition gives (Nε, Nδ); with ``delta_slack`` δ'' set, Dwork & Roth's
-    Theorem 3.20 gives (ε·sqrt(2N ln(1/δ'')) + Nε(e^ε − 1), Nδ + δ''). Both hold; the basic
-    one is returned whenever its ε is no larger (it then dominates: its δ is smaller too),
-    else the advanced one.
-
-    Returns:
-        ``(ε_total, δ_total, "basic" | "advanced")``.
-
-    Raises:
-        SpecError: ``invocations`` < 1.
-    """
-    if isinstance(invocations, bool) or not isinstance(invocations, int) or invocations < 1:
-        raise SpecError(f"invocations ({invocations!r}) must be an int >= 1")
-    basic = (epsilon * invocations, min(delta * invocations, 1.0))
-    if delta_slack is None:
-        return (*basic, "basic")
-    advanced = composition.advanced(epsilon=epsilon, delta=delta, k=invocations, delta_slack=delta_slack)
-    if basic[0] <= advanced[0]:
-        return (*basic, "basic")
-    return (*advanced, "advanced")

@@ -17,9 +17,13 @@ split, the model and the candidates: :meth:`GenerationParams.state_generator`).
 
 Privacy:
     The plan is the model's K steps (:meth:`.model.PlausibleDeniabilityModel.planned_events`,
-    from the public split sizes) and, with Test 2, one event composing Theorem 1 over all
-    ``candidates`` runs of Mechanism 1 (:func:`.privacy_tests.generation_event`). The fit
-    charges its own ledger and is checked against the model part of the plan.
+    from the public split sizes; scopes ``data/structure`` and ``data/parameters``) and, with
+    Test 2, one event composing Theorem 1 over all ``candidates`` runs of Mechanism 1 (scope
+    ``data/seeds``, :func:`.privacy_tests.generation_event`). The three scopes are a positional
+    partition of ``data`` (:data:`SPLIT_PARTITION`, declared by the workloads and by
+    :func:`fit_split_model`): the split is a seeded permutation of record positions, so the
+    parts compose in parallel under replace-one. The fit charges its own ledger and is checked
+    against the model part of the plan.
 
 References:
     Bindschaedler, Shokri & Gunter (VLDB 2017), Sections 2–5.
@@ -39,7 +43,7 @@ import numpy as np
 from privlab.mechanisms.plausible_deniability.census_like import census_like
 from privlab.mechanisms.plausible_deniability.dataset import CodedTable, bucket_map, load_coded_table
 from privlab.mechanisms.plausible_deniability.model import (
-    DEFAULT_DELTA_SLACK, PlausibleDeniabilityModel, PlausibleDeniabilityModelParams)
+    DEFAULT_DELTA_SLACK, PlausibleDeniabilityModel, PlausibleDeniabilityModelParams, part_scopes)
 from privlab.mechanisms.plausible_deniability.privacy_tests import PrivacyTestParams, generation_event
 from privlab.mechanisms.plausible_deniability.split import DataSplit, SplitSizes, split_dataset
 from privlab.mechanisms.plausible_deniability.synthesis import SynthesisParams
@@ -94,7 +98,7 @@ class GenerationParams:
     parameters_fraction: float = 0.19
     seeds_fraction: float = 0.49
     model_epsilon: float = 1.0
-    accountant: str = "advanced"
+    accountant: str = "best"
     delta_slack: float = DEFAULT_DELTA_SLACK
     maxcost: int = 64
     alpha: float = 1.0
@@ -171,6 +175,10 @@ class GenerationParams:
         return sizes
 
 
+SPLIT_PARTITION = ("data", part_scopes("data"))
+"""D_T, D_P and D_S as a positional partition of the data (:func:`.split.split_dataset`)."""
+
+
 TOY_SEED = 20170501
 """The public seed of the generated census-shaped table (``toy_records``)."""
 
@@ -214,7 +222,7 @@ def run_plan(params: GenerationParams, table: CodedTable) -> list[PrivacyEvent]:
     plan = model_plan(params, table)
     test = params.test()
     if test.epsilon0 is not None:
-        plan.append(generation_event(test, t=params.t, invocations=params.candidates, delta_slack=params.delta_slack))
+        plan.append(generation_event(test, t=params.t, invocations=params.candidates, scope=part_scopes()[2]))
     return plan
 
 
@@ -225,7 +233,9 @@ def fit_split_model(params: GenerationParams, table: CodedTable, rng: np.random.
     split = split_dataset(table.codes, sizes=params.sizes(len(table.codes)), domain=table.domain, rng=rng)
     if ledger is None:
         ledger = Ledger(epsilon_cap=None, delta_cap=None, accountant=params.accountant,
-                        delta_slack=params.delta_slack)
+                        delta_slack=None if params.accountant == "basic" else params.delta_slack)
+    if not ledger.has_partition(*SPLIT_PARTITION):
+        ledger.declare_partition(*SPLIT_PARTITION, by_position=True)  # split_dataset cuts by position
     before = len(ledger.events)
     model = PlausibleDeniabilityModel(params.model_params()).fit(
         split.structure, parameter_data=split.parameters, domain=table.domain, ledger=ledger,

@@ -16,9 +16,10 @@ bundle's writer: the folder appears whole or not at all)::
 Privacy:
     Research mode only (:mod:`.streams`: the candidates' draws come from a seeded PRNG, so the
     output is reproducible from the seed and not fit for a real release). The statement is the
-    ledger's: the model's (ε, δ'') plus Theorem 1 for the chosen t composed over the N
-    candidates tested (:func:`.privacy_tests.record_generation`); with Privacy Test 1 the
-    test has no DP guarantee and the statement says so.
+    ledger's: the worst of the model's halves (D_T, D_P) and Theorem 1 for the chosen t composed
+    over the N candidates tested on D_S (:func:`.privacy_tests.record_generation`), the three
+    being parts of a positional split; with Privacy Test 1 the test has no DP guarantee and the
+    statement says so.
 
 References:
     Bindschaedler, Shokri & Gunter (VLDB 2017), Sections 2, 3 and 5.
@@ -90,8 +91,8 @@ def _statement(params: GenerationParams, generation: Generation) -> str:
              f"Neighbouring datasets: {generation.ledger.neighbouring.replace('_', '-')} "
              "(one record replaced; the split sizes are public).", "",
              f"- The generative model: {len(model)} Laplace steps (noisy entropies for the structure, noisy "
-             f"counts for the conditional tables), composed by the {generation.ledger.accountant} accountant "
-             f"to ε = {params.model_epsilon:g}.",
+             f"counts for the conditional tables), each half composed by the {generation.ledger.accountant} "
+             f"accountant to ε = {params.model_epsilon:g} (D_T and D_P are disjoint parts).",
              ]
     if tests:
         details = dict(tests[0].details)
@@ -99,8 +100,10 @@ def _statement(params: GenerationParams, generation: Generation) -> str:
                      f"t = {params.t}: each candidate's run of Mechanism 1 is "
                      f"({details['per_candidate_epsilon']:.6g}, {details['per_candidate_delta']:.3g})-DP "
                      "(Theorem 1, converted to replace-one by group privacy); over the "
-                     f"{params.candidates:,} candidates tested, passed or not, "
-                     f"({tests[0].epsilon:.6g}, {tests[0].delta:.3g})-DP by {details['composition']} composition.")
+                     f"{params.candidates:,} candidates tested, passed or not, at most "
+                     f"({tests[0].epsilon:.6g}, {tests[0].delta:.3g})-DP by sequential composition, less under "
+                     f"the {generation.ledger.accountant} accountant. D_T, D_P and D_S are cut by record "
+                     "position, so the run's guarantee is the worst of the three parts (parallel composition).")
     else:
         lines.append(f"- Privacy Test 1 (k = {params.k}, γ = {params.gamma:g}, no ε₀): every released record is "
                      "(k, γ)-plausibly deniable, but the test itself is not differentially private, so no "

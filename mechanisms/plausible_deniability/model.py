@@ -6,13 +6,15 @@ order (eq. 2), which is synthesis with ω = m and no seed. Seed-based synthesis 
 tests (:mod:`.synthesis`, :mod:`.privacy_tests`) use the fitted model with D_S.
 
 Privacy:
-    (ε, δ)-DP for replace-one neighbours of the whole dataset with the split sizes public:
-    K = (#entropy queries) + m Laplace releases, each ε_step-DP, composed by the ledger's
-    accountant (``"advanced"``: δ = ``delta_slack``; ``"basic"``: δ = 0) to exactly the
-    declared ε (:mod:`.accounting`). Sensitivities: Δ_H = h(1/n_T) nats per entropy
-    (:mod:`.entropy`), 2 per count table (:mod:`.parameters`). Everything else is
-    post-processing. Release-safe: every DP draw is the source's own Laplace sampler; the
-    Dirichlet draws are post-processing from ``source.generator``.
+    (ε, δ)-DP for replace-one neighbours of the whole dataset with the split sizes public. D_T
+    and D_P are disjoint parts cut by record position (:mod:`.split`), declared on the ledger as
+    a positional partition of ``scope`` into ``scope/structure`` and ``scope/parameters`` (with
+    ``scope/seeds`` when the caller declared the three-way split), so they compose in parallel:
+    the structure's K₁ Laplace releases on D_T compose to ε, and so do the m releases on D_P
+    (:mod:`.accounting`; δ = ``delta_slack`` for every accountant but ``"basic"``).
+    Sensitivities: Δ_H = h(1/n_T) nats per entropy (:mod:`.entropy`), 2 per count table
+    (:mod:`.parameters`). Everything else is post-processing. Release-safe: every DP draw is the
+    source's own Laplace sampler; the Dirichlet draws are post-processing from ``source.generator``.
 
 References:
     Bindschaedler, Shokri & Gunter (VLDB 2017), Sections 3.1–3.5.
@@ -40,9 +42,32 @@ from privlab.platform.estimator import PrivateEstimator
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import RandomSource
 
-__all__ = ["PlausibleDeniabilityModel", "PlausibleDeniabilityModelParams"]
+__all__ = ["PlausibleDeniabilityModel", "PlausibleDeniabilityModelParams", "declare_model_split", "part_scopes"]
 
 DEFAULT_DELTA_SLACK = 2.0**-30
+
+PARTS = ("structure", "parameters", "seeds")
+"""The parts of the data the mechanism touches, each a ledger scope under the data's scope."""
+
+
+def part_scopes(scope: str = "data") -> tuple[str, str, str]:
+    """The ledger scopes of D_T, D_P and D_S under ``scope``."""
+    return tuple(f"{scope}/{part}" for part in PARTS)  # type: ignore[return-value]
+
+
+def declare_model_split(ledger: Ledger, scope: str = "data") -> None:
+    """Make sure ``ledger`` splits ``scope`` by position into D_T and D_P (and possibly D_S).
+
+    A workload's ledger already holds the three-way split (its ``partitions``); a ledger that
+    holds neither gets the two-way one. Either way the model's halves compose in parallel.
+
+    Privacy:
+        :mod:`.split` cuts a uniformly random permutation of record positions, drawn without
+        looking at the data, at public sizes: a replaced record stays in its part.
+    """
+    three, two = part_scopes(scope), part_scopes(scope)[:2]
+    if not (ledger.has_partition(scope, three) or ledger.has_partition(scope, two)):
+        ledger.declare_partition(scope, two, by_position=True)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -51,17 +76,18 @@ class PlausibleDeniabilityModelParams:
 
     Attributes:
         epsilon: The model's ε (structure and parameters together), finite and > 0.
-        accountant: ``"advanced"`` (the paper's, Section 3.5) or ``"basic"``; must be the
-            ledger's accountant, so the ledger's total is the declared ε.
-        delta_slack: δ'' of advanced composition (the paper's δ_L), in (0, 1); default 2⁻³⁰.
-            Must equal the ledger's ``delta_slack`` with the advanced accountant.
+        accountant: the ledger's accountant (:data:`privlab.platform.accountants.SELECTABLE`),
+            so the ledger's total is the declared ε; default ``"best"`` (the paper composes each
+            half with advanced composition, Section 3.5; the curve accountants are tighter).
+        delta_slack: δ'' (the paper's δ_L), in (0, 1); default 2⁻³⁰. Must equal the ledger's
+            ``delta_slack`` for every accountant but ``"basic"``.
         maxcost: The bound of eq. (6) on a parent set's number of configurations, ≥ 1.
         alpha: Dirichlet prior α of every cell, > 0.
         estimator: ``"posterior_sample"`` (eq. 12, the paper's) or ``"posterior_mean"`` (eq. 13).
     """
 
     epsilon: float
-    accountant: str = "advanced"
+    accountant: str = "best"
     delta_slack: float = DEFAULT_DELTA_SLACK
     maxcost: int = 64
     alpha: float = 1.0
@@ -99,7 +125,8 @@ class PlausibleDeniabilityModel(PrivateEstimator):
 
     def planned_events(self, domain: Domain, n_structure: int, n_parameters: int, *,
                        buckets: Mapping[str, Sequence[int]] | None = None, scope: str = "data") -> list[PrivacyEvent]:
-        """The events a research-mode fit records, from public inputs only.
+        """The events a research-mode fit records, from public inputs only: the entropies in
+        ``scope/structure`` (D_T), the count tables in ``scope/parameters`` (D_P).
 
         Raises:
             SchemaError: a bucketisation names an unknown attribute or is malformed.
@@ -113,16 +140,17 @@ class PlausibleDeniabilityModel(PrivateEstimator):
             raise SpecError(f"n_parameters ({n_parameters!r}) must be >= 1")
         bucketing = Bucketing.build(domain, buckets)
         queries = entropy_queries(len(domain), bucketing)
-        eps = self._step_epsilons(len(queries) + len(domain))
+        structure_scope, parameter_scope = part_scopes(scope)[:2]
         delta_h = entropy_sensitivity(n_structure)
         names = domain.names
         events = [PrivacyEvent(name=f"pd.entropy {q.label(names)}", mechanism="laplace", epsilon=e,
-                               sensitivity=delta_h, noise_scale=delta_h / e, scope=scope, step="pd.structure")
-                  for q, e in zip(queries, eps)]
+                               sensitivity=delta_h, noise_scale=delta_h / e, scope=structure_scope,
+                               step="pd.structure")
+                  for q, e in zip(queries, self._step_epsilons(len(queries)))]
         events += [PrivacyEvent(name=f"pd.counts {name}", mechanism="laplace", epsilon=e,
-                                sensitivity=COUNT_SENSITIVITY, noise_scale=COUNT_SENSITIVITY / e, scope=scope,
-                                step="pd.parameters")
-                   for name, e in zip(names, eps[len(queries):])]
+                                sensitivity=COUNT_SENSITIVITY, noise_scale=COUNT_SENSITIVITY / e,
+                                scope=parameter_scope, step="pd.parameters")
+                   for name, e in zip(names, self._step_epsilons(len(domain)))]
         return events
 
     def _step_epsilons(self, steps: int) -> tuple[float, ...]:
@@ -137,13 +165,16 @@ class PlausibleDeniabilityModel(PrivateEstimator):
 
         Args:
             structure_data: D_T, integer codes over ``domain``.
-            parameter_data: D_P, integer codes over ``domain`` (disjoint from D_T).
+            parameter_data: D_P, integer codes over ``domain``: disjoint from D_T, the two cut
+                from the data by record position independently of the values (:mod:`.split`).
             domain: The public domain.
-            ledger: Charged with :meth:`planned_events`; its accountant (and with
-                ``"advanced"`` its ``delta_slack``) must be the params'.
+            ledger: Charged with :meth:`planned_events`; its accountant (and but for ``"basic"``
+                its ``delta_slack``) must be the params'. Unless it already splits ``scope`` by
+                position into :func:`part_scopes`, the fit declares ``scope/structure`` and
+                ``scope/parameters`` as a positional partition of ``scope``.
             source: DP noise (Laplace) and the Dirichlet stream.
             buckets: Public bucketisation ``{attribute: bucket of each code}`` (eq. 7).
-            scope: The ledger scope of every event.
+            scope: The ledger scope of the data; the events go to its parts (:func:`part_scopes`).
 
         Raises:
             TypeError: a wrong-typed ledger, source or domain.
@@ -161,9 +192,10 @@ class PlausibleDeniabilityModel(PrivateEstimator):
         if ledger.accountant != p.accountant:
             raise SpecError(f"accountant ({p.accountant!r}) must be the ledger's ({ledger.accountant!r}) so that "
                             "the ledger's total is the model's declared ε")
-        if p.accountant == "advanced" and ledger.delta_slack != p.delta_slack:
+        if p.accountant != "basic" and ledger.delta_slack != p.delta_slack:
             raise SpecError(f"delta_slack ({p.delta_slack!r}) must be the ledger's ({ledger.delta_slack!r})")
         plan = self.planned_events(domain, len(structure), len(parameters), buckets=buckets, scope=scope)
+        declare_model_split(ledger, scope)
         bucketing = Bucketing.build(domain, buckets)
         eps = [e.epsilon for e in plan]
 
@@ -171,12 +203,12 @@ class PlausibleDeniabilityModel(PrivateEstimator):
             queries = entropy_queries(len(domain), bucketing)
             noisy = noisy_entropies(structure, domain=domain, bucketing=bucketing, queries=queries,
                                     epsilons=eps[:len(queries)], sensitivity=plan[0].sensitivity,
-                                    source=source, ledger=ledger, scope=scope)
+                                    source=source, ledger=ledger, scope=plan[0].scope)
             parents = greedy_parents(correlations(noisy, len(domain), bucketing), bucketing, p.maxcost)
             self.structure_ = Structure(parents=parents, order=dependency_order(parents))
             self.tables_ = conditional_tables(
                 parameters, sizes=domain.sizes, parents=parents, bucketing=bucketing, epsilons=eps[len(queries):],
-                alpha=float(p.alpha), estimator=p.estimator, source=source, ledger=ledger, scope=scope,
+                alpha=float(p.alpha), estimator=p.estimator, source=source, ledger=ledger, scope=plan[-1].scope,
                 names=domain.names)
             self.domain_ = domain
             self.bucketing_ = bucketing

@@ -49,13 +49,14 @@ import math
 import numpy as np
 import pandas as pd
 
-from privlab.mechanisms.plausible_deniability.accounting import compose_invocations, theorem1, theorem1_replace_one
+from privlab.mechanisms.plausible_deniability.accounting import theorem1, theorem1_replace_one
 from privlab.mechanisms.plausible_deniability.batched import (
     BatchTester, draw_batch, draw_candidate, laplace_from_uniform)
 from privlab.mechanisms.plausible_deniability.probability import (
     SeedIndex, generation_probability, partition_index, prefix_probabilities)
 from privlab.mechanisms.plausible_deniability.synthesis import SynthesisParams, synthesize
 from privlab.mechanisms.tabular.domain import CODE_DTYPE
+from privlab.platform.dp_events import EpsilonDeltaEvent, SelfComposed
 from privlab.platform.errors import SpecError
 from privlab.platform.ledger import Budget, Ledger, PrivacyEvent
 from privlab.platform.randomness import RandomSource
@@ -230,30 +231,28 @@ def generate_candidates(model, seeds: pd.DataFrame, *, synthesis: SynthesisParam
 
 
 def record_generation(ledger: Ledger, test: PrivacyTestParams, *, t: int, invocations: int,
-                      scope: str = "seeds") -> Budget:
+                      scope: str = "data/seeds") -> Budget:
     """Record Theorem 1 for a generation run's Test 2 in ``ledger``; return the run's composed (ε, δ).
 
-    The model's steps are already in ``ledger`` (``fit`` recorded them, scope ``"data"`` by
-    default). This adds **one** event, mechanism ``"pd.privacy_test_2"``, step ``"pd.test"``,
-    in ``scope`` (D_S), for all ``invocations`` runs of Mechanism 1 (one per candidate, passed
-    or not), and returns ``ledger.total()``.
+    The model's steps are already in ``ledger`` (``fit`` recorded them). This adds **one**
+    event, step ``"pd.test"``, in ``scope`` (D_S): ``invocations`` runs of Mechanism 1 (one per
+    candidate, passed or not) as the typed event SelfComposed(EpsilonDelta(ε_T, δ_T), N), which
+    the ledger's accountant composes. One record instead of N keeps a 10⁶-candidate ledger small.
 
     Math: Theorem 1 gives, per run, ε_T = ε₀ + ln(1 + γ/t) and δ_T = e^(−ε₀(k − t)) for
     add/remove-one neighbours of D_S; on a replace-one ledger (the default) group privacy of
-    size 2 gives (2ε_T, (1 + e^ε_T)·δ_T) (:func:`.accounting.theorem1_replace_one`). N runs
-    on the same D_S compose to the better of (Nε_T, Nδ_T) and, when the ledger has a δ'',
-    Dwork & Roth 3.20 (:func:`.accounting.compose_invocations`); the event holds that total
-    and says how in its details (``invocations``, ``per_candidate_epsilon``,
-    ``per_candidate_delta``, ``composition``). One event instead of N keeps a 10⁶-candidate
-    ledger small; the ledger's accountant keeps a single event as it is (a scope's basic total
-    dominates Theorem 3.20 at k = 1).
+    size 2 gives (2ε_T, (1 + e^ε_T)·δ_T) (:func:`.accounting.theorem1_replace_one`). The record's
+    ε and δ are the basic composition (Nε_T, Nδ_T); the advanced accountant composes the N runs
+    by Dwork & Roth 3.20 where that is smaller, and the curve accountants compose the dominating
+    pair of an (ε_T, δ_T)-DP step N times.
 
     Args:
         ledger: The run's ledger (already holding the model's events).
         test: Privacy Test 2's parameters (``epsilon0`` set).
         t: The user's trade-off, an int with 1 ≤ t < k.
         invocations: N, the number of candidates tested (≥ 1).
-        scope: The ledger scope of the seeds D_S.
+        scope: The ledger scope of the seeds D_S (a part of the positional split of the data
+            when the run declared it: the test then composes in parallel with the model).
 
     Returns:
         The ledger's total after recording.
@@ -267,40 +266,43 @@ def record_generation(ledger: Ledger, test: PrivacyTestParams, *, t: int, invoca
         Theorem 1 covers one run of Mechanism 1, whose output is the candidate or nothing. A
         run's released synthetics are the passing candidates of all N runs, so the guarantee
         composes over the N runs, not only over the released ones: which candidates failed is
-        part of what the output reveals (at least their number). D_S is disjoint from D_T and
-        D_P, but the ledger composes the scopes sequentially, which is conservative.
+        part of what the output reveals (at least their number). D_S is cut by position apart
+        from D_T and D_P, and the test reads the model only as a fixed input, so a neighbour in
+        D_S changes only the test's output distribution, a neighbour in D_T or D_P only the
+        model's (the test is then post-processing): the run's guarantee is the worst part's.
 
     References:
         Bindschaedler, Shokri & Gunter (VLDB 2017), Theorem 1 and Section 2.1; Dwork & Roth
-        (2014), Theorem 3.20.
+        (2014), Theorems 2.2 and 3.20; McSherry (SIGMOD 2009), Theorem 4.
     """
-    event = generation_event(test, t=t, invocations=invocations, neighbouring=ledger.neighbouring,
-                             delta_slack=ledger.delta_slack, scope=scope) if isinstance(ledger, Ledger) else None
-    if event is None:
+    if not isinstance(ledger, Ledger):
         raise TypeError(f"ledger ({ledger!r}) must be a Ledger")
-    ledger.spend(event)
+    ledger.spend(generation_event(test, t=t, invocations=invocations, neighbouring=ledger.neighbouring, scope=scope))
     return ledger.total()
 
 
 def generation_event(test: PrivacyTestParams, *, t: int, invocations: int, neighbouring: str = "replace_one",
-                     delta_slack: float | None = None, scope: str = "seeds") -> PrivacyEvent:
+                     scope: str = "data/seeds") -> PrivacyEvent:
     """The ledger event of ``invocations`` runs of Mechanism 1 with Test 2 (see :func:`record_generation`).
 
     Raises:
-        SpecError: Test 1, or ``invocations`` < 1.
+        SpecError: Test 1, or ``invocations`` < 1, or a composed δ that reaches 1.
         ValueError: t is not in [1, k).
     """
     test.guarantee(t)  # validates Test 2 and t before anything is built
+    if isinstance(invocations, bool) or not isinstance(invocations, int) or invocations < 1:
+        raise SpecError(f"invocations ({invocations!r}) must be an int >= 1")
     rule = theorem1_replace_one if neighbouring == "replace_one" else theorem1
     epsilon, delta = rule(k=test.k, gamma=float(test.gamma), epsilon0=float(test.epsilon0), t=t)
-    total_epsilon, total_delta, how = compose_invocations(epsilon=epsilon, delta=delta, invocations=invocations,
-                                                          delta_slack=delta_slack)
-    if not total_delta < 1.0:
-        raise SpecError(f"invocations ({invocations!r}) make Theorem 1's composed δ ({total_delta!r}) reach 1: "
-                        "raise k − t or ε₀, or test fewer candidates")
-    return PrivacyEvent(name=f"pd.privacy_test_2 x{invocations}", mechanism="pd.privacy_test_2",
-                        epsilon=total_epsilon, delta=total_delta, scope=scope, step="pd.test",
-                        details=(("k", test.k), ("gamma", float(test.gamma)), ("epsilon0", float(test.epsilon0)),
-                                 ("t", t), ("neighbouring", neighbouring), ("invocations", invocations),
-                                 ("per_candidate_epsilon", epsilon), ("per_candidate_delta", delta),
-                                 ("composition", how)))
+    if not invocations * delta < 1.0:
+        raise SpecError(f"invocations ({invocations!r}) make Theorem 1's composed δ ({invocations * delta!r}) "
+                        "reach 1: raise k − t or ε₀, or test fewer candidates")
+    theorem = ("Bindschaedler et al. 2017, Theorem 1" +
+               (" with group privacy of size 2 (replace-one)" if neighbouring == "replace_one" else ""))
+    event = SelfComposed(EpsilonDeltaEvent(epsilon, delta, theorem), invocations)
+    return PrivacyEvent.from_dp_event(
+        event, name=f"pd.privacy_test_2 x{invocations}", mechanism="pd.privacy_test_2", scope=scope, step="pd.test",
+        details=(("k", test.k), ("gamma", float(test.gamma)), ("epsilon0", float(test.epsilon0)),
+                 ("t", t), ("neighbouring", neighbouring), ("invocations", invocations),
+                 ("per_candidate_epsilon", epsilon), ("per_candidate_delta", delta)))
+

@@ -11,11 +11,12 @@
 Spec parameters: :mod:`.generation_params`.
 
 Privacy:
-    A configuration's ledger (its ``plan``) holds the model's K steps (scope ``data``; with
-    the model's default ``accountant = "advanced"``, as the paper composes them, the spec's
-    ``[budget]`` must use that accountant with the model's ``delta_slack``) and, with Test 2,
-    one event composing Theorem 1 over all ``candidates`` runs of Mechanism 1 (scope
-    ``seeds``; see :func:`.privacy_tests.record_generation`). The state's fit charges its own ledger, which
+    A configuration's ledger holds the positional split of ``data`` into D_T, D_P and D_S
+    (:meth:`partitions`) and its ``plan``: the model's K steps (scopes ``data/structure`` and
+    ``data/parameters``; the spec's ``[budget]`` must use the model's ``accountant``, default
+    ``"best"``, with the model's ``delta_slack``) and, with Test 2, one event composing Theorem 1
+    over all ``candidates`` runs of Mechanism 1 (scope ``data/seeds``; see
+    :func:`.privacy_tests.record_generation`). The state's fit charges its own ledger, which
     is checked against the model part of the plan before any candidate is drawn. Research
     only: the candidates' streams are a seeded PRNG.
 
@@ -36,7 +37,7 @@ import pandas as pd
 from privlab.mechanisms.plausible_deniability.batched import BatchTester, draw_batch, laplace_from_uniform
 from privlab.mechanisms.plausible_deniability.dataset import CodedTable
 from privlab.mechanisms.plausible_deniability.generation_params import (
-    GenerationParams, check_against_table, coded_table, fit_split_model, run_plan)
+    SPLIT_PARTITION, GenerationParams, check_against_table, coded_table, fit_split_model, run_plan)
 from privlab.mechanisms.plausible_deniability.privacy_tests import PrivacyTestParams
 from privlab.mechanisms.plausible_deniability.synthesis import SynthesisParams
 from privlab.mechanisms.tabular.domain import CODE_DTYPE
@@ -77,6 +78,9 @@ class PlausibleDeniabilityGeneration(ActorPoolWorkload):
         table = coded_table(params)
         check_against_table(params, table)
         return table.codes
+
+    def partitions(self, params: GenerationParams) -> list[tuple[str, tuple[str, ...]]]:
+        return [SPLIT_PARTITION]
 
     def plan(self, params: GenerationParams) -> list[PrivacyEvent]:
         table = coded_table(params)
@@ -169,6 +173,9 @@ class PlausibleDeniabilityEvaluation(Workload):
 
     def load_data(self, params: EvaluationParams) -> pd.DataFrame:
         return PlausibleDeniabilityGeneration.load_data(self, params)  # type: ignore[arg-type]
+
+    def partitions(self, params: EvaluationParams) -> list[tuple[str, tuple[str, ...]]]:
+        return [SPLIT_PARTITION]
 
     def plan(self, params: EvaluationParams) -> list[PrivacyEvent]:
         table = coded_table(params)
