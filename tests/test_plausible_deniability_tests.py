@@ -20,6 +20,8 @@ import pytest
 from privlab.mechanisms.plausible_deniability import batched
 from privlab.mechanisms.plausible_deniability.batched import (
     draw_batch, draw_candidate, laplace_from_uniform, partition_indices)
+from privlab.mechanisms.plausible_deniability.generation_params import SPLIT_PARTITION
+from privlab.platform.dp_events import EpsilonDeltaEvent, SelfComposed
 from privlab.mechanisms.plausible_deniability.privacy_tests import PrivacyTestParams, generate_candidates, record_generation
 from privlab.mechanisms.plausible_deniability.probability import (
     SeedIndex, generation_probability, partition_index, prefix_probabilities)
@@ -52,7 +54,7 @@ def coded(n: int, seed: int) -> pd.DataFrame:
 
 def fitted(seed: int) -> PlausibleDeniabilityModel:
     data = coded(1200, 0)
-    ledger = Ledger(epsilon_cap=1.0, delta_cap=1e-6, accountant="advanced", delta_slack=2.0**-30)
+    ledger = Ledger(epsilon_cap=1.0, delta_cap=1e-6, accountant="best", delta_slack=2.0**-30)
     model = PlausibleDeniabilityModel(PlausibleDeniabilityModelParams(epsilon=1.0, maxcost=20))
     return model.fit(data.iloc[:500], parameter_data=data.iloc[500:], domain=DOMAIN, ledger=ledger,
                      source=SeededSource(np.random.default_rng(seed)), buckets={"d": [0, 0, 1, 1, 2]})
@@ -374,18 +376,32 @@ def test_ledger_total_is_model_plus_theorem1_basic() -> None:
     ledger = Ledger(epsilon_cap=None, delta_cap=None, accountant="basic")
     _fitted_with(ledger, "basic")
     model_events = ledger.events
+    assert ledger.total().epsilon == 1.0  # D_T and D_P are a positional split: each half is ε = 1
     test = PrivacyTestParams(k=50, gamma=4.0, epsilon0=1.0)
     total = record_generation(ledger, test, t=10, invocations=3)
     eps_t, delta_t = 1.0 + math.log1p(4.0 / 10), math.exp(-1.0 * 40)  # Theorem 1, add/remove-one
     eps_r, delta_r = 2 * eps_t, (1 + math.exp(eps_t)) * delta_t          # replace-one: group of 2
-    assert total.epsilon == pytest.approx(math.fsum(e.epsilon for e in model_events) + 3 * eps_r, rel=1e-15)
-    assert total.epsilon == pytest.approx(1.0 + 3 * eps_r, rel=1e-12)  # the model's declared ε is 1
+    # Without the three-way split declared, D_S's scope composes sequentially with the model.
+    assert total.epsilon == pytest.approx(1.0 + 3 * eps_r, rel=1e-12)
     assert total.delta == pytest.approx(3 * delta_r, rel=1e-12)
     new = ledger.events[len(model_events):]
-    assert len(new) == 1 and new[0].scope == "seeds" and new[0].step == "pd.test"
+    assert len(new) == 1 and new[0].scope == "data/seeds" and new[0].step == "pd.test"
+    assert new[0].typed == SelfComposed(EpsilonDeltaEvent(eps_r, delta_r, new[0].typed.event.theorem), 3)
+    assert "Theorem 1" in new[0].typed.event.theorem and "replace-one" in new[0].typed.event.theorem
     assert dict(new[0].details) == {"k": 50, "gamma": 4.0, "epsilon0": 1.0, "t": 10, "neighbouring": "replace_one",
                                     "invocations": 3, "per_candidate_epsilon": eps_r,
-                                    "per_candidate_delta": delta_r, "composition": "basic"}
+                                    "per_candidate_delta": delta_r}
+
+
+def test_with_the_three_way_positional_split_the_run_is_its_worst_part() -> None:
+    ledger = Ledger(epsilon_cap=None, delta_cap=None, accountant="basic")
+    ledger.declare_partition(*SPLIT_PARTITION, by_position=True)
+    _fitted_with(ledger, "basic")
+    assert len(ledger.partitions) == 1  # the fit found the split and declared no other
+    total = record_generation(ledger, PrivacyTestParams(k=50, gamma=4.0, epsilon0=1.0), t=10, invocations=3)
+    eps_t, delta_t = 1.0 + math.log1p(4.0 / 10), math.exp(-1.0 * 40)
+    assert total.epsilon == pytest.approx(max(1.0, 3 * 2 * eps_t), rel=1e-12)
+    assert total.delta == pytest.approx(3 * (1 + math.exp(eps_t)) * delta_t, rel=1e-12)
 
 
 def test_ledger_total_is_model_plus_theorem1_advanced_add_remove() -> None:
@@ -396,15 +412,14 @@ def test_ledger_total_is_model_plus_theorem1_advanced_add_remove() -> None:
     eps_t, delta_t = 0.5 + math.log1p(2.0 / 5), math.exp(-0.5 * 25)
     model = ledger.total()  # this small model's K steps: the basic split ε/K beats Theorem 3.20
     assert (model.epsilon, model.delta) == (1.0, 0.0)
-    # Two candidates: 2·ε_T beats Theorem 3.20, so the basic composition is recorded.
-    few = Ledger(epsilon_cap=None, delta_cap=None, accountant="advanced", delta_slack=slack, neighbouring="add_remove")
+    # Two candidates: 2·ε_T beats Theorem 3.20, so the scope keeps its basic total.
+    few = ledger.fresh()
     for event in ledger.events:
         few.spend(event)
     total = record_generation(few, PrivacyTestParams(k=30, gamma=2.0, epsilon0=0.5), t=5, invocations=2)
     assert total.epsilon == pytest.approx(1.0 + 2 * eps_t, rel=1e-12)
     assert total.delta == pytest.approx(2 * delta_t, rel=1e-12)
-    assert dict(few.events[-1].details)["composition"] == "basic"
-    # A million candidates at a small ε_T: Theorem 3.20 over N = 10⁶ is the tighter one.
+    # A million candidates at a small ε_T: the accountant composes the N = 10⁶ runs by Theorem 3.20.
     test = PrivacyTestParams(k=3000, gamma=1.01, epsilon0=0.01)
     eps_s, delta_s = 0.01 + math.log1p(1.01 / 1000), math.exp(-0.01 * 2000)
     advanced = composition.advanced(epsilon=eps_s, delta=delta_s, k=10**6, delta_slack=slack)
@@ -412,7 +427,7 @@ def test_ledger_total_is_model_plus_theorem1_advanced_add_remove() -> None:
     total = record_generation(ledger, test, t=1000, invocations=10**6)
     assert total.epsilon == pytest.approx(1.0 + advanced[0], rel=1e-12)
     assert total.delta == pytest.approx(advanced[1], rel=1e-12)
-    assert dict(ledger.events[-1].details)["composition"] == "advanced"
+    assert ledger.events[-1].epsilon == pytest.approx(10**6 * eps_s)  # the record keeps the basic guarantee
 
 
 def test_ledger_statement_refuses_before_recording() -> None:

@@ -1,0 +1,130 @@
+"""The ε ledger's accountants, measured: plausible deniability's model noise, PLD against advanced
+composition, and the ledger's cost per event.
+
+* ``pd_count_noise_scale_adult`` / ``pd_entropy_noise_scale_adult``: the Laplace scale of a count
+  table and of an entropy in the plausible-deniability model on UCI Adult, split as
+  ``experiments/plausible_deniability/adult.toml`` splits it (D_T ≈ D_P ≈ 19%), model ε = 1,
+  δ'' = 2⁻³⁰, replace-one, with the spec's accountant. Beside each, ``…_before``: the rule privlab
+  used until issue 29 (all K steps of both halves composed together by advanced composition),
+  computed here from the same plan sizes.
+* ``pld_over_advanced_step_epsilon_k135``: the per-step ε that PLD allows for 135 equal Laplace
+  steps at ε = 1, δ = 2⁻³⁰, over advanced composition's (> 1: PLD is tighter).
+* ``ledger_spend_microseconds_per_event_10k``: spending 10,000 Laplace events into one capped
+  ledger whose scope is split into 100 positional parts (best of ``--repeats``), and
+  ``ledger_spend_speedup_vs_recompute_1k``: against recomputing the total from scratch at every
+  spend (the pre-issue-29 ledger's way), on the first 1,000 events.
+
+Needs ``../shared/data/adult_uci`` for the two Adult lines (they print ``skipped`` without it).
+
+    python benchmarks/accounting.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+from privlab.platform import accountants
+from privlab.platform.ledger import Ledger, PrivacyEvent
+from privlab.platform.positional_split import PositionalSplit
+
+ROOT = Path(__file__).resolve().parents[1]
+ADULT_SPEC = ROOT / "experiments" / "plausible_deniability" / "adult.toml"
+SLACK = 2.0**-30
+
+
+def pd_adult_scales() -> dict[str, float] | None:
+    """The Adult model's planned scales now and under the old all-steps-together rule."""
+    from privlab.mechanisms.plausible_deniability.accounting import step_epsilons
+    from privlab.mechanisms.plausible_deniability.generation_params import GenerationParams, coded_table, model_plan
+    from privlab.platform import registry
+    from privlab.platform.spec import load_spec
+
+    spec = load_spec(ADULT_SPEC)
+    config = next(c for c in spec.configurations if c.workload == "pd_generation")
+    params = registry.build_params(GenerationParams, config.params, where="benchmark")
+    if not all(Path(p).exists() for p in params.data_paths()):
+        return None
+    table = coded_table(params)
+    plan = model_plan(params, table)
+    counts = [e for e in plan if e.step == "pd.parameters"]
+    entropies = [e for e in plan if e.step == "pd.structure"]
+    old_step = step_epsilons(params.model_epsilon, len(plan), accountant="advanced", delta_slack=params.delta_slack)[0]
+    return {
+        "pd_model_accountant": params.accountant,
+        "pd_parameter_records": params.sizes(len(table.codes)).parameters,
+        "pd_entropy_steps": len(entropies),
+        "pd_count_steps": len(counts),
+        "pd_count_noise_scale_adult_before": counts[0].sensitivity / old_step,
+        "pd_entropy_noise_scale_adult_before": entropies[0].sensitivity / old_step,
+        "pd_count_noise_scale_adult": max(e.noise_scale for e in counts),
+        "pd_entropy_noise_scale_adult": max(e.noise_scale for e in entropies),
+    }
+
+
+def spend_events(n: int, parts: int) -> tuple[Ledger, list[PrivacyEvent]]:
+    ledger = Ledger(epsilon_cap=1e6, delta_cap=1e-6, accountant="pld", delta_slack=1e-9)
+    names = [f"data/part{i}" for i in range(parts)]
+    ledger.declare_partition("data", names, split=PositionalSplit.contiguous(10 * parts, [10] * parts))
+    events = [PrivacyEvent(name=f"q{i}", mechanism="laplace", epsilon=0.01, sensitivity=1.0, noise_scale=100.0,
+                           scope=names[i % parts]) for i in range(n)]
+    return ledger, events
+
+
+def time_spend(n: int, parts: int, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        ledger, events = spend_events(n, parts)
+        began = time.perf_counter()
+        for event in events:
+            ledger.spend(event)
+        best = min(best, time.perf_counter() - began)
+    return best
+
+
+def time_recompute(n: int, parts: int) -> float:
+    """The obvious baseline: recompute the basic total from every event at each spend."""
+    ledger, events = spend_events(n, parts)
+    began = time.perf_counter()
+    for i, event in enumerate(events):
+        ledger.spend(event)
+        accountants.compose(ledger._scope_nodes(), accountant="basic", delta_slack=None,  # noqa: SLF001
+                            neighbouring="replace_one")
+        del i
+    return time.perf_counter() - began
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    print(f"load average at start: {os.getloadavg()[0]:.2f}")
+
+    scales = pd_adult_scales()
+    pld_step = accountants.largest_step_epsilon(1.0, 135, accountant="pld", delta_slack=SLACK)
+    advanced_step = accountants.largest_step_epsilon(1.0, 135, accountant="advanced", delta_slack=SLACK)
+    for name in ("basic", "advanced", "rdp", "zcdp", "pld"):
+        step = accountants.largest_step_epsilon(1.0, 135, accountant=name, delta_slack=SLACK)
+        print(f"step ε for 135 Laplace steps at ε = 1, δ = 2⁻³⁰, {name:8s}: {step:.6f}")
+
+    spend = time_spend(10_000, 100, args.repeats)
+    incremental_1k = time_spend(1_000, 100, args.repeats)
+    recompute_1k = time_recompute(1_000, 100)
+    print(f"spend 1,000 events, incremental: {incremental_1k * 1e3:.1f} ms; recompute each time: "
+          f"{recompute_1k * 1e3:.1f} ms")
+    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+    if scales is None:
+        print("pd_count_noise_scale_adult: skipped (../shared/data/adult_uci is absent)")
+        print("pd_entropy_noise_scale_adult: skipped (../shared/data/adult_uci is absent)")
+    else:
+        for key, value in scales.items():
+            print(f"{key}: {value:.6g}" if isinstance(value, float) else f"{key}: {value}")
+    print(f"pld_over_advanced_step_epsilon_k135: {pld_step / advanced_step:.4f}")
+    print(f"ledger_spend_speedup_vs_recompute_1k: {recompute_1k / incremental_1k:.1f}")
+    print(f"ledger_spend_microseconds_per_event_10k: {spend / 10_000 * 1e6:.2f}")
+
+
+if __name__ == "__main__":
+    main()
