@@ -177,9 +177,10 @@ def refusal(event: DpEvent, accountant: str, *, neighbouring: str) -> str | None
                         f"{neighbouring} neighbours")
             if accountant in ("zcdp",):
                 return f"{leaf.label()}: the {accountant} accountant has no amplification by subsampling"
-            if accountant in ("pld", "rdp") and not isinstance(leaf.event, (LaplaceEvent, GaussianEvent)):
-                return (f"{leaf.label()}: the {accountant} accountant amplifies subsampled Laplace and "
-                        "Gaussian steps only")
+            if accountant == "pld" and not isinstance(leaf.event, (LaplaceEvent, GaussianEvent)):
+                return f"{leaf.label()}: the pld accountant amplifies subsampled Laplace and Gaussian steps only"
+            if accountant == "rdp" and not isinstance(leaf.event, GaussianEvent):
+                return f"{leaf.label()}: the rdp accountant amplifies subsampled Gaussian steps only"
             if accountant in ("basic", "advanced") and isinstance(leaf.event, (GaussianEvent, DiscreteGaussianEvent)):
                 return f"{leaf.label()}: Gaussian noise has no pure-ε guarantee; use pld or rdp"
         if accountant in ("basic", "advanced") and isinstance(leaf, (GaussianEvent, DiscreteGaussianEvent)):
@@ -374,8 +375,7 @@ def _rdp_and_outside(alt: Alternative) -> tuple[np.ndarray, float, float]:
             from dp_accounting.rdp import rdp_privacy_accountant as rdp_module
 
             inner = leaf.event
-            noise = (dpe.LaplaceDpEvent(inner.scale / inner.sensitivity) if isinstance(inner, LaplaceEvent)
-                     else dpe.GaussianDpEvent(inner.sigma / inner.sensitivity))  # type: ignore[attr-defined]
+            noise = dpe.GaussianDpEvent(inner.sigma / inner.sensitivity)  # type: ignore[attr-defined]
             accountant = rdp_module.RdpAccountant(list(RDP_ORDERS))
             accountant.compose(dpe.PoissonSampledDpEvent(leaf.rate, noise), count)
             rdp += np.asarray(accountant._rdp)  # noqa: SLF001 - the RDP curve dp_accounting computed

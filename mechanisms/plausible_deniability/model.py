@@ -191,7 +191,8 @@ class PlausibleDeniabilityModel(PrivateEstimator):
         p = self.params
         if ledger.accountant != p.accountant:
             raise SpecError(f"accountant ({p.accountant!r}) must be the ledger's ({ledger.accountant!r}) so that "
-                            "the ledger's total is the model's declared ε")
+                            "the ledger's total is the model's declared ε; set the study's accountant parameter "
+                            "and [budget] accountant to the same name")
         if p.accountant != "basic" and ledger.delta_slack != p.delta_slack:
             raise SpecError(f"delta_slack ({p.delta_slack!r}) must be the ledger's ({ledger.delta_slack!r})")
         plan = self.planned_events(domain, len(structure), len(parameters), buckets=buckets, scope=scope)
