@@ -155,6 +155,8 @@ PARALLEL_CASES = {
     "prefix then halves": (SelfComposed(LaplaceEvent(1.0, 10.0), 5),
                            [SelfComposed(LaplaceEvent(1.0, 20.0), 40), SelfComposed(GaussianEvent(1.0, 6.0), 3)]),
     "identical trees": (None, [SelfComposed(LaplaceEvent(1.0, 8.0), 6)] * 7),
+    "worst part last": (None, [SelfComposed(LaplaceEvent(1.0, 100.0), 5), SelfComposed(LaplaceEvent(1.0, 5.0), 30),
+                               SelfComposed(GaussianEvent(1.0, 30.0), 2)]),
 }
 
 
@@ -235,6 +237,20 @@ def test_subsampled_steps_under_add_remove_agree_with_dp_accounting() -> None:
     assert ours(gaussian, "rdp", neighbouring="add_remove") == pytest.approx(rdp.get_epsilon(DELTA), rel=1e-9)
     with pytest.raises(LedgerError, match="the rdp accountant amplifies subsampled Gaussian steps only"):
         ours(laplace, "rdp", neighbouring="add_remove")
+
+
+@pytest.mark.parametrize(("epsilon", "count"), [(0.05, 200), (0.5, 20), (2.0, 3)])
+def test_rdp_of_pure_steps_is_randomized_response_as_dp_accounting_computes_it(epsilon: float, count: int) -> None:
+    """A pure ε-DP step's RDP curve is binary randomized response's at ε, which dominates every
+    ε-DP mechanism (Mironov 2017, Prop. 10); dp_accounting's RR keeps the truth with probability
+    1 − p/2, so p = 2/(1 + e^ε)."""
+    import dp_accounting
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    oracle = rdp_privacy_accountant.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
+    oracle.compose(dp_accounting.RandomizedResponseDpEvent(2.0 / (1.0 + math.exp(epsilon)), 2), count)
+    event = SelfComposed(ExponentialEvent(epsilon), count)
+    assert ours(event, "rdp") == pytest.approx(kept(oracle.get_epsilon(DELTA), event), rel=1e-9)
 
 
 def test_zcdp_conversion_is_below_bun_steinke() -> None:

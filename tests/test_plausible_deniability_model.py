@@ -234,6 +234,26 @@ def test_entropy_queries_are_m_times_m_plus_one_at_most() -> None:
 # --- the split -----------------------------------------------------------------------------------
 
 
+def test_split_is_by_position_a_replaced_record_changes_one_part() -> None:
+    """The neighbour test behind the ledger's positional partition of D_T, D_P and D_S: for many
+    neighbours (one record replaced by another value), the same seed gives the same parts but
+    the one that holds the replaced position."""
+    data = coded(200, 3)
+    rng = np.random.default_rng(8)
+    parts = ("structure", "parameters", "seeds", "test")
+    for trial in range(60):
+        position = int(rng.integers(0, len(data)))
+        neighbour = data.copy()
+        column = str(rng.choice(list(DOMAIN.names)))
+        neighbour.loc[position, column] = (data.loc[position, column] + 1) % DOMAIN[column].size
+        seed = int(rng.integers(2**32))
+        sizes = SplitSizes(structure=38, parameters=38, seeds=98)
+        left = split_dataset(data, sizes=sizes, domain=DOMAIN, rng=np.random.default_rng(seed))
+        right = split_dataset(neighbour, sizes=sizes, domain=DOMAIN, rng=np.random.default_rng(seed))
+        changed = [p for p in parts if not getattr(left, p).equals(getattr(right, p))]
+        assert len(changed) == 1, (trial, changed)
+
+
 def test_split_is_seeded_disjoint_and_sized() -> None:
     data = coded(100).assign(row=None).drop(columns="row")
     split = split_dataset(data, sizes=SplitSizes(structure=19, parameters=19, seeds=49), domain=DOMAIN,
