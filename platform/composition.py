@@ -6,8 +6,9 @@ Each function states the theorem it implements and validates its inputs; none ke
 Privacy:
     These functions compute guarantees; they spend nothing. All bounds hold for the
     add/remove-one neighbouring relation. Sequential and advanced composition also hold for
-    replace-one; parallel composition and amplification by subsampling as stated here do not
-    (a replaced record can move between parts, and subsampling amplifies differently).
+    replace-one; so does parallel composition when the parts are cut by record position
+    (:mod:`privlab.platform.positional_split`), but not over parts cut by membership (a replaced
+    record can move between them); amplification by subsampling as stated here does not.
 
 References:
     Dwork & Roth, "The Algorithmic Foundations of Differential Privacy" (2014), Thm 3.16 and
@@ -189,8 +190,10 @@ def parallel(totals: Sequence[tuple[float, float]]) -> tuple[float, float]:
         LedgerError: a term is negative or not finite.
 
     Privacy:
-        Add/remove-one neighbouring (a record is in at most one part). Under replace-one a
-        record can move between parts and the bound is the sum of the two largest parts.
+        Add/remove-one neighbouring (a record is in at most one part), and replace-one when the
+        parts are cut by record position independently of the values (the replaced record stays
+        in its part). Under replace-one with parts cut by membership a record can move between
+        parts and the bound is the sum of the two largest parts.
 
     References:
         McSherry, "Privacy Integrated Queries" (SIGMOD 2009), Theorem 4.
