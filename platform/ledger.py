@@ -919,6 +919,17 @@ class Ledger:
         self._cache[accountant] = (len(self._events), budget)
         return budget
 
+    def largest_step_epsilon(self, epsilon: float, count: int) -> float:
+        """The largest ε_step such that ``count`` equal Laplace steps compose to at most ``epsilon``
+        under this ledger's accountant and δ'' (for ``"best"``, under whichever allows most).
+
+        Raises:
+            LedgerError: ``count`` < 1, or no step fits.
+        """
+        names = self._applicable_names() if self._accountant == "best" else (self._accountant,)
+        return max(accountants.largest_step_epsilon(epsilon, count, accountant=name, delta_slack=self._delta_slack)
+                   for name in names)
+
     def _scope_nodes(self) -> list[ScopeNode]:
         """The ledger as the accountants see it: top-level scopes, each with its events and its
         positional partitions (nested)."""

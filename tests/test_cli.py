@@ -132,7 +132,11 @@ def test_ledger_command(finished_run: dict, finished_uri: str, capsys: pytest.Ca
     assert set(ledgers) == {"mean-000", "mean-001", "loss-000", "loss-001", "seeds-000"}
     model = ledgers["seeds-000"]["events"]  # the DP model: m + m(m − 1) entropies and m count tables, m(m + 1) steps
     assert {e["step"] for e in model} == {"pd.structure", "pd.parameters"} and len(model) == 11 * 12
-    assert math.fsum(e["epsilon"] for e in model) == pytest.approx(1.0, rel=1e-12)  # sequential: exactly ε = 1
+    # D_T and D_P are a positional split: each half's steps compose sequentially to exactly ε = 1.
+    for step in ("pd.structure", "pd.parameters"):
+        assert math.fsum(e["epsilon"] for e in model if e["step"] == step) == pytest.approx(1.0, rel=1e-12)
+    assert ledgers["seeds-000"]["partitions"] == [
+        {"parent": "data", "parts": ["data/structure", "data/parameters", "data/seeds"], "basis": "position"}]
     event = ledgers["mean-000"]["events"][0]
     assert event["mechanism"] == "laplace" and event["epsilon"] == 0.5
     assert event["sensitivity"] == pytest.approx(1 / 50) and event["noise_scale"] == pytest.approx(1 / 50 / 0.5)
