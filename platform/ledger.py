@@ -1016,8 +1016,9 @@ class Ledger:
                 raise LedgerError(f"partition basis ({basis!r}) must be one of {list(PARTITION_BASES)}")
             # A recorded positional split is replayed by its basis: its positions are not kept.
             ledger.declare_partition(partition["parent"], partition["parts"], by_position=basis == "position")
-        for event in d["events"]:
-            ledger.spend(PrivacyEvent.from_dict(event))
+        if not isinstance(d["events"], Sequence) or isinstance(d["events"], str):
+            raise TypeError(f"events ({d['events']!r}) must be a list of events")
+        ledger._replay([PrivacyEvent.from_dict(event) for event in d["events"]])
         return ledger
 
     @classmethod
