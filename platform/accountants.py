@@ -88,7 +88,9 @@ __all__ = [
     "ScopeNode",
     "compose",
     "largest_step_epsilon",
+    "pld_grid_points",
     "refusal",
+    "zcdp_to_epsilon",
 ]
 
 ACCOUNTANTS = ("basic", "advanced", "pld", "rdp", "zcdp")
@@ -108,6 +110,10 @@ PLD_DISCRETIZATION = 1e-4
 most 1; above that, 1e-4 × the largest step ε (the error it adds stays 1e-4 of that step's ε per
 step, and the privacy-loss grid stays small). Pessimistic rounding keeps every PLD result an
 upper bound whatever the interval."""
+
+PLD_MAX_POINTS = 2e6
+"""The largest privacy-loss grid the PLD accountant builds (tens of MB, about a second to compose);
+a composition that would span more is refused, and ``"best"`` then leaves PLD out."""
 
 RDP_ORDERS = np.array([1.0 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512, 1024],
                       dtype=float)
@@ -168,8 +174,30 @@ def _leaves(event: DpEvent) -> list[DpEvent]:
     return [event]
 
 
+def _leaf_counts(event: DpEvent, times: int = 1) -> list[tuple[DpEvent, int]]:
+    if isinstance(event, SelfComposed):
+        return _leaf_counts(event.event, times * event.count)
+    if event.children() and not isinstance(event, Subsampled):
+        return [pair for child in event.children() for pair in _leaf_counts(child, times)]
+    return [(event, times)]
+
+
+def pld_grid_points(events: Sequence[DpEvent]) -> float:
+    """About how many points the composed privacy-loss distribution of ``events`` spans: each
+    step widens it by its ε over the discretization interval (:data:`PLD_DISCRETIZATION`)."""
+    pairs = [pair for event in events for pair in _leaf_counts(event)]
+    epsilons = [(g[0] if (g := basic_guarantee(leaf)) is not None else 1.0, count) for leaf, count in pairs]
+    if not epsilons:
+        return 0.0
+    interval = max(PLD_DISCRETIZATION, PLD_DISCRETIZATION * max(e for e, _ in epsilons))
+    return math.fsum(count * e / interval for e, count in epsilons)
+
+
 def refusal(event: DpEvent, accountant: str, *, neighbouring: str) -> str | None:
     """Why ``accountant`` cannot account for ``event`` (``None`` when it can)."""
+    if accountant == "pld" and (points := pld_grid_points([event])) > PLD_MAX_POINTS:
+        return (f"{event.label()}: its privacy-loss distribution would span about {points:.3g} points "
+                f"(at most {PLD_MAX_POINTS:.0e}); use the rdp, zcdp or advanced accountant for it")
     for leaf in _leaves(event):
         if isinstance(leaf, Subsampled):
             if neighbouring != "add_remove":
@@ -499,6 +527,11 @@ def compose(scopes: Sequence[ScopeNode], *, accountant: str, delta_slack: float 
     tree = trees[0] if len(trees) == 1 else Composed(tuple(trees))
     worst_eps, worst_delta = 0.0, 0.0
     for alt in _alternatives(tree):
+        if accountant == "pld" and (points := pld_grid_points([SelfComposed(l, c) for l, c in alt.items()])) \
+                > PLD_MAX_POINTS:
+            raise LedgerError(f"the pld accountant refuses this ledger: its privacy-loss distribution would span "
+                              f"about {points:.3g} points (at most {PLD_MAX_POINTS:.0e}); use the rdp, zcdp or "
+                              "advanced accountant")
         eps_a, delta_a = _CURVES[accountant](alt, delta_slack)  # type: ignore[arg-type]
         basic = _alternative_basic(alt)
         if basic is not None and (basic[0] <= eps_a or (delta_cap is not None and delta_a > delta_cap)):

@@ -904,7 +904,11 @@ class Ledger:
         out = {}
         for name in self._applicable_names():
             if all(accountants.refusal(t, name, neighbouring=self._neighbouring) is None for t in self._typed):
-                out[name] = self._compose(name)
+                try:
+                    out[name] = self._compose(name)
+                except LedgerError:  # e.g. a privacy-loss grid too large to build: not applicable here
+                    if name == self._accountant:
+                        raise
         return out
 
     def _compose(self, accountant: str) -> Budget:

@@ -253,6 +253,19 @@ def test_rdp_of_pure_steps_is_randomized_response_as_dp_accounting_computes_it(e
     assert ours(event, "rdp") == pytest.approx(kept(oracle.get_epsilon(DELTA), event), rel=1e-9)
 
 
+def test_a_privacy_loss_grid_too_large_is_refused_and_best_goes_without_it() -> None:
+    # Theorem 1 over 30,000 candidates at ε_T ≈ 2.7: a grid of ~3·10⁸ points, hours to compose.
+    huge = PrivacyEvent.from_dp_event(SelfComposed(EpsilonDeltaEvent(2.68, 1e-18, "Theorem 1"), 30_000), name="t")
+    pld = Ledger(epsilon_cap=None, delta_cap=None, accountant="pld", delta_slack=DELTA)
+    with pytest.raises(LedgerError, match=r"the pld accountant refuses .* would span about 3e\+08 points"):
+        pld.spend(huge)
+    best = Ledger(epsilon_cap=None, delta_cap=None, accountant="best", delta_slack=DELTA)
+    best.spend(PrivacyEvent(name="q", mechanism="laplace", epsilon=0.01, sensitivity=1.0, noise_scale=100.0))
+    best.spend(huge)
+    assert set(best.totals_by_accountant()) == {"basic", "advanced", "rdp", "zcdp"}
+    assert best.total().epsilon < 30_000 * 2.68
+
+
 def test_zcdp_conversion_is_below_bun_steinke() -> None:
     for rho in (1e-4, 0.01, 0.5, 3.0):
         simple = rho + 2 * math.sqrt(rho * math.log(1 / DELTA))
