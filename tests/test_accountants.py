@@ -263,7 +263,7 @@ def test_a_privacy_loss_grid_too_large_is_refused_and_best_goes_without_it() -> 
     best.spend(PrivacyEvent(name="q", mechanism="laplace", epsilon=0.01, sensitivity=1.0, noise_scale=100.0))
     best.spend(huge)
     assert set(best.totals_by_accountant()) == {"basic", "advanced", "rdp", "zcdp"}
-    assert best.total().epsilon < 30_000 * 2.68
+    assert best.total() == best.total("basic")  # at ε_T ≈ 2.7 no composition theorem beats Σε
 
 
 def test_zcdp_conversion_is_below_bun_steinke() -> None:
