@@ -247,7 +247,7 @@ class PrivateEstimator:
         source: RandomSource,
         run: Callable[[], None],
         exact_sensitivity: bool = True,
-        partitions: Sequence[tuple[str, Sequence[str], PositionalSplit]] = (),
+        partitions: Sequence[tuple[str, Sequence[str], PositionalSplit | Callable[[], PositionalSplit]]] = (),
     ) -> Self:
         """Check, run and verify one fit (module docstring, steps 1–4).
 
@@ -262,8 +262,11 @@ class PrivateEstimator:
             partitions: ``(parent, parts, split)`` for each partition of the data the fit
                 composes in parallel: parts cut by record position with a
                 :class:`~privlab.platform.positional_split.PositionalSplit` drawn without
-                looking at the data. They are part of the preflight, and declared on ``ledger``
-                after it and before ``run`` (so a refused fit declares nothing).
+                looking at the data, or a function that draws it. They are part of the
+                preflight (where a split still to be drawn is stood in for by a contiguous one of
+                as many parts: the ledger's accounting depends only on the parts and the
+                positional basis); after it the splits are drawn and declared on ``ledger``,
+                before ``run``, so a refused fit declares and draws nothing.
 
         Returns:
             ``self``, fitted.
@@ -284,7 +287,7 @@ class PrivateEstimator:
             preflight(ledger, plan)
         self._clear_fitted()
         for parent, parts, split in partitions:
-            ledger.declare_partition(parent, parts, split=split)
+            ledger.declare_partition(parent, parts, split=split if isinstance(split, PositionalSplit) else split())
         start = len(ledger.events)
         run()
         spent = ledger.events[start:]
@@ -316,7 +319,7 @@ class PrivateEstimator:
 
 
 def _preflight_with_partitions(ledger: Ledger, plan: Sequence[PrivacyEvent],
-                               partitions: Sequence[tuple[str, Sequence[str], PositionalSplit]]) -> None:
+                               partitions: Sequence[tuple[str, Sequence[str], Any]]) -> None:
     """:func:`~privlab.platform.budget.preflight` for a fit that declares partitions: on a fresh
     copy of ``ledger``, replay what it holds, declare the partitions, then spend ``plan``.
 
@@ -328,7 +331,8 @@ def _preflight_with_partitions(ledger: Ledger, plan: Sequence[PrivacyEvent],
     for event in ledger.events:
         trial.spend(event)
     for parent, parts, split in partitions:
-        trial.declare_partition(parent, parts, split=split)
+        stand_in = split if isinstance(split, PositionalSplit) else PositionalSplit.contiguous(len(parts), [1] * len(parts))
+        trial.declare_partition(parent, parts, split=stand_in)
     for event in plan:
         trial.spend(event)
 
