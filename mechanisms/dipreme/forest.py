@@ -51,6 +51,7 @@ References:
 
 from __future__ import annotations
 
+import abc
 from typing import Any, ClassVar, Self
 
 import numpy as np
@@ -161,7 +162,7 @@ def forest_part_names(scope: str, n_estimators: int, forest_index: int = 0) -> l
     return [f"{scope}/forest{forest_index}/tree{t}" for t in range(n_estimators)]
 
 
-class _Forest(PrivateEstimator, BaseEstimator):
+class _Forest(PrivateEstimator, BaseEstimator, abc.ABC):
     """Shared fitting: validation, plan, protocol, growth, leaves. Subclasses set the flags."""
 
     Params: ClassVar[type | None] = None
@@ -174,6 +175,11 @@ class _Forest(PrivateEstimator, BaseEstimator):
         if not self._private:
             return "it is a non-private baseline"
         return "its exponential-mechanism and Laplace draws come from a seeded floating-point generator"
+
+    @abc.abstractmethod
+    def __init__(self) -> None:
+        """Store every keyword setting as an attribute of the same name, and nothing else
+        (scikit-learn's convention; each concrete forest lists its settings)."""
 
     # --- settings ---------------------------------------------------------------------------
 

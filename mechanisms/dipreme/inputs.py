@@ -53,7 +53,7 @@ def forest_constraints(*, private: bool, private_splits: bool, regression: bool,
     Args:
         private: the forest takes ``epsilon`` (no default ε: ``None`` is refused).
         private_splits: it takes ``split_fraction`` (DiPriMe's share of ε for the splits).
-        regression: it takes ``target_bounds`` (required when private) instead of ``classes``.
+        regression: it takes ``target_bounds`` (when private) instead of ``classes``.
         candidates: it takes ``max_features``.
         partition: it takes ``partition``.
         bins: it takes ``bins`` (DP-DF).
@@ -79,7 +79,8 @@ def forest_constraints(*, private: bool, private_splits: bool, regression: bool,
     if bins:
         constraints["bins"] = [Interval(Integral, 2, None, closed="left")]
     if regression:
-        constraints["target_bounds"] = [RealPair()] if private else [None, RealPair()]
+        if private:  # the non-private forest takes the targets as they are
+            constraints["target_bounds"] = [RealPair()]
     else:
         constraints["classes"] = [None, InstanceOf((Sequence, np.ndarray), "a sequence of the public class labels")]
     return constraints
