@@ -232,17 +232,20 @@ def describe_constraints(constraints: Sequence[ConstraintSpec]) -> str:
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
 
 
-def validate_parameters(constraints: Mapping[str, Sequence[ConstraintSpec]], params: Mapping[str, object]) -> None:
+def validate_parameters(constraints: Mapping[str, Sequence[ConstraintSpec]], params: Mapping[str, object], *,
+                        value_error: type[ValueError] = ValueError) -> None:
     """Check every parameter against its constraints (module docstring), in ``params``' order.
 
     Args:
         constraints: ``{name: [constraint, ...]}``; every name of ``params`` must have an entry.
         params: ``{name: value}``, e.g. an estimator's ``get_params(deep=False)``.
+        value_error: the error for a wrong value (a ``Params`` dataclass built from a spec
+            raises :class:`~privlab.platform.errors.SpecError`, a ``ValueError``).
 
     Raises:
         TypeError: a value of a kind no constraint of its parameter is about.
-        ValueError: a value of an accepted kind outside every constraint; or a parameter
-            without constraints (a bug in the estimator that declares them).
+        ValueError: (``value_error``) a value of an accepted kind outside every constraint; or
+            a parameter without constraints (a bug in the code that declares them).
     """
     missing = [name for name in params if name not in constraints]
     if missing:
@@ -252,5 +255,5 @@ def validate_parameters(constraints: Mapping[str, Sequence[ConstraintSpec]], par
         if any(value is None if c is None else c.accepts(value) for c in alternatives):
             continue
         kind_ok = any(c is not None and c.accepts_type(value) for c in alternatives)
-        error = ValueError if kind_ok else TypeError
+        error = value_error if kind_ok else TypeError
         raise error(f"{name} ({value!r}) must be {describe_constraints(alternatives)}")

@@ -22,7 +22,7 @@ from privlab.mechanisms.dipreme import (DiPriMeClassifier, DiPriMeRegressor, DPE
                                         MedianForestClassifier)
 from privlab.mechanisms.dipreme.dpdf import DPDFClassifier
 from privlab.mechanisms.dipreme.forest import ForestNotFittedError, assign_rows, rows_are_disjoint
-from privlab.platform.errors import BudgetExceededError, LedgerError, NotFittedError, SchemaError
+from privlab.platform.errors import BudgetExceededError, NotFittedError, SchemaError
 from privlab.platform.ledger import Ledger
 
 BOUNDS = [(-5.0, 5.0), (-5.0, 5.0), (0.0, 3.0)]
