@@ -136,6 +136,25 @@ def positional_split(n: int, n_estimators: int, rng: np.random.Generator) -> Pos
     return PositionalSplit.permuted(n, [int(s) for s in tree_sizes(n, n_estimators, "disjoint")], rng=rng)
 
 
+class _RowDraw:
+    """The disjoint forest's :func:`positional_split`, drawn from ``source.generator(purpose)``
+    when first asked for — after the preflight, so a refused fit draws nothing."""
+
+    def __init__(self, n: int, n_estimators: int, source: RandomSource, *, purpose: str) -> None:
+        self._n, self._n_estimators, self._source, self._purpose = n, n_estimators, source, purpose
+        self._split: PositionalSplit | None = None
+
+    def __call__(self) -> PositionalSplit:
+        if self._split is None:
+            self._split = positional_split(self._n, self._n_estimators, self._source.generator(purpose=self._purpose))
+        return self._split
+
+
+def _all_rows(n: int, n_estimators: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row, tree) pairs of trees that each see every row."""
+    return np.tile(np.arange(n), n_estimators), np.repeat(np.arange(n_estimators), n)
+
+
 def _rows_of(split: PositionalSplit) -> tuple[np.ndarray, np.ndarray]:
     parts = [split.positions(t) for t in range(split.n_parts)]
     rows = np.concatenate(parts).astype(np.int64)
@@ -147,7 +166,7 @@ def assign_rows(n: int, n_estimators: int, partition: str, rng: np.random.Genera
     for every tree."""
     if partition == "disjoint" and n_estimators > 1:
         return _rows_of(positional_split(n, n_estimators, rng))
-    return np.tile(np.arange(n), n_estimators), np.repeat(np.arange(n_estimators), n)
+    return _all_rows(n, n_estimators)
 
 
 def rows_are_disjoint(rows: np.ndarray, n: int) -> bool:
@@ -265,8 +284,6 @@ class _Forest(PrivateEstimator, BaseEstimator, abc.ABC):
                                                 epsilon=float(self.epsilon) if self._private else None)
         scope = check_text("scope", scope)
         X, y = _validate_Xy(self, X, y, regression=self._regression)
-        if self._private and self._regression and self.target_bounds is None:  # pragma: no cover - constraints
-            raise ValueError("target_bounds (None) must be given: public bounds of y, never read from the data")
         layout, cats = self._layout(X)
         Xe = inputs.encode_features(X, layout, cats, training=True, bounds_known=self.feature_bounds is not None)
         target, n_classes, target_range, centre, classes = self._encode_target(y, len(X))
@@ -278,19 +295,11 @@ class _Forest(PrivateEstimator, BaseEstimator, abc.ABC):
         forest_index = sum(1 for parent, _ in ledger.partitions if parent == scope)
         plan = self.planned_events(p, neighbouring=ledger.neighbouring, scope=scope, n_classes=n_classes,
                                    forest_index=forest_index)
-        rows: dict[str, PositionalSplit] = {}
-        partitions = []
-        if self._disjoint() and self._private:
-            def draw_split() -> PositionalSplit:
-                rows["split"] = positional_split(n, T, source.generator(purpose=f"{self.name}.rows"))
-                return rows["split"]
-
-            partitions = [(scope, forest_part_names(scope, T, forest_index), draw_split)]
+        rows = _RowDraw(n, T, source, purpose=f"{self.name}.rows")
+        declared = [(scope, forest_part_names(scope, T, forest_index), rows)] if self._disjoint() and self._private else []
 
         def run() -> None:
-            if self._disjoint() and "split" not in rows:  # the non-private forest declares no partition
-                rows["split"] = positional_split(n, T, source.generator(purpose=f"{self.name}.rows"))
-            pairs = _rows_of(rows["split"]) if self._disjoint() else assign_rows(n, T, "full", None)  # type: ignore[arg-type]
+            pairs = _rows_of(rows()) if self._disjoint() else _all_rows(n, T)
             for event in plan:
                 ledger.spend(event)
             self._grow(Xe, target, pairs, layout, cats, n_classes, centre, plan, source)
@@ -298,7 +307,7 @@ class _Forest(PrivateEstimator, BaseEstimator, abc.ABC):
             if classes is not None:
                 self.classes_ = classes
 
-        self._charged_fit(plan, ledger=ledger, source=source, run=run, partitions=partitions)
+        self._charged_fit(plan, ledger=ledger, source=source, run=run, partitions=declared)
         if created and self._private:
             self.ledger_ = ledger
         return self
