@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,8 +23,10 @@ from privlab.mechanisms.dipreme import (DiPriMeClassifier, DiPriMeRegressor, DPE
                                         MedianForestClassifier)
 from privlab.mechanisms.dipreme.dpdf import DPDFClassifier
 from privlab.mechanisms.dipreme.forest import ForestNotFittedError, assign_rows, rows_are_disjoint
-from privlab.platform.errors import BudgetExceededError, NotFittedError, SchemaError
+from privlab.platform.errors import BudgetExceededError, ModeError, NotFittedError, SchemaError
 from privlab.platform.ledger import Ledger
+from privlab.platform.randomness import SecureSource
+from privlab.platform.transcript import TranscriptWriter
 
 BOUNDS = [(-5.0, 5.0), (-5.0, 5.0), (0.0, 3.0)]
 CATEGORIES = {2: (0, 1, 2, 3)}
@@ -275,3 +278,24 @@ def test_the_non_private_median_forest_charges_nothing_and_needs_no_bounds() -> 
     X, labels, _ = _data()
     est = MedianForestClassifier(max_depth=3, n_estimators=3, random_state=0).fit(X, labels)
     assert not hasattr(est, "ledger_") and est.score(X, labels) > 0.8
+
+
+def test_dpert_in_release_mode_charges_lattice_laplace_and_refuses_labels_read_from_the_data(tmp_path: Path) -> None:
+    X, labels, _ = _data()
+    context = {"spec_sha256": "00", "data_sha256": "11"}
+    with TranscriptWriter(tmp_path / "fit.transcript", context=context) as writer:
+        ledger = Ledger(epsilon_cap=EPSILON)
+        est = BUILDERS["dpert_classifier"]().fit(X, labels, ledger=ledger, source=SecureSource(writer))
+        assert {e.mechanism for e in ledger.events} == {"laplace_lattice"}
+        assert all(e.noise_scale >= p.noise_scale for e, p in zip(  # padded for the lattice
+            ledger.events, est.planned_events(3, neighbouring="replace_one"), strict=True))
+        assert ledger.total().epsilon == EPSILON and writer.count > 0
+        drawn = writer.count
+        refused = Ledger(epsilon_cap=EPSILON)
+        with pytest.raises(ModeError, match=r"classes \(None\) must be declared in release mode"):
+            BUILDERS["dpert_classifier"]().set_params(classes=None).fit(X, labels, ledger=refused,
+                                                                       source=SecureSource(writer))
+        assert not refused.events and writer.count == drawn
+        with pytest.raises(ModeError, match="research-only"):
+            BUILDERS["dipreme_classifier"]().fit(X, labels, ledger=refused, source=SecureSource(writer))
+        assert not refused.events and writer.count == drawn

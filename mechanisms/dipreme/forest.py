@@ -23,12 +23,18 @@ regressor also keeps the noisy leaf counts and centred sums it divided, ``leaf_c
 function of n, ``n_estimators`` and ``partition``), never the data.
 
 Randomness: the trees' rows come from ``source.generator(purpose="<name>.rows")`` (a
-permutation of record positions that never sees the data); everything else — the exponential
-mechanisms' Gumbel draws, the Laplace leaf noise, the random candidates and thresholds — from
-``source.dp_generator(purpose="<name>.noise")``, a seeded floating-point stream. The forests are
-therefore research-only (``release_safe = False``): release mode refuses them before anything
-is charged or drawn. The non-private median forests plan no step and are research-only
-baselines for the same reason as any non-DP reference.
+permutation of record positions that never sees the data). DiPriMe draws everything else — the
+exponential mechanisms' Gumbel draws, the candidates, the Laplace leaf noise — from
+``source.dp_generator(purpose="<name>.noise")``, a seeded floating-point stream, so it is
+research-only (``release_safe = False``: release mode refuses it before anything is charged or
+drawn). DP-ERT's splits use no data, so they come from ``source.generator``, and its only DP
+draws are the leaves' Laplace noise, from the source's own sampler: in release mode the leaf
+statistics are snapped to a lattice and get the exact lattice Laplace noise of the
+:class:`~privlab.platform.randomness.SecureSource` (a ``laplace_lattice`` step with the padded
+scale of :func:`~privlab.mechanisms.basic.laplace.release_parameters`), so DP-ERT is
+release-safe (and refuses ``classes=None`` there, which would read the labels from the data).
+The non-private median forests plan no step and are research-only baselines, refused in release
+mode like any non-DP reference.
 
 Privacy:
     A DiPriMe or DP-ERT forest is ``epsilon``-DP under the ledger's neighbouring relation, with
@@ -52,6 +58,9 @@ References:
 from __future__ import annotations
 
 import abc
+import dataclasses
+import functools
+from collections.abc import Callable
 from typing import Any, ClassVar, Self
 
 import numpy as np
@@ -60,14 +69,16 @@ from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
+from privlab.mechanisms.basic.laplace import release_parameters
 from privlab.mechanisms.dipreme import inputs
 from privlab.mechanisms.dipreme.growth import FeatureLayout, Splitter, grow, route
 from privlab.mechanisms.dipreme.privacy import forest_plan
-from privlab.platform.errors import NotFittedError, SchemaError
+from privlab.platform.errors import ModeError, NotFittedError, SchemaError
 from privlab.platform.estimator import PrivateEstimator
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.positional_split import PositionalSplit
 from privlab.platform.randomness import RandomSource, SeededSource
+from privlab.platform.secure_sampling import snap_to_lattice
 from privlab.platform.validation import ConstraintSpec, check_text
 
 __all__ = ["DPERTClassifier", "DPERTRegressor", "DiPriMeClassifier", "DiPriMeRegressor", "ForestNotFittedError",
@@ -286,7 +297,10 @@ class _Forest(PrivateEstimator, BaseEstimator, abc.ABC):
         X, y = _validate_Xy(self, X, y, regression=self._regression)
         layout, cats = self._layout(X)
         Xe = inputs.encode_features(X, layout, cats, training=True, bounds_known=self.feature_bounds is not None)
-        target, n_classes, target_range, centre, classes = self._encode_target(y, len(X))
+        if source.mode == "release" and not self._regression and self.classes is None:
+            raise ModeError(f"classes (None) must be declared in release mode: {self.name} would read the set of "
+                            "labels from the private data")
+        target, n_classes, _, centre, classes = self._encode_target(y, len(X))
         n, p = Xe.shape
         T = int(self.n_estimators)
         if self._disjoint() and n < 2:
@@ -300,9 +314,8 @@ class _Forest(PrivateEstimator, BaseEstimator, abc.ABC):
 
         def run() -> None:
             pairs = _rows_of(rows()) if self._disjoint() else _all_rows(n, T)
-            for event in plan:
-                ledger.spend(event)
-            self._grow(Xe, target, pairs, layout, cats, n_classes, centre, plan, source)
+            spent = [ledger.spend(self._as_charged(event, source)) for event in plan]
+            self._grow(Xe, target, pairs, layout, cats, n_classes, centre, spent, source)
             self.tree_sizes_ = tree_sizes(n, T, self.partition)
             if classes is not None:
                 self.classes_ = classes
@@ -324,20 +337,40 @@ class _Forest(PrivateEstimator, BaseEstimator, abc.ABC):
         return layout, cats
 
     def _grow(self, Xe: np.ndarray, target: np.ndarray, pairs: tuple[np.ndarray, np.ndarray], layout: FeatureLayout,
-              cats: dict[int, np.ndarray], n_classes: int, centre: float, plan: list[PrivacyEvent],
+              cats: dict[int, np.ndarray], n_classes: int, centre: float, spent: list[PrivacyEvent],
               source: RandomSource) -> None:
-        """Grow the trees and their leaves with the source's draws (the plan is already spent)."""
+        """Grow the trees and their leaves with the source's draws (``spent``: the plan as charged).
+
+        A release-safe forest (DP-ERT) draws its data-independent splits from
+        ``source.generator`` and its leaf noise from the source's Laplace sampler (exact, on a
+        lattice, in release mode); the others draw everything from one seeded stream,
+        ``source.dp_generator`` (``source.generator`` for the non-private forest).
+        """
         rows, tree_of_row = pairs
         T = int(self.n_estimators)
         K = self._candidates(Xe.shape[1])
-        draw = source.dp_generator if self._private else source.generator
-        rng = draw(purpose=f"{self.name}.noise")
-        trees, leaf = grow(Xe, rows, tree_of_row, T, target[rows], n_classes, layout, self._splitter(plan, K),
+        if self.release_safe:
+            rng = source.generator(purpose=f"{self.name}.splits")
+            add_noise = functools.partial(_source_laplace, source=source)
+        else:
+            rng = (source.dp_generator if self._private else source.generator)(purpose=f"{self.name}.noise")
+            add_noise = functools.partial(_generator_laplace, rng=rng)
+        trees, leaf = grow(Xe, rows, tree_of_row, T, target[rows], n_classes, layout, self._splitter(spent, K),
                            int(self.max_depth), rng)
         self.trees_ = trees
-        self.leaf_values_ = self._leaves(leaf, target[rows], T, n_classes, centre, plan, rng)
+        self.leaf_values_ = self._leaves(leaf, target[rows], T, n_classes, centre, spent, add_noise)
         self.layout_ = layout
         self.categories_ = {j: v.copy() for j, v in cats.items()}
+
+    def _as_charged(self, event: PrivacyEvent, source: RandomSource) -> PrivacyEvent:
+        """The planned ``event`` as this fit charges it: in release mode a Laplace step becomes
+        its lattice counterpart, with the scale padded for snapping the tree's leaf values."""
+        if source.mode != "release" or event.mechanism != "laplace":
+            return event
+        dimension = 2 ** int(self.max_depth) * int(dict(event.details).get("classes", 1))
+        scale, k = release_parameters(float(event.sensitivity), event.epsilon, dimension)  # type: ignore[arg-type]
+        return dataclasses.replace(event, mechanism="laplace_lattice", noise_scale=scale,
+                                   details=(*event.details, ("lattice_exponent", float(k))))
 
     def _splitter(self, plan: list[PrivacyEvent], K: int) -> Splitter:
         """How nodes split; a private splitter's ε and Δ are the plan's."""
@@ -353,24 +386,19 @@ class _Forest(PrivateEstimator, BaseEstimator, abc.ABC):
                         choice_sensitivity=float(choice[0].sensitivity) if choice else 1.0)  # type: ignore[arg-type]
 
     def _leaves(self, leaf: np.ndarray, target: np.ndarray, T: int, n_classes: int, centre: float,
-                plan: list[PrivacyEvent], rng: np.random.Generator) -> np.ndarray:
-        """Leaf statistics: Laplace(scale of the plan) on class counts, or on counts and centred
-        sums whose clipped ratio is the prediction (private); exact ones otherwise."""
+                spent: list[PrivacyEvent], add_noise: Callable[[np.ndarray, list[PrivacyEvent]], np.ndarray]) -> np.ndarray:
+        """Leaf statistics: Laplace noise of the charged scales on class counts, or on counts and
+        centred sums whose clipped ratio is the prediction (private); exact ones otherwise."""
         n_leaves = T * 2 ** int(self.max_depth)
         if n_classes:
             counts = np.bincount(leaf * n_classes + target, minlength=n_leaves * n_classes).astype(float)
             counts = counts.reshape(T, -1, n_classes)
-            if self._private:
-                scale = np.array([e.noise_scale for e in _named(plan, "leaf_class_counts")])
-                counts = counts + rng.laplace(size=counts.shape) * scale[:, None, None]
-            return counts
+            return add_noise(counts, _named(spent, "leaf_class_counts")) if self._private else counts
         count = np.bincount(leaf, minlength=n_leaves).astype(float).reshape(T, -1)
         total = np.bincount(leaf, weights=target - centre, minlength=n_leaves).reshape(T, -1)
         if self._private:
-            count_scale = np.array([e.noise_scale for e in _named(plan, "leaf_counts")])
-            sum_scale = np.array([e.noise_scale for e in _named(plan, "leaf_sums")])
-            count = count + rng.laplace(size=count.shape) * count_scale[:, None]
-            total = total + rng.laplace(size=total.shape) * sum_scale[:, None]
+            count = add_noise(count, _named(spent, "leaf_counts"))
+            total = add_noise(total, _named(spent, "leaf_sums"))
             self.leaf_counts_, self.leaf_sums_ = count, total  # the released statistics (DP)
             half = self.target_bounds[1] - centre
             return centre + np.clip(total / np.maximum(count, 1.0), -half, half)
@@ -394,6 +422,32 @@ class _Forest(PrivateEstimator, BaseEstimator, abc.ABC):
 
 def _named(plan: list[PrivacyEvent], name: str) -> list[PrivacyEvent]:
     return [e for e in plan if e.name == name]
+
+
+def _generator_laplace(values: np.ndarray, events: list[PrivacyEvent], *, rng: np.random.Generator) -> np.ndarray:
+    """``values[t] + Laplace(events[t].noise_scale)`` for every tree t, in one draw from ``rng``."""
+    scale = np.array([e.noise_scale for e in events], dtype=float).reshape(-1, *([1] * (values.ndim - 1)))
+    return values + rng.laplace(size=values.shape) * scale
+
+
+def _source_laplace(values: np.ndarray, events: list[PrivacyEvent], *, source: RandomSource) -> np.ndarray:
+    """``values[t] + Laplace(events[t].noise_scale)`` for every tree t, from the source.
+
+    Privacy:
+        Research: float Laplace noise. Release (a ``laplace_lattice`` event): the tree's values
+        are snapped to the lattice ``2**k`` and the exact lattice Laplace noise of the release
+        source is added, at the scale :func:`~privlab.mechanisms.basic.laplace.release_parameters`
+        padded for the snapping of all the tree's values (Mironov 2012), so the release is ε-DP
+        for the values computed in floating point.
+    """
+    out = np.empty_like(values, dtype=float)
+    for t, event in enumerate(events):
+        value = values[t]
+        if event.mechanism == "laplace_lattice":
+            k = int(dict(event.details)["lattice_exponent"])
+            value = np.vectorize(lambda v: snap_to_lattice(float(v), k), otypes=[np.float64])(value)
+        out[t] = value + np.asarray(source.laplace(scale=float(event.noise_scale), size=value.shape))  # type: ignore[arg-type]
+    return out
 
 
 class _RegressorForest(RegressorMixin, _Forest):
@@ -543,8 +597,10 @@ class DPERTRegressor(_RegressorForest):
     to the leaves (noisy count and centred sum, ε/2 each, as in :class:`DiPriMeRegressor`).
 
     Privacy:
-        ε-DP: the splits are independent of the data; the leaves are parallel over the disjoint
-        leaves of a tree; trees compose as ``partition`` says.
+        ε-DP under the ledger's relation: the splits are independent of the data; the leaves
+        are parallel over the disjoint leaves of a tree (a replaced record can leave one leaf
+        and enter another: Δ doubles under replace-one); trees compose as ``partition`` says.
+        Release-safe: the leaf noise comes from the source's Laplace sampler (module docstring).
 
     References:
         Bojarski et al. (2014), "Differentially- and non-differentially-private random decision
@@ -552,6 +608,7 @@ class DPERTRegressor(_RegressorForest):
     """
 
     _splitter_kind = "random"
+    release_safe: ClassVar[bool] = True
 
     name: ClassVar[str] = "dpert_regressor"
     _parameter_constraints: ClassVar[dict[str, list[ConstraintSpec]]] = inputs.forest_constraints(
@@ -575,13 +632,14 @@ class DPERTClassifier(_ClassifierForest):
     Laplace(Δ/ε) class counts at the leaves.
 
     Privacy:
-        ε-DP, as :class:`DPERTRegressor`; Δ = 1 (add/remove-one) or 2 (replace-one).
+        ε-DP, as :class:`DPERTRegressor`; Δ = 1 (add/remove-one) or 2 (replace-one). Release-safe.
 
     References:
         Bojarski et al. (2014), Section 3.
     """
 
     _splitter_kind = "random"
+    release_safe: ClassVar[bool] = True
 
     name: ClassVar[str] = "dpert_classifier"
     _parameter_constraints: ClassVar[dict[str, list[ConstraintSpec]]] = inputs.forest_constraints(
