@@ -98,7 +98,9 @@ def prepare_states(
                 continue
             del results[config.id]  # some facets were not logged before the stop: redo them all
         study = spec.study(config.study)
-        ledger = registry.charge_plan(workload, params, spec.new_ledger())
+        ledger = workload.declare_partitions(params, spec.new_ledger())
+        for event in workload.plan(params):
+            ledger.spend(event)
         context = UnitContext(
             config_id=config.id,
             workload=config.workload,
@@ -109,7 +111,7 @@ def prepare_states(
             root_seed=root_seed,
             study_key=config.study_key,
             config_key=config.config_key,
-            ledger_template=spec.new_ledger(),  # a trial declares its own partitions
+            ledger_template=ledger.fresh(),
         )
         aggregate = (
             ConfigAggregate.from_state(partial[config.id]) if config.id in partial else context.empty_aggregate()

@@ -77,38 +77,20 @@ class Expectation:
         return f"{symbol} {self.value:.4g}"
 
 
-def charge_plan(workload: Workload, params: Any, ledger: Ledger) -> Ledger:
-    """Spend one trial's plan on ``ledger`` as the trial will: its planned partitions declared
-    first, then its events. Returns ``ledger``.
-
-    A planned partition is declared with a stand-in positional split of as many parts (the
-    trial's own split is drawn when it runs, from its stream): the ledger's accounting depends
-    only on the parts and on their being cut by position.
+def check_declared_partitions(workload: Workload, params: Any, ledger: Ledger, *, who: str) -> None:
+    """Raise unless a trial's ``ledger`` holds exactly the partitions the workload plans
+    (:meth:`Workload.partitions`), each by record position.
 
     Raises:
-        BudgetExceededError: the plan does not fit the ledger's cap.
-        LedgerError: a partition the ledger refuses.
+        LedgerError: the trial declared a partition it did not plan, or one by membership.
     """
-    for parent, parts in workload.plan_partitions(params):
-        ledger.declare_partition(parent, parts, split=PositionalSplit.contiguous(len(parts), [1] * len(parts)))
-    for event in workload.plan(params):
-        ledger.spend(event)
-    return ledger
-
-
-def check_planned_partitions(workload: Workload, params: Any, ledger: Ledger, *, who: str) -> None:
-    """Raise unless ``ledger`` holds exactly the partitions the workload plans, by position.
-
-    Raises:
-        LedgerError: a trial declared other partitions than planned, or one by membership.
-    """
-    planned = tuple((parent, tuple(parts)) for parent, parts in workload.plan_partitions(params))
+    planned = [(parent, tuple(parts)) for parent, parts in workload.partitions(params)]
     declared = ledger.to_dict()["partitions"]
-    if tuple((d["parent"], tuple(d["parts"])) for d in declared) != planned or \
+    if [(d["parent"], tuple(d["parts"])) for d in declared] != planned or \
             any(d["basis"] != "position" for d in declared):
-        raise LedgerError(f"{who} declared partitions {[(d['parent'], d['basis']) for d in declared]} but planned "
-                          f"{[parent for parent, _ in planned]} (by position); it must declare exactly the "
-                          "partitions its workload plans")
+        raise LedgerError(f"{who} holds partitions {[(d['parent'], d['basis']) for d in declared]} but planned "
+                          f"{[parent for parent, _ in planned]} (by position); a trial must declare no partition "
+                          "its workload's partitions() does not name")
 
 
 class Workload(abc.ABC):
@@ -140,22 +122,30 @@ class Workload(abc.ABC):
         and against what every trial actually charged). Empty for non-private workloads."""
         return []
 
-    def plan_partitions(self, params: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
-        """The partitions one trial declares on its ledger, ``(parent, parts)``, before it spends
-        the plan's events on the parts. Default: none.
-
-        Each must be cut by record position independently of the values (the trial declares it
-        with a :class:`~privlab.platform.positional_split.PositionalSplit`, e.g. a DiPriMe
-        forest's trees on a seeded permutation of the rows), so its parts compose in parallel on
-        the run's replace-one ledger. The runner declares them on the ledgers it checks the plan
-        on (:func:`charge_plan`) and checks that every trial declared exactly these.
+    def partitions(self, params: Any) -> list[tuple[str, tuple[str, ...]]]:
+        """The positional partitions a trial's ledger holds before its plan is charged, each
+        ``(parent scope, part scopes)``: the workload's promise that every trial cuts those parts
+        by record position, independently of the values (a seeded permutation of positions, e.g.
+        a DiPriMe forest's trees), so they compose in parallel under either neighbouring
+        relation. The runner declares them on the ledgers it checks the plan on and on every
+        trial's ledger, and checks that a trial declared no other. Default: none.
 
         Privacy:
-            Parallel composition over parts cut by position holds under replace-one: a
-            replaced record stays at its position, hence in one part (McSherry 2009,
+            A replaced record stays at its position, hence in one part (McSherry 2009,
             Theorem 4; :mod:`privlab.platform.positional_split`).
         """
-        return ()
+        return []
+
+    def declare_partitions(self, params: Any, ledger: Ledger) -> Ledger:
+        """Declare :meth:`partitions` on ``ledger`` (fresh, nothing spent) and return it.
+
+        Each is declared with a stand-in positional split of as many parts: the trial draws its
+        own split when it runs, and the ledger's accounting depends only on the parts and on
+        their being cut by position.
+        """
+        for parent, parts in self.partitions(params):
+            ledger.declare_partition(parent, parts, split=PositionalSplit.contiguous(len(parts), [1] * len(parts)))
+        return ledger
 
     def cost_class(self, params: Any) -> str:
         """A name shared by the configurations whose units cost about the same compute time.

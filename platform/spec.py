@@ -540,8 +540,9 @@ def _parse_study(
         if isinstance(dataset, GeneratedDataset):
             registry.build_params(generator.Params, data_values, where=f"[dataset] params {point or ''}".rstrip())
         # Budget check before any work: what one trial will charge must fit the cap.
+        plan = workload.plan(params)
         try:
-            registry.charge_plan(workload, params, probe_ledger.fresh())
+            workload.declare_partitions(params, probe_ledger.fresh()).check_plan(plan)
         except PrivlabError as error:
             raise type(error)(f"{where} configuration {point}: {error}") from None
         config_units = units if pattern is not Pattern.ACTOR_POOL else workload.item_count(params)  # type: ignore[attr-defined]

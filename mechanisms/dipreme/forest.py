@@ -147,6 +147,28 @@ def positional_split(n: int, n_estimators: int, rng: np.random.Generator) -> Pos
     return PositionalSplit.permuted(n, [int(s) for s in tree_sizes(n, n_estimators, "disjoint")], rng=rng)
 
 
+def _forest_slot(ledger: Ledger, scope: str, n_estimators: int) -> tuple[int, bool]:
+    """Which disjoint forest of ``scope`` a fit on ``ledger`` is, and whether its partition is
+    already declared.
+
+    A run declares a trial's partition before the trial fits (a workload's ``partitions()``,
+    the parts of :func:`forest_part_names`): the first such partition of ``scope`` with nothing
+    spent on its parts is this fit's. Otherwise the fit is the first forest index whose names
+    are unused, and declares its partition itself.
+    """
+    spent_on = {e.scope for e in ledger.events}
+    declared = {tuple(parts) for parent, parts in ledger.partitions if parent == scope}
+    named = spent_on | {name for _, parts in ledger.partitions for name in parts}
+    index = 0
+    while True:
+        names = tuple(forest_part_names(scope, n_estimators, index))
+        if names in declared and spent_on.isdisjoint(names):
+            return index, True
+        if named.isdisjoint(names):
+            return index, False
+        index += 1
+
+
 class _RowDraw:
     """The disjoint forest's :func:`positional_split`, drawn from ``source.generator(purpose)``
     when first asked for — after the preflight, so a refused fit draws nothing."""
@@ -306,11 +328,12 @@ class _Forest(PrivateEstimator, BaseEstimator, abc.ABC):
         if self._disjoint() and n < 2:
             raise ValueError(f"X has n_samples={n}; partition='disjoint' with {T} trees needs at least 2 records "
                              "(or use partition='full')")
-        forest_index = sum(1 for parent, _ in ledger.partitions if parent == scope)
+        partitioned = self._disjoint() and self._private
+        forest_index, predeclared = _forest_slot(ledger, scope, T) if partitioned else (0, False)
         plan = self.planned_events(p, neighbouring=ledger.neighbouring, scope=scope, n_classes=n_classes,
                                    forest_index=forest_index)
         rows = _RowDraw(n, T, source, purpose=f"{self.name}.rows")
-        declared = [(scope, forest_part_names(scope, T, forest_index), rows)] if self._disjoint() and self._private else []
+        declared = [(scope, forest_part_names(scope, T, forest_index), rows)] if partitioned and not predeclared else []
 
         def run() -> None:
             pairs = _rows_of(rows()) if self._disjoint() else _all_rows(n, T)

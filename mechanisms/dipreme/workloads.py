@@ -17,9 +17,10 @@ trial against the plan checks the estimator's spend. The run's ledgers are repla
 sensitivity is the replace-one one (twice the add/remove-one Δ,
 :func:`~privlab.mechanisms.dipreme.privacy.sensitivity_factor`), and a disjoint forest's trees
 are parts of a positional split of the training rows (a seeded permutation of record positions,
-independent of the data) that the trial declares on its ledger, so they compose in parallel
-under replace-one too (:meth:`ForestStudy.plan_partitions`). A fit is then ε-DP under
-replace-one with the configuration's ε, and the ledger's total is ε.
+independent of the data), declared on the trial's ledger (:meth:`ForestStudy.partitions`: the
+runner declares it before the trial, the fit uses it), so they compose in parallel under
+replace-one too. A fit is then ε-DP under replace-one with the configuration's ε, and the
+ledger's total is ε.
 
 Methods: ``dipreme``, ``dpert``, ``dpdf`` (classification), ``median`` (non-private median
 forest), ``random_forest`` and ``extra_trees`` (scikit-learn, non-private references with the
@@ -183,13 +184,14 @@ def planned_events(params: ForestStudyParams) -> list[PrivacyEvent]:
         len(params.columns), neighbouring=NEIGHBOURING, scope="data", n_classes=n_classes)
 
 
-def planned_partitions(params: ForestStudyParams) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """The positional partition a disjoint private forest declares: its trees' parts of ``"data"``."""
+def planned_partitions(params: ForestStudyParams) -> list[tuple[str, tuple[str, ...]]]:
+    """The positional partition of a disjoint private forest: its trees' parts of ``"data"``,
+    cut by a seeded permutation of the training rows' positions when the trial fits."""
     if params.method not in ("dipreme", "dpert") or params.partition != "disjoint" or params.n_estimators < 2:
-        return ()
+        return []
     from privlab.mechanisms.dipreme.forest import forest_part_names
 
-    return (("data", tuple(forest_part_names("data", params.n_estimators))),)
+    return [("data", tuple(forest_part_names("data", params.n_estimators)))]
 
 
 @register_workload
@@ -204,7 +206,7 @@ class ForestStudy(Workload):
     def plan(self, params: ForestStudyParams) -> list[PrivacyEvent]:
         return planned_events(params)
 
-    def plan_partitions(self, params: ForestStudyParams) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    def partitions(self, params: ForestStudyParams) -> list[tuple[str, tuple[str, ...]]]:
         return planned_partitions(params)
 
     def data_key(self, params: ForestStudyParams) -> str:
