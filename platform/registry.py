@@ -27,7 +27,9 @@ import numpy as np
 import pandas as pd
 
 from privlab.platform.errors import SpecError
+from privlab.platform.errors import LedgerError
 from privlab.platform.ledger import Ledger, PrivacyEvent
+from privlab.platform.positional_split import PositionalSplit
 from privlab.platform.randomness import SeededSource
 from privlab.platform.plugins import Registry, build, describe_params  # noqa: F401 (describe_params: for callers)
 
@@ -75,6 +77,22 @@ class Expectation:
         return f"{symbol} {self.value:.4g}"
 
 
+def check_declared_partitions(workload: Workload, params: Any, ledger: Ledger, *, who: str) -> None:
+    """Raise unless a trial's ``ledger`` holds exactly the partitions the workload plans
+    (:meth:`Workload.partitions`), each by record position.
+
+    Raises:
+        LedgerError: the trial declared a partition it did not plan, or one by membership.
+    """
+    planned = [(parent, tuple(parts)) for parent, parts in workload.partitions(params)]
+    declared = ledger.to_dict()["partitions"]
+    if [(d["parent"], tuple(d["parts"])) for d in declared] != planned or \
+            any(d["basis"] != "position" for d in declared):
+        raise LedgerError(f"{who} holds partitions {[(d['parent'], d['basis']) for d in declared]} but planned "
+                          f"{[parent for parent, _ in planned]} (by position); a trial must declare no partition "
+                          "its workload's partitions() does not name")
+
+
 class Workload(abc.ABC):
     """What a study computes for one configuration.
 
@@ -107,12 +125,20 @@ class Workload(abc.ABC):
     def partitions(self, params: Any) -> list[tuple[str, tuple[str, ...]]]:
         """The positional partitions a trial's ledger holds before its plan is charged, each
         ``(parent scope, part scopes)``: the workload's promise that every trial cuts those parts
-        by record position, independently of the values (a seeded permutation of positions), so
-        they compose in parallel under either neighbouring relation. Default: none."""
+        by record position, independently of the values (a seeded permutation of positions, e.g.
+        a DiPriMe forest's trees), so they compose in parallel under either neighbouring
+        relation. The runner declares them on the ledgers it checks the plan on and on every
+        trial's ledger, and checks that a trial declared no other. Default: none.
+
+        Privacy:
+            A replaced record stays at its position, hence in one part (McSherry 2009,
+            Theorem 4; :mod:`privlab.platform.positional_split`).
+        """
         return []
 
     def declare_partitions(self, params: Any, ledger: Ledger) -> Ledger:
-        """Declare :meth:`partitions` on ``ledger`` (fresh, nothing spent) and return it."""
+        """Declare :meth:`partitions` on ``ledger`` (fresh, nothing spent) and return it; the trial
+        draws its own split when it runs, so each is declared by position (``by_position``)."""
         for parent, parts in self.partitions(params):
             ledger.declare_partition(parent, parts, by_position=True)
         return ledger

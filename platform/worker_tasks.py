@@ -81,8 +81,9 @@ def run_trial_range(context: UnitContext, start: int, stop: int, data: pd.DataFr
         ledger = context.ledger_template.fresh()
         result = workload.run_trial(params, data=trial_data, source=SeededSource(rng), ledger=ledger)
         # The plan may state the worst case of a sensitivity that a public run-time value improves.
-        check_conforms(ledger.events, plan, who=f"{context.config_id} trial {index}: workload {context.workload!r}",
-                       exact_sensitivity=False)
+        who = f"{context.config_id} trial {index}: workload {context.workload!r}"
+        check_conforms(ledger.events, plan, who=who, exact_sensitivity=False)
+        registry.check_declared_partitions(workload, params, ledger, who=who)
         for row, name in enumerate(names):
             value = result.get(name)
             if value is None or not math.isfinite(value):

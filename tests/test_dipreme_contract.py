@@ -3,8 +3,9 @@
 What ``tests/test_estimator_contract.py`` asks of a PrivateEstimator, asked here of the
 scikit-learn-style forests: the ledger receives exactly the plan (total = ε, exactly); a plan
 over the cap, bad settings and bad data are refused before anything is charged or drawn;
-"disjoint" is charged by parallel composition only when the trees' rows really are disjoint
-and the ledger's neighbouring relation allows it; same seed → same model, other seed → other
+"disjoint" is charged by parallel composition over a positional split of the rows (declared to
+the ledger, which accepts it under replace-one too) and only when the trees' rows really are
+disjoint; same seed → same model, other seed → other
 model; the fitted model keeps no copy of the data.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,8 +23,10 @@ from privlab.mechanisms.dipreme import (DiPriMeClassifier, DiPriMeRegressor, DPE
                                         MedianForestClassifier)
 from privlab.mechanisms.dipreme.dpdf import DPDFClassifier
 from privlab.mechanisms.dipreme.forest import ForestNotFittedError, assign_rows, rows_are_disjoint
-from privlab.platform.errors import BudgetExceededError, LedgerError, NotFittedError, SchemaError
+from privlab.platform.errors import BudgetExceededError, ModeError, NotFittedError, SchemaError
 from privlab.platform.ledger import Ledger
+from privlab.platform.randomness import SecureSource
+from privlab.platform.transcript import TranscriptWriter
 
 BOUNDS = [(-5.0, 5.0), (-5.0, 5.0), (0.0, 3.0)]
 CATEGORIES = {2: (0, 1, 2, 3)}
@@ -103,16 +107,32 @@ def test_disjoint_is_parallel_composition_only_when_rows_are_disjoint(name: str,
 
 
 @pytest.mark.parametrize("name", PARTITIONED)
-def test_disjoint_is_refused_on_a_replace_one_ledger_before_anything_is_charged(name: str) -> None:
+def test_disjoint_on_a_replace_one_ledger_is_parallel_composition_over_a_positional_split(name: str) -> None:
     X, _, _ = _data()
-    ledger = Ledger(epsilon_cap=None)  # replace_one: the ledger refuses parallel composition
+    ledger = Ledger(epsilon_cap=EPSILON)  # replace_one: parallel composition needs a split by position
+    est = BUILDERS[name](random_state=1, partition="disjoint").fit(X, _y(name), ledger=ledger, scope="train")
+    [partition] = ledger.to_dict()["partitions"]
+    assert partition["parent"] == "train" and partition["basis"] == "position"
+    assert len(partition["parts"]) == est.n_estimators
+    assert ledger.total().epsilon == EPSILON  # not T·ε: the max over the trees
+    assert {e.scope for e in ledger.events} == set(partition["parts"])
+    assert all(e.sensitivity == 2 * a.sensitivity for e, a in zip(
+        ledger.events, BUILDERS[name](random_state=1).fit(X, _y(name)).events_, strict=True))
+
+
+@pytest.mark.parametrize("name", PARTITIONED)
+def test_a_second_disjoint_fit_on_one_ledger_gets_new_parts_and_composes_sequentially(name: str) -> None:
+    X, _, _ = _data()
+    ledger = Ledger(epsilon_cap=2 * EPSILON)
+    BUILDERS[name](random_state=1).fit(X, _y(name), ledger=ledger, scope="train")
+    BUILDERS[name](random_state=2).fit(X, _y(name), ledger=ledger, scope="train")
+    assert [parent for parent, _ in ledger.partitions] == ["train", "train"]
+    assert ledger.total().epsilon == pytest.approx(2 * EPSILON)
     rng = np.random.default_rng(5)
     state = rng.bit_generator.state
-    est = BUILDERS[name](random_state=rng, partition="disjoint")
-    with pytest.raises(LedgerError, match="parallel composition.*replace_one"):
-        est.fit(X, _y(name), ledger=ledger)
-    assert not ledger.events and not ledger.partitions and rng.bit_generator.state == state
-    assert not hasattr(est, "leaf_values_")
+    with pytest.raises(BudgetExceededError, match="over the cap"):
+        BUILDERS[name](random_state=rng).fit(X, _y(name), ledger=ledger, scope="train")
+    assert len(ledger.partitions) == 2 and rng.bit_generator.state == state
 
 
 @pytest.mark.parametrize("name", PARTITIONED)
@@ -164,22 +184,28 @@ def test_a_plan_over_the_cap_is_refused_before_anything_is_drawn(name: str) -> N
 def _bad_settings(name: str) -> list[tuple[dict[str, Any], type[Exception], str]]:
     cases: list[tuple[dict[str, Any], type[Exception], str]] = [
         ({"epsilon": None}, TypeError, r"epsilon \(None\) must be"),
-        ({"epsilon": 0.0}, ValueError, r"epsilon \(0.0\) must be > 0"),
-        ({"epsilon": -1.0}, ValueError, r"epsilon \(-1.0\) must be > 0"),
+        ({"epsilon": "1"}, TypeError, r"epsilon \('1'\) must be a finite real number > 0"),
+        ({"epsilon": 0.0}, ValueError, r"epsilon \(0.0\) must be a finite real number > 0"),
+        ({"epsilon": -1.0}, ValueError, r"epsilon \(-1.0\) must be a finite real number > 0"),
         ({"epsilon": math.nan}, ValueError, r"epsilon \(nan\) must be a finite"),
-        ({"max_depth": 0}, ValueError, r"max_depth \(0\) must be between 1 and 20"),
-        ({"n_estimators": 0}, ValueError, r"n_estimators \(0\) must be >= 1"),
+        ({"max_depth": 0}, ValueError, r"max_depth \(0\) must be an int in \[1, 20\]"),
+        ({"max_depth": 2.0}, TypeError, r"max_depth \(2.0\) must be an int in \[1, 20\]"),
+        ({"n_estimators": 0}, ValueError, r"n_estimators \(0\) must be an int >= 1"),
+        ({"random_state": "seed"}, TypeError, r"random_state \('seed'\) must be None, an int >= 0 or a numpy"),
         ({"feature_bounds": None}, ValueError, r"feature_bounds \(None\) must be given"),
         ({"feature_bounds": [(0.0, 1.0)]}, ValueError, r"feature_bounds .* must be one \(lower, upper\) pair"),
         ({"feature_bounds": [(1.0, 0.0)] * 3}, ValueError, r"feature_bounds\[0\] \(\(1.0, 0.0\)\) must be"),
         ({"categories": {2: (0, 0)}}, ValueError, r"categories\[2\] .* must be 1 to 62 distinct"),
     ]
     if "regressor" in name:
-        cases.append(({"target_bounds": None}, ValueError, r"target_bounds \(None\) must be given"))
+        cases.append(({"target_bounds": None}, TypeError, r"target_bounds \(None\) must be a pair \(lower, upper\)"))
         cases.append(({"target_bounds": (1.0, 0.0)}, ValueError, r"target_bounds \(\(1.0, 0.0\)\) must be a pair"))
     if name.startswith("dipreme"):
-        cases.append(({"split_fraction": 1.0}, ValueError, r"split_fraction \(1.0\) must be a real number strictly"))
-        cases.append(({"max_features": 0}, ValueError, r"max_features \(0\) must be"))
+        cases.append(({"split_fraction": 1.0}, ValueError, r"split_fraction \(1.0\) must be a finite real number in \(0, 1\)"))
+        cases.append(({"max_features": 0}, ValueError, r"max_features \(0\) must be None, 'sqrt' or an int >= 1"))
+        cases.append(({"partition": "random"}, ValueError, r"partition \('random'\) must be one of \['disjoint', 'full'\]"))
+    if name.startswith("dpdf"):
+        cases.append(({"bins": 1}, ValueError, r"bins \(1\) must be an int >= 2"))
     return cases
 
 
@@ -252,3 +278,24 @@ def test_the_non_private_median_forest_charges_nothing_and_needs_no_bounds() -> 
     X, labels, _ = _data()
     est = MedianForestClassifier(max_depth=3, n_estimators=3, random_state=0).fit(X, labels)
     assert not hasattr(est, "ledger_") and est.score(X, labels) > 0.8
+
+
+def test_dpert_in_release_mode_charges_lattice_laplace_and_refuses_labels_read_from_the_data(tmp_path: Path) -> None:
+    X, labels, _ = _data()
+    context = {"spec_sha256": "00", "data_sha256": "11"}
+    with TranscriptWriter(tmp_path / "fit.transcript", context=context) as writer:
+        ledger = Ledger(epsilon_cap=EPSILON)
+        est = BUILDERS["dpert_classifier"]().fit(X, labels, ledger=ledger, source=SecureSource(writer))
+        assert {e.mechanism for e in ledger.events} == {"laplace_lattice"}
+        assert all(e.noise_scale >= p.noise_scale for e, p in zip(  # padded for the lattice
+            ledger.events, est.planned_events(3, neighbouring="replace_one"), strict=True))
+        assert ledger.total().epsilon == EPSILON and writer.count > 0
+        drawn = writer.count
+        refused = Ledger(epsilon_cap=EPSILON)
+        with pytest.raises(ModeError, match=r"classes \(None\) must be declared in release mode"):
+            BUILDERS["dpert_classifier"]().set_params(classes=None).fit(X, labels, ledger=refused,
+                                                                       source=SecureSource(writer))
+        assert not refused.events and writer.count == drawn
+        with pytest.raises(ModeError, match="research-only"):
+            BUILDERS["dipreme_classifier"]().fit(X, labels, ledger=refused, source=SecureSource(writer))
+        assert not refused.events and writer.count == drawn

@@ -17,7 +17,10 @@ import pytest
 from privlab.mechanisms.dipreme.datasets import TARGET
 from privlab.mechanisms.dipreme.inputs import encode_features, layout_for
 from privlab.mechanisms.dipreme.workloads import ForestStudy, ForestStudyParams
+from privlab.platform import registry
+from privlab.platform.errors import BudgetExceededError, LedgerError
 from privlab.platform.ledger import Ledger
+from privlab.platform.positional_split import PositionalSplit
 from privlab.platform.randomness import SeededSource
 from privlab.platform.spec import load_spec
 
@@ -60,22 +63,51 @@ def test_every_spec_loads_and_its_bounds_cover_its_dataset(spec_path: Path) -> N
         assert set(np.unique(target)) <= set(params.classes)
 
 
-@pytest.mark.parametrize("method", ["dipreme", "dpdf", "random_forest"])
-def test_a_trial_charges_exactly_the_plan(method: str) -> None:
+@pytest.mark.parametrize("method", ["dipreme", "dpert", "dpdf", "median", "random_forest"])
+def test_a_trial_charges_exactly_the_estimators_plan_on_the_replace_one_ledger(method: str) -> None:
     base = _first_params(next(p for p in SPECS if p.stem == "table2_banknote"))
     _require(base.data)
     params = ForestStudyParams(**{**base.__dict__, "method": method, "epsilon": 0.7, "n_estimators": 3,
                                   "max_depth": 2})
     workload = ForestStudy()
     frame = workload.load_data(params)
-    ledger = Ledger(epsilon_cap=1.4)  # the runner's trial ledger: replace-one by default
+    # The runner's trial ledger: replace-one by default, with the workload's partitions declared.
+    ledger = workload.declare_partitions(params, Ledger(epsilon_cap=0.7))
     metrics = workload.run_trial(params, data=frame, source=SeededSource(np.random.default_rng(3)), ledger=ledger)
     assert list(ledger.events) == workload.plan(params)
-    # ε = 0.7 under add/remove-one is 1.4 under replace-one (group privacy of size 2)
-    assert ledger.total().epsilon == (1.4 if method != "random_forest" else 0.0)
-    if method != "random_forest":
-        assert dict(ledger.events[0].details)["add_remove_epsilon"] == 0.7
+    registry.check_declared_partitions(workload, params, ledger, who="test")
+    private = method in ("dipreme", "dpert", "dpdf")
+    assert ledger.total().epsilon == pytest.approx(0.7 if private else 0.0, rel=1e-12)
+    assert all(e.name != "forest_fit" for e in ledger.events)  # no hand-written event
+    if private:  # the estimator's own steps, with replace-one sensitivities (twice add/remove-one's)
+        assert ledger.events and all(e.step.endswith("Classifier") for e in ledger.events)
+        assert any(e.sensitivity == 2.0 and e.name == "leaf_class_counts" for e in ledger.events)
+    if method in ("dipreme", "dpert"):  # disjoint trees: parallel over a positional split
+        [partition] = ledger.to_dict()["partitions"]
+        assert partition["basis"] == "position" and len(partition["parts"]) == 3
+        assert {e.scope for e in ledger.events} == set(partition["parts"])
+    else:
+        assert workload.partitions(params) == [] and ledger.partitions == ()
     assert 0.0 <= metrics["test_error"] < 0.5
+    # Standalone, on a ledger without the partition, the fit declares the same one itself.
+    alone = Ledger(epsilon_cap=0.7)
+    workload.run_trial(params, data=frame, source=SeededSource(np.random.default_rng(3)), ledger=alone)
+    assert alone.events == ledger.events and alone.partitions == ledger.partitions
+
+
+def test_the_runner_checks_the_plan_with_its_partition_against_the_cap() -> None:
+    base = _first_params(next(p for p in SPECS if p.stem == "table2_banknote"))
+    params = ForestStudyParams(**{**base.__dict__, "method": "dipreme", "epsilon": 0.7, "n_estimators": 10})
+    workload = ForestStudy()
+    probe = workload.declare_partitions(params, Ledger(epsilon_cap=0.7))
+    assert probe.check_plan(workload.plan(params)).epsilon == pytest.approx(0.7, rel=1e-12)  # 10 trees in parallel
+    without_partition = Ledger(epsilon_cap=0.7)  # the trees would compose sequentially: 10 × 0.7
+    with pytest.raises(BudgetExceededError, match="over the cap"):
+        without_partition.check_plan(workload.plan(params))
+    extra = workload.declare_partitions(params, Ledger(epsilon_cap=None))
+    extra.declare_partition("other", ["a", "b"], split=PositionalSplit.contiguous(4, [2, 2]))
+    with pytest.raises(LedgerError, match="holds partitions"):  # a trial that declared one not planned
+        registry.check_declared_partitions(workload, params, extra, who="a trial")
 
 
 def test_bad_study_parameters_are_refused_when_the_spec_is_built() -> None:

@@ -2,11 +2,13 @@
 
 Every concrete :class:`~privlab.platform.estimator.PrivateEstimator` in privlab — the tabular
 synthesizers of the release scheme, the pMSE paper's mechanism and baselines, the plausible-
-deniability model and its Table 4 DP classifiers — needs a case below (``test_every_estimator_has_a_contract_case`` finds them by importing every module of
+deniability model and its Table 4 DP classifiers (DP-ERM), the DiPriMe forests, DP-ERT, the
+non-private median forests and DP-DF (scikit-learn-style keyword estimators) — needs a case below (``test_every_estimator_has_a_contract_case`` finds them by importing every module of
 ``privlab.mechanisms``), and each case is held to the same protocol:
 
 * not fitted → :class:`NotFittedError` naming the call that fits;
-* the ledger receives exactly the plan (computed from public inputs), and ``events_`` keeps it;
+* the ledger receives exactly the plan (computed from public inputs), on the fit's scope or the
+  parts of a partition of it the fit declared by record position, and ``events_`` keeps it;
 * a plan over the cap is refused before anything is charged or drawn;
 * bad data is refused before anything is charged;
 * a research-only estimator is refused in release mode before anything is charged or drawn,
@@ -32,8 +34,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.base import clone
 
 import privlab.mechanisms
+from privlab.mechanisms.dipreme.dpdf import DPDFClassifier
+from privlab.mechanisms.dipreme.forest import (DiPriMeClassifier, DiPriMeRegressor, DPERTClassifier, DPERTRegressor,
+                                               MedianForestClassifier, MedianForestRegressor)
 from privlab.mechanisms.plausible_deniability.dp_erm import DPLinearClassifier, DPLinearClassifierParams
 from privlab.mechanisms.plausible_deniability.model import (
     PlausibleDeniabilityModel, PlausibleDeniabilityModelParams)
@@ -173,7 +179,68 @@ def _dp_erm_case(**params: Any) -> Case:
         output=lambda est, n, rng: pd.DataFrame({"decision": est.decision_function(public_records(n, rng))}))
 
 
+FOREST_BOUNDS = [(-6.0, 6.0), (-6.0, 6.0), (0.0, 1.0)]
+FOREST_CATEGORIES = {2: (0, 1, 2, 3)}
+FOREST_COLUMNS = ["x1", "x2", "c"]
+
+
+def _forest_frame(n: int = 240) -> pd.DataFrame:
+    rng = np.random.default_rng(19)
+    x1 = np.clip(rng.normal(0.0, 1.5, n), -6, 6)
+    x2 = np.clip(rng.normal(1.0, 1.0, n), -6, 6)
+    c = rng.integers(0, 4, n)
+    label = (x1 + 0.5 * c > 0.7).astype(np.int64)
+    target = np.clip(0.5 + 0.1 * x1 + 0.05 * c + rng.normal(0.0, 0.05, n), 0.0, 1.0)
+    return pd.DataFrame({"x1": x1, "x2": x2, "c": c.astype(float), "label": label, "target": target})
+
+
+def _forest_case(build: Callable[[], Any], *, regression: bool, bounded_target: bool = True) -> Case:
+    """A scikit-learn-style forest: X = (x1, x2, c) inside public bounds, y = a label or a target
+    in [0, 1]; it releases its predictions (class-1 probabilities or values) at public records."""
+    label = "target" if regression else "label"
+
+    def fit(est: Any, data: pd.DataFrame, ledger: Ledger, source: RandomSource, scope: str) -> Any:
+        return est.fit(data[FOREST_COLUMNS].to_numpy(dtype=float), data[label].to_numpy(), ledger=ledger,
+                       scope=scope, source=source)
+
+    def plan(est: Any, data: pd.DataFrame, scope: str) -> list[PrivacyEvent]:
+        return est.planned_events(len(FOREST_COLUMNS), neighbouring="replace_one", scope=scope)
+
+    def output(est: Any, n: int, rng: np.random.Generator) -> pd.DataFrame:
+        X = np.column_stack([rng.uniform(-6, 6, n), rng.uniform(-6, 6, n), rng.integers(0, 4, n)]).astype(float)
+        return pd.DataFrame({"prediction": est.predict(X) if regression else est.predict_proba(X)[:, 1]})
+
+    nan, outside, unknown, bad_y = (_forest_frame() for _ in range(4))
+    nan.loc[3, "x2"] = np.nan
+    outside.loc[7, "x1"] = 7.0
+    unknown.loc[2, "c"] = 9.0
+    bad_y.loc[0, label] = 1.5 if regression else 7
+    return Case(build=build, data=_forest_frame, fit=fit, plan=plan, output=output,
+                bad_data=((nan, SchemaError, "NaN"), (outside, SchemaError, "X column 0 has values outside"),
+                          (unknown, SchemaError, "X column 2 has values outside its declared categories"),
+                          *([(bad_y, SchemaError, "y has")] if bounded_target else [])))
+
+
+FOREST_SETTINGS = {"max_depth": 3, "n_estimators": 4, "feature_bounds": FOREST_BOUNDS, "categories": FOREST_CATEGORIES}
+CLASSES = {"classes": [0, 1]}
+TARGET_BOUNDS = {"target_bounds": (0.0, 1.0)}
+
 CASES: dict[str, Case] = {
+    "dipreme_classifier": _forest_case(lambda: DiPriMeClassifier(epsilon=2.0, **FOREST_SETTINGS, **CLASSES),
+                                       regression=False),
+    "dipreme_regressor": _forest_case(lambda: DiPriMeRegressor(epsilon=2.0, max_features=2, **FOREST_SETTINGS,
+                                                               **TARGET_BOUNDS), regression=True),
+    "dpert_classifier": _forest_case(lambda: DPERTClassifier(epsilon=2.0, **FOREST_SETTINGS, **CLASSES),
+                                     regression=False),
+    "dpert_regressor": _forest_case(lambda: DPERTRegressor(epsilon=2.0, partition="full", **FOREST_SETTINGS,
+                                                           **TARGET_BOUNDS), regression=True),
+    "median_forest_classifier": _forest_case(lambda: MedianForestClassifier(**FOREST_SETTINGS, **CLASSES),
+                                             regression=False),
+    "median_forest_regressor": _forest_case(lambda: MedianForestRegressor(**FOREST_SETTINGS), regression=True,
+                                            bounded_target=False),
+    "dpdf_classifier": _forest_case(lambda: DPDFClassifier(epsilon=2.0, max_depth=2, n_estimators=3, **CLASSES,
+                                                           feature_bounds=FOREST_BOUNDS,
+                                                           categories=FOREST_CATEGORIES), regression=False),
     "privbayes": _tabular_case("privbayes", {"epsilon_split": 0.3, "degree": 1}),
     "independent_marginals": _tabular_case("independent_marginals", {}),
     "plausible_deniability_model": _plausible_deniability_case(),
@@ -210,6 +277,16 @@ def _concrete_estimators() -> set[type[PrivateEstimator]]:
         if not inspect.isabstract(cls) and cls.__module__.startswith("privlab."):
             found.add(cls)
     return found
+
+
+def _fit_scopes(ledger: Ledger, scope: str) -> set[str]:
+    """``scope`` and the parts of the partitions of it that a fit declared (a disjoint forest's
+    trees), recursively."""
+    scopes = {scope}
+    for parent, parts in ledger.partitions:
+        if parent in scopes:
+            scopes.update(parts)
+    return scopes
 
 
 def _output(name: str, estimator: PrivateEstimator, n: int, rng: np.random.Generator) -> pd.DataFrame:
@@ -255,7 +332,16 @@ def test_an_unfitted_estimator_says_how_to_fit_it(name: str) -> None:
     assert not estimator.is_fitted and "not fitted" in repr(estimator)
     with pytest.raises(NotFittedError, match="not fitted; call fit"):
         _output(name, estimator, 10, np.random.default_rng(0))
-    assert estimator.get_params() == dataclasses.asdict(estimator.params)
+    if estimator.Params is not None:
+        assert estimator.get_params() == dataclasses.asdict(estimator.params)
+    else:  # a keyword estimator: its __init__ arguments, as scikit-learn's get_params
+        assert estimator.get_params(deep=False) == estimator.params
+        assert sorted(estimator.get_params()) == sorted(inspect.signature(type(estimator)).parameters)
+        assert set(estimator._parameter_constraints) == set(estimator.get_params())
+    again = clone(estimator).set_params(**{k: v for k, v in estimator.get_params().items() if "__" not in k})
+    assert type(again) is type(estimator) and again.get_params() == estimator.get_params()
+    with pytest.raises(ValueError, match="Invalid parameter 'no_such_parameter'"):
+        estimator.set_params(no_such_parameter=1)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -265,8 +351,8 @@ def test_the_ledger_receives_exactly_the_plan(name: str) -> None:
     plan = case.plan(estimator, case.data(), "births")
     assert list(ledger.events) == plan
     assert estimator.events_ == tuple(plan)
-    # Everything on the scope given, or on its parts (a positional split, e.g. D_T and D_P).
-    assert all(event.scope == "births" or event.scope.startswith("births/") for event in plan)
+    assert all(event.scope in _fit_scopes(ledger, "births") for event in plan)
+    assert all(partition["basis"] == "position" for partition in ledger.to_dict()["partitions"])
     assert estimator.is_fitted and "not fitted" not in repr(estimator)
     # Public inputs only: the plan is the same for other data of the same shape.
     other = case.data().sample(frac=1.0, random_state=1).reset_index(drop=True)
@@ -276,9 +362,8 @@ def test_the_ledger_receives_exactly_the_plan(name: str) -> None:
 @pytest.mark.parametrize("name", DP_NAMES)
 def test_a_plan_over_the_cap_is_refused_before_anything_is_drawn(name: str) -> None:
     case = CASES[name]
-    probe = Ledger(epsilon_cap=None)
-    case.fit(case.build(), case.data(), probe, _seeded(1), "data")
-    total = probe.total().epsilon  # the fit's own total (its parts may compose in parallel)
+    total = _fitted(name)[1].total().epsilon  # the plan's total as the ledger composes it
+    assert total > 0
     ledger = Ledger(epsilon_cap=total)
     ledger.charge(name="earlier", mechanism="laplace", epsilon=total / 2)
     rng = np.random.default_rng(1)
@@ -411,5 +496,5 @@ def test_a_refit_replaces_the_previous_state(name: str) -> None:
     half = CASES[name].data().iloc[::2].reset_index(drop=True)
     CASES[name].fit(estimator, half, ledger, _seeded(6), "second")
     assert estimator.events_ == tuple(ledger.events)
-    assert all(event.scope == "second" or event.scope.startswith("second/") for event in estimator.events_)
+    assert all(event.scope in _fit_scopes(ledger, "second") for event in estimator.events_)
     assert not first.equals(_output(name, estimator, 100, np.random.default_rng(0)))

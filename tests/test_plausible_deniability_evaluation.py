@@ -435,16 +435,19 @@ def test_at_large_epsilon_the_dp_fit_approaches_the_nonprivate_fit(loss: str, pe
 
 
 def test_bad_dp_erm_input_is_refused_before_anything_is_charged() -> None:
-    for params, message in (({"epsilon": 0.0, "regularization": 0.1}, r"epsilon \(0.0\) must be finite and > 0"),
+    for params, message in (({"epsilon": 0.0, "regularization": 0.1}, r"epsilon \(0.0\) must be a finite real number > 0"),
                             ({"epsilon": -1.0, "regularization": 0.1}, r"epsilon \(-1.0\) must be"),
-                            ({"epsilon": 1.0, "regularization": 0.0}, r"regularization \(0.0\) must be finite and > 0"),
+                            ({"epsilon": 1.0, "regularization": 0.0},
+                             r"regularization \(0.0\) must be a finite real number > 0"),
                             ({"epsilon": 1.0, "regularization": 0.1, "loss": "hinge"}, r"loss \('hinge'\) must be one of"),
                             ({"epsilon": 1.0, "regularization": 0.1, "perturbation": "input"},
                              r"perturbation \('input'\) must be one of"),
                             ({"epsilon": 1.0, "regularization": 0.1, "loss": "huber", "huber_h": 0.0},
-                             r"huber_h \(0.0\) must be finite and > 0")):
+                             r"huber_h \(0.0\) must be a finite real number > 0")):
         with pytest.raises(SpecError, match=message):
             DPLinearClassifierParams(**params)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"epsilon \('1'\) must be a finite real number > 0"):
+        DPLinearClassifierParams(epsilon="1", regularization=0.1)  # type: ignore[arg-type]
     domain, data = binary_task(100, 7)
     estimator = DPLinearClassifier(DPLinearClassifierParams(epsilon=1.0, regularization=0.1))
     ledger = Ledger(epsilon_cap=None)

@@ -19,10 +19,20 @@ counts at the leaves. We build it level by level and vectorised:
 
 The original DP-DF also varies the root attribute across trees (SysFor) and prunes; we do not.
 
+It is a keyword :class:`~privlab.platform.estimator.PrivateEstimator` on the forests' contract
+(:mod:`~.forest`): ``fit(X, y, ledger=None, scope="data", *, source=None)`` plans from public
+inputs, goes through ``_charged_fit`` and draws from the run's source (``source.dp_generator``,
+a seeded floating-point stream: research-only), or, as a plain scikit-learn estimator, from a
+``SeededSource`` on ``random_state`` with a fresh add/remove-one ledger capped at ε.
+
 Privacy:
     ε-DP under the ledger's relation: per tree (2d + 1) queries of ε_q = ε/(T(2d + 1)), each
-    parallel over a level's disjoint nodes (add/remove-one), sequential over levels and trees.
-    Replace-one doubles every Δ (one removal and one addition), as in :mod:`~.privacy`.
+    parallel over a level's disjoint nodes, sequential over levels and trees. The nodes of a
+    level are cut by record values, so that parallel composition is argued inside each query's
+    sensitivity, not declared to the ledger: under add/remove-one a record is in one node
+    (Δ = 1 for the counts, 2 for the Gini choice); under replace-one the replaced record can
+    leave one node and enter another (one removal and one addition), so every Δ doubles, as in
+    :mod:`~.privacy`. All trees see all rows: no partition.
 
 References:
     Fletcher & Islam, "A Differentially Private Decision Forest", AusDM 2015; Consul,
@@ -32,18 +42,21 @@ References:
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 
 from privlab.mechanisms.dipreme import inputs
-from privlab.mechanisms.dipreme.forest import ForestNotFittedError, _validate_X, _validate_Xy
+from privlab.mechanisms.dipreme.forest import ForestNotFittedError, _validate_X, _validate_Xy, run_arguments
 from privlab.mechanisms.dipreme.privacy import sensitivity_factor
 from privlab.platform.budget import split_epsilon
 from privlab.platform.errors import SchemaError
-from privlab.platform.ledger import Ledger, PrivacyEvent, check_conforms
+from privlab.platform.estimator import PrivateEstimator
+from privlab.platform.ledger import Ledger, PrivacyEvent
+from privlab.platform.randomness import RandomSource
+from privlab.platform.validation import ConstraintSpec, check_text
 
 __all__ = ["DPDFClassifier", "MAX_LEAVES"]
 
@@ -51,7 +64,7 @@ MAX_LEAVES = 2_000_000
 """Refuse settings whose trees would have more leaves than this (B^d per tree)."""
 
 
-class DPDFClassifier(ClassifierMixin, BaseEstimator):
+class DPDFClassifier(ClassifierMixin, PrivateEstimator, BaseEstimator):
     """DP-DF: multiway trees on discretised features, Gini splits by the exponential mechanism.
 
     Args:
@@ -62,11 +75,17 @@ class DPDFClassifier(ClassifierMixin, BaseEstimator):
         feature_bounds: public (lower, upper) for all features or one pair per feature.
         classes: public labels (default: those in y, with a PrivacyLeakWarning).
         categories: ``{feature index: category codes}`` for categorical features.
-        random_state: seed or generator of every draw (research only).
+        random_state: seed or generator of every draw when ``fit`` is given no source.
 
     Privacy:
         See the module docstring.
     """
+
+    name: ClassVar[str] = "dpdf_classifier"
+    Params: ClassVar[type | None] = None
+    release_safe: ClassVar[bool] = False
+    _parameter_constraints: ClassVar[dict[str, list[ConstraintSpec]]] = inputs.forest_constraints(
+        private=True, private_splits=False, regression=False, candidates=False, partition=False, bins=True)
 
     def __init__(self, *, epsilon: float | None = None, max_depth: int = 4, n_estimators: int = 10, bins: int = 5,
                  feature_bounds: Any = None, classes: Any = None, categories: Any = None,
@@ -82,8 +101,27 @@ class DPDFClassifier(ClassifierMixin, BaseEstimator):
 
     partition = "full"
 
-    def plan(self, n_classes: int, neighbouring: str, scope: str) -> list[PrivacyEvent]:
-        """The events of a fit (public inputs only): per tree counts, choices, leaf counts."""
+    def _research_only_reason(self) -> str:
+        return "its Laplace and exponential-mechanism draws come from a seeded floating-point generator"
+
+    def planned_events(self, n_features: int | None = None, *, neighbouring: str, scope: str = "data",
+                       n_classes: int | None = None) -> list[PrivacyEvent]:
+        """The events of a fit (public inputs only): per tree counts, choices, leaf counts.
+
+        Args:
+            n_features: unused (every feature is a candidate; kept for the forests' signature).
+            neighbouring: the ledger's relation (``"replace_one"`` doubles every Δ).
+            scope: the fit's scope (all trees see all rows).
+            n_classes: the number of classes (default: the declared ``classes``).
+
+        Raises:
+            TypeError, ValueError: bad settings, or no ``classes`` and no ``n_classes``.
+        """
+        self._validate_params()
+        if n_classes is None:
+            if self.classes is None:
+                raise ValueError("classes (None) must be given to plan a fit from public inputs")
+            n_classes = len(self.classes)
         d, T = int(self.max_depth), int(self.n_estimators)
         shares = split_epsilon(float(self.epsilon), [d, d, 1] * T)
         factor = sensitivity_factor(neighbouring)
@@ -105,18 +143,19 @@ class DPDFClassifier(ClassifierMixin, BaseEstimator):
             ]
         return plan
 
-    def fit(self, X: Any, y: Any, ledger: Ledger | None = None, scope: str = "data") -> DPDFClassifier:
-        """Fit; charges ``ledger`` (or a fresh ``ledger_`` capped at ε) before drawing.
+    def fit(self, X: Any, y: Any, ledger: Ledger | None = None, scope: str = "data", *,
+            source: RandomSource | None = None) -> Self:
+        """Fit through the budget protocol (module docstring; arguments as the forests' ``fit``).
 
         Raises:
-            TypeError, ValueError: bad settings; SchemaError: bad data; BudgetExceededError:
-            the plan does not fit. Nothing is charged or drawn when any is raised.
+            TypeError, ValueError: bad settings; TypeError: a wrong ledger or source, or a source
+            without a ledger; ModeError: a release-mode source; SchemaError: bad data;
+            BudgetExceededError: the plan does not fit. Nothing is charged or drawn when any is
+            raised.
         """
-        inputs.check_settings(self, private=True, private_splits=False, regression=False)
-        if isinstance(self.bins, bool) or not isinstance(self.bins, int) or self.bins < 2:
-            raise ValueError(f"bins ({self.bins!r}) must be an int >= 2")
-        if ledger is not None and not isinstance(ledger, Ledger):
-            raise TypeError(f"ledger ({ledger!r}) must be a privlab Ledger or None")
+        self._validate_params()
+        ledger, source, created = run_arguments(self, ledger, source, epsilon=float(self.epsilon))
+        scope = check_text("scope", scope)
         X, y = _validate_Xy(self, X, y, regression=False)
         layout, cats = inputs.layout_for(self.feature_bounds, self.categories, X.shape[1], required=True)
         Xe = inputs.encode_features(X, layout, cats, training=True, bounds_known=True)
@@ -124,30 +163,41 @@ class DPDFClassifier(ClassifierMixin, BaseEstimator):
         if branching ** int(self.max_depth) > MAX_LEAVES:
             raise ValueError(f"max_depth ({self.max_depth!r}) must keep {branching}^max_depth leaves per tree "
                              f"<= {MAX_LEAVES}")
+        classes = self._classes(y)
+        target = np.searchsorted(classes, y).astype(np.int64)
+        plan = self.planned_events(X.shape[1], neighbouring=ledger.neighbouring, scope=scope, n_classes=len(classes))
+
+        def run() -> None:
+            for event in plan:
+                ledger.spend(event)
+            self.classes_ = classes
+            self.layout_, self.categories_ = layout, {j: v.copy() for j, v in cats.items()}
+            self.branching_ = branching
+            rng = source.dp_generator(purpose=f"{self.name}.noise")
+            self.features_, self.leaf_values_ = self._grow(codes, target, len(classes), plan, rng)
+
+        self._charged_fit(plan, ledger=ledger, source=source, run=run)
+        if created:
+            self.ledger_ = ledger
+        return self
+
+    def _classes(self, y: np.ndarray) -> np.ndarray:
+        """The public classes, sorted (or, with a PrivacyLeakWarning, the labels in ``y``).
+
+        Raises:
+            ValueError: declared classes that are not distinct labels.
+            SchemaError: a label outside the declared classes.
+        """
         check_classification_targets(y)
         if self.classes is None:
             inputs.warn_classes_from_data()
-            classes = np.unique(y)
-        else:
-            classes = np.sort(np.asarray(self.classes))
-            if not np.isin(y, classes).all():
-                raise SchemaError("y has labels outside the declared classes", column="y", problem="categories")
-        target = np.searchsorted(classes, y).astype(np.int64)
-        ledger = ledger if ledger is not None else Ledger(epsilon_cap=float(self.epsilon), neighbouring="add_remove")
-        plan = self.plan(len(classes), ledger.neighbouring, scope)
-        ledger.preflight(plan)
-        rng = np.random.default_rng(self.random_state)
-        start = len(ledger.events)
-        for event in plan:
-            ledger.spend(event)
-        spent = ledger.events[start:]
-        check_conforms(spent, plan, who="DPDFClassifier: fit", exact_sensitivity=True)
-        self.classes_ = classes
-        self.layout_, self.categories_ = layout, {j: v.copy() for j, v in cats.items()}
-        self.branching_ = branching
-        self.features_, self.leaf_values_ = self._grow(codes, target, len(classes), plan, rng)
-        self.ledger_, self.events_ = ledger, tuple(spent)
-        return self
+            return np.unique(y)
+        declared = np.asarray(self.classes)
+        if declared.ndim != 1 or declared.size < 1 or np.unique(declared).size != declared.size:
+            raise ValueError(f"classes ({self.classes!r}) must be a sequence of distinct labels")
+        if not np.isin(y, declared).all():
+            raise SchemaError("y has labels outside the declared classes", column="y", problem="categories")
+        return np.sort(declared)
 
     def _discretise(self, Xe: np.ndarray, layout: Any) -> tuple[np.ndarray, int]:
         """Equal-width bins of the public range (values at the upper bound in the last bin)."""

@@ -1,37 +1,67 @@
-"""DiPriMe forests, DP-ERT and the non-private median forest as scikit-learn estimators.
+"""DiPriMe forests, DP-ERT and the non-private median forest: scikit-learn estimators on privlab's
+one estimator contract.
 
-Every estimator takes its settings in ``__init__`` only and keeps what it learns in attributes
-ending in ``_``; ``fit(X, y, ledger=None, scope="data")`` charges the ledger it is given, or a
-fresh one exposed as ``ledger_`` (capped at ``epsilon``, add/remove-one neighbours), before it
-draws anything. Fitted state: ``trees_`` (the splits), ``leaf_values_`` (the noisy leaf
-statistics; a private regressor also keeps the noisy leaf counts and centred sums it divided,
-``leaf_counts_`` and ``leaf_sums_``), ``events_`` (what was charged), ``tree_sizes_`` (rows per tree: public, a function
-of n, ``n_estimators`` and ``partition``), never the data.
+Every estimator is a keyword-argument :class:`~privlab.platform.estimator.PrivateEstimator`
+(settings in ``__init__`` only, checked against ``_parameter_constraints`` when ``fit`` starts;
+learned state in attributes ending in ``_``) and a scikit-learn estimator (``BaseEstimator``,
+``predict``, ``score``, ``clone``). ``fit(X, y, ledger=None, scope="data", *, source=None)``:
 
-These are not :class:`~privlab.platform.estimator.PrivateEstimator` subclasses: that contract
-builds estimators from a ``Params`` dataclass and releases data through ``sample``, while these
-follow scikit-learn's (settings as ``__init__`` keywords, ``get_params(deep=...)``, ``predict``).
-They keep its budget protocol: a plan from public inputs, preflighted before anything is drawn,
-charged, and checked against what was recorded (:func:`~privlab.platform.ledger.check_conforms`);
-``tests/test_dipreme_contract.py`` holds them to it. They are research-only: their noise comes
-from a seeded numpy generator (``random_state``), not from a release source.
+* in a run, pass the run's ``ledger`` and ``source`` (a :class:`~privlab.platform.randomness.RandomSource`):
+  the fit's plan (from public inputs: ε, the public bounds, classes, the column count and the
+  ledger's neighbouring relation) goes through :meth:`~privlab.platform.estimator.PrivateEstimator._charged_fit`
+  — preflighted with its partition, charged, and checked against what was recorded — and every
+  draw comes from ``source``;
+* as a plain scikit-learn estimator, pass neither: the fit draws from
+  ``SeededSource(numpy.random.default_rng(random_state))`` and charges a fresh ledger capped at
+  ``epsilon`` with add/remove-one neighbours (the paper's relation), exposed as ``ledger_``. A
+  ledger alone is charged the same way. A source without a ledger is refused: a run's draws
+  are charged to the run's ledger.
+
+Fitted state: ``trees_`` (the splits), ``leaf_values_`` (the noisy leaf statistics; a private
+regressor also keeps the noisy leaf counts and centred sums it divided, ``leaf_counts_`` and
+``leaf_sums_``), ``events_`` (what was charged), ``tree_sizes_`` (rows per tree: public, a
+function of n, ``n_estimators`` and ``partition``), never the data.
+
+Randomness: the trees' rows come from ``source.generator(purpose="<name>.rows")`` (a
+permutation of record positions that never sees the data). DiPriMe draws everything else — the
+exponential mechanisms' Gumbel draws, the candidates, the Laplace leaf noise — from
+``source.dp_generator(purpose="<name>.noise")``, a seeded floating-point stream, so it is
+research-only (``release_safe = False``: release mode refuses it before anything is charged or
+drawn). DP-ERT's splits use no data, so they come from ``source.generator``, and its only DP
+draws are the leaves' Laplace noise, from the source's own sampler: in release mode the leaf
+statistics are snapped to a lattice and get the exact lattice Laplace noise of the
+:class:`~privlab.platform.randomness.SecureSource` (a ``laplace_lattice`` step with the padded
+scale of :func:`~privlab.mechanisms.basic.laplace.release_parameters`), so DP-ERT is
+release-safe (and refuses ``classes=None`` there, which would read the labels from the data).
+The non-private median forests plan no step and are research-only baselines, refused in release
+mode like any non-DP reference.
 
 Privacy:
     A DiPriMe or DP-ERT forest is ``epsilon``-DP under the ledger's neighbouring relation, with
-    the budget split and sensitivities of :mod:`privlab.mechanisms.dipreme.privacy`.
-    ``partition="disjoint"``: each tree sees its own rows (a random partition of row positions,
-    independent of the data) and gets all of ε; parallel composition (McSherry 2009, Theorem 4)
-    holds for add/remove-one neighbours, so the ledger records the partition and refuses it under
-    replace-one. ``partition="full"``: every tree sees every row and gets ε/T (sequential).
+    the budget split and sensitivities of :mod:`privlab.mechanisms.dipreme.privacy` (under
+    replace-one every Δ is twice its add/remove-one value). ``partition="disjoint"``: tree t
+    sees the record positions of part t of a uniformly random permutation of ``0 … n−1`` cut
+    at public sizes (:class:`~privlab.platform.positional_split.PositionalSplit`, drawn without
+    looking at the data), and gets all of ε. A replace-one neighbour changes the record at one
+    position, which lies in exactly one part: only that tree's output distribution changes,
+    and it is ε-DP for that change, so the forest is ε-DP (parallel composition, McSherry 2009,
+    Theorem 4; the add/remove-one argument is the usual one). The fit declares that partition on
+    the ledger (``ledger.declare_partition(scope, parts, split=...)``), which accepts it under
+    both relations. ``partition="full"``: every tree sees every row and gets ε/T (sequential).
 
 References:
     Consul, Williamson & Dagli, "Differentially Private Median Forests for Regression and
-    Classification" (2020), Algorithms 1–3; Bojarski et al. (2014) (DP-ERT); Breiman (2004).
+    Classification" (2020), Algorithms 1–3; Bojarski et al. (2014) (DP-ERT); Breiman (2004);
+    McSherry, "Privacy Integrated Queries" (SIGMOD 2009), Theorem 4.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import abc
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any, ClassVar, Self
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
@@ -39,14 +69,21 @@ from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
+from privlab.mechanisms.basic.laplace import release_parameters
 from privlab.mechanisms.dipreme import inputs
-from privlab.mechanisms.dipreme.growth import Splitter, Trees, grow, route
-from privlab.mechanisms.dipreme.privacy import forest_plan, sensitivity_factor
-from privlab.platform.errors import LedgerError, NotFittedError, SchemaError
-from privlab.platform.ledger import Ledger, PrivacyEvent, check_conforms
+from privlab.mechanisms.dipreme.growth import FeatureLayout, Splitter, grow, route
+from privlab.mechanisms.dipreme.privacy import forest_plan
+from privlab.platform.errors import ModeError, NotFittedError, SchemaError
+from privlab.platform.estimator import PrivateEstimator
+from privlab.platform.ledger import Ledger, PrivacyEvent
+from privlab.platform.positional_split import PositionalSplit
+from privlab.platform.randomness import RandomSource, SeededSource
+from privlab.platform.secure_sampling import snap_to_lattice
+from privlab.platform.validation import ConstraintSpec, check_text
 
 __all__ = ["DPERTClassifier", "DPERTRegressor", "DiPriMeClassifier", "DiPriMeRegressor", "ForestNotFittedError",
-           "MedianForestClassifier", "MedianForestRegressor"]
+           "MedianForestClassifier", "MedianForestRegressor", "assign_rows", "forest_part_names", "positional_split",
+           "rows_are_disjoint", "run_arguments", "tree_sizes"]
 
 
 class ForestNotFittedError(NotFittedError, SklearnNotFittedError):
@@ -76,20 +113,25 @@ def _validate_Xy(est: BaseEstimator, X: Any, y: Any, *, regression: bool) -> tup
         raise _wrap_not_finite(error) from error
 
 
-def assign_rows(n: int, n_estimators: int, partition: str, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """(row, tree) pairs: a random split of the row positions into T near-equal parts (drawn
-    without looking at the data), or every row for every tree."""
-    if partition == "disjoint":
-        parts = np.array_split(rng.permutation(n), n_estimators)
-        rows = np.concatenate(parts).astype(np.int64)
-        trees = np.repeat(np.arange(n_estimators), [len(p) for p in parts])
-        return rows, trees
-    return np.tile(np.arange(n), n_estimators), np.repeat(np.arange(n_estimators), n)
+def run_arguments(est: PrivateEstimator, ledger: Ledger | None, source: RandomSource | None, *,
+                  epsilon: float | None) -> tuple[Ledger, RandomSource, bool]:
+    """The ledger and source of a fit, and whether the ledger was made here (module docstring).
 
+    Without a source the fit draws from ``SeededSource(default_rng(random_state))`` (nothing is
+    drawn from it before the plan is accepted) and, without a ledger too, charges a fresh one
+    capped at ``epsilon`` with add/remove-one neighbours.
 
-def rows_are_disjoint(rows: np.ndarray, n: int) -> bool:
-    """Whether no row is assigned to two trees (the condition for parallel composition)."""
-    return bool(np.bincount(rows, minlength=n).max(initial=0) <= 1)
+    Raises:
+        TypeError: a wrong-typed ledger or source, or a source without a ledger.
+        ModeError: a release-mode source for a research-only estimator.
+    """
+    created = False
+    if source is None:
+        source = SeededSource(np.random.default_rng(getattr(est, "random_state", None)))
+        if ledger is None:
+            ledger, created = Ledger(epsilon_cap=epsilon, neighbouring="add_remove"), True
+    est._check_protocol_arguments(ledger, source)
+    return ledger, source, created  # type: ignore[return-value]
 
 
 def tree_sizes(n: int, n_estimators: int, partition: str) -> np.ndarray:
@@ -99,12 +141,97 @@ def tree_sizes(n: int, n_estimators: int, partition: str) -> np.ndarray:
     return np.full(n_estimators, n)
 
 
-class _Forest(BaseEstimator):
-    """Shared fitting: validation, plan, ledger, growth, leaves. Subclasses set the flags."""
+def positional_split(n: int, n_estimators: int, rng: np.random.Generator) -> PositionalSplit:
+    """The disjoint forest's rows: a uniformly random permutation of the positions ``0 … n−1``
+    drawn from ``rng`` (never from the data), cut into T near-equal public sizes."""
+    return PositionalSplit.permuted(n, [int(s) for s in tree_sizes(n, n_estimators, "disjoint")], rng=rng)
 
-    _private = True  # charges a ledger
+
+def _forest_slot(ledger: Ledger, scope: str, n_estimators: int) -> tuple[int, bool]:
+    """Which disjoint forest of ``scope`` a fit on ``ledger`` is, and whether its partition is
+    already declared.
+
+    A run declares a trial's partition before the trial fits (a workload's ``partitions()``,
+    the parts of :func:`forest_part_names`): the first such partition of ``scope`` with nothing
+    spent on its parts is this fit's. Otherwise the fit is the first forest index whose names
+    are unused, and declares its partition itself.
+    """
+    spent_on = {e.scope for e in ledger.events}
+    declared = {tuple(parts) for parent, parts in ledger.partitions if parent == scope}
+    named = spent_on | {name for _, parts in ledger.partitions for name in parts}
+    index = 0
+    while True:
+        names = tuple(forest_part_names(scope, n_estimators, index))
+        if names in declared and spent_on.isdisjoint(names):
+            return index, True
+        if named.isdisjoint(names):
+            return index, False
+        index += 1
+
+
+class _RowDraw:
+    """The disjoint forest's :func:`positional_split`, drawn from ``source.generator(purpose)``
+    when first asked for — after the preflight, so a refused fit draws nothing."""
+
+    def __init__(self, n: int, n_estimators: int, source: RandomSource, *, purpose: str) -> None:
+        self._n, self._n_estimators, self._source, self._purpose = n, n_estimators, source, purpose
+        self._split: PositionalSplit | None = None
+
+    def __call__(self) -> PositionalSplit:
+        if self._split is None:
+            self._split = positional_split(self._n, self._n_estimators, self._source.generator(purpose=self._purpose))
+        return self._split
+
+
+def _all_rows(n: int, n_estimators: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row, tree) pairs of trees that each see every row."""
+    return np.tile(np.arange(n), n_estimators), np.repeat(np.arange(n_estimators), n)
+
+
+def _rows_of(split: PositionalSplit) -> tuple[np.ndarray, np.ndarray]:
+    parts = [split.positions(t) for t in range(split.n_parts)]
+    rows = np.concatenate(parts).astype(np.int64)
+    return rows, np.repeat(np.arange(split.n_parts), [len(p) for p in parts])
+
+
+def assign_rows(n: int, n_estimators: int, partition: str, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(row, tree) pairs: the parts of :func:`positional_split` ("disjoint", T ≥ 2), or every row
+    for every tree."""
+    if partition == "disjoint" and n_estimators > 1:
+        return _rows_of(positional_split(n, n_estimators, rng))
+    return _all_rows(n, n_estimators)
+
+
+def rows_are_disjoint(rows: np.ndarray, n: int) -> bool:
+    """Whether no row is assigned to two trees (the condition for parallel composition)."""
+    return bool(np.bincount(rows, minlength=n).max(initial=0) <= 1)
+
+
+def forest_part_names(scope: str, n_estimators: int, forest_index: int = 0) -> list[str]:
+    """The ledger scopes of a disjoint forest's trees: parts of ``scope``, numbered by how many
+    partitions of ``scope`` the ledger already holds (``forest_index``), so fits on one ledger
+    never reuse a name."""
+    return [f"{scope}/forest{forest_index}/tree{t}" for t in range(n_estimators)]
+
+
+class _Forest(PrivateEstimator, BaseEstimator, abc.ABC):
+    """Shared fitting: validation, plan, protocol, growth, leaves. Subclasses set the flags."""
+
+    Params: ClassVar[type | None] = None
+    release_safe: ClassVar[bool] = False
+    _private = True  # plans DP steps
     _splitter_kind = "private_median"
     _regression = False
+
+    def _research_only_reason(self) -> str:
+        if not self._private:
+            return "it is a non-private baseline"
+        return "its exponential-mechanism and Laplace draws come from a seeded floating-point generator"
+
+    @abc.abstractmethod
+    def __init__(self) -> None:
+        """Store every keyword setting as an attribute of the same name, and nothing else
+        (scikit-learn's convention; each concrete forest lists its settings)."""
 
     # --- settings ---------------------------------------------------------------------------
 
@@ -119,133 +246,182 @@ class _Forest(BaseEstimator):
     def _split_fraction(self) -> float:
         return float(getattr(self, "split_fraction", 0.0))
 
+    def _disjoint(self) -> bool:
+        """Whether the trees are charged as parts of a positional partition."""
+        return self.partition == "disjoint" and int(self.n_estimators) > 1
+
+    # --- the plan ---------------------------------------------------------------------------
+
+    def planned_events(self, n_features: int, *, neighbouring: str, scope: str = "data",
+                       n_classes: int | None = None, forest_index: int = 0) -> list[PrivacyEvent]:
+        """Every event a fit records, in order, from public inputs only (empty when not private).
+
+        Args:
+            n_features: the data's (public) column count, which fixes the candidates K.
+            neighbouring: the ledger's relation (``"replace_one"`` doubles every Δ).
+            scope: the fit's scope; a disjoint forest's events are on the parts of
+                :func:`forest_part_names`.
+            n_classes: the number of classes (default: the declared ``classes``).
+            forest_index: how many partitions of ``scope`` the ledger already holds.
+
+        Raises:
+            TypeError, ValueError: bad settings (the message names the setting).
+        """
+        self._validate_params()
+        if not self._private:
+            return []
+        T = int(self.n_estimators)
+        target_range = 0.0
+        if self._regression:
+            lo, hi = (float(b) for b in self.target_bounds)
+            target_range = hi - lo
+        elif n_classes is None:
+            if self.classes is None:
+                raise ValueError("classes (None) must be given to plan a fit from public inputs")
+            n_classes = len(self.classes)
+        scopes = forest_part_names(scope, T, forest_index) if self._disjoint() else [scope] * T
+        return forest_plan(epsilon=float(self.epsilon), n_estimators=T, partition=self.partition,
+                           split_fraction=self._split_fraction(), max_depth=int(self.max_depth),
+                           candidates=self._candidates(n_features), regression=self._regression,
+                           private_splits=self._private_splits(), target_range=target_range,
+                           neighbouring=neighbouring, n_classes=int(n_classes or 0), scopes=scopes,
+                           step=type(self).__name__)
+
     # --- fitting ----------------------------------------------------------------------------
 
-    def fit(self, X: Any, y: Any, ledger: Ledger | None = None, scope: str = "data") -> _Forest:
-        """Fit the forest; a private one charges ``ledger`` (or a fresh ``ledger_``) first.
+    def fit(self, X: Any, y: Any, ledger: Ledger | None = None, scope: str = "data", *,
+            source: RandomSource | None = None) -> Self:
+        """Fit the forest through the budget protocol (module docstring).
 
         Args:
             X: (n, p) features inside the public ``feature_bounds`` / ``categories``.
             y: targets inside ``target_bounds`` (regression) or class labels.
-            ledger: charged with the plan; default a fresh ledger capped at ``epsilon`` with
-                add/remove-one neighbours (exposed as ``ledger_``).
-            scope: the ledger scope of the data (a declared partition's parent when disjoint).
+            ledger: charged with the plan (and the disjoint forest's partition of ``scope``);
+                default a fresh ledger capped at ``epsilon`` with add/remove-one neighbours
+                (exposed as ``ledger_``), allowed only without ``source``.
+            scope: the ledger scope of the data.
+            source: the run's random source; default ``SeededSource`` on ``random_state``.
 
         Raises:
-            TypeError, ValueError: bad settings (message names the setting).
+            TypeError, ValueError: bad settings (message names the setting), or a disjoint
+                forest of several trees on fewer than 2 records.
+            TypeError: a wrong-typed ledger or source, or a source without a ledger.
+            ModeError: a release-mode source (research-only).
             SchemaError: NaN/infinite features, values outside the public bounds or categories,
                 targets outside ``target_bounds``.
-            LedgerError: ``partition="disjoint"`` on a replace-one ledger (parallel composition
-                does not hold for it; use ``partition="full"`` or an add/remove ledger).
             BudgetExceededError: the plan does not fit the ledger's cap.
-            Nothing is charged or drawn when any of these is raised.
+            Nothing is declared, charged or drawn when any of these is raised.
         """
-        inputs.check_settings(self, private=self._private, private_splits=self._private_splits(),
-                              regression=self._regression)
-        if ledger is not None and not isinstance(ledger, Ledger):
-            raise TypeError(f"ledger ({ledger!r}) must be a privlab Ledger or None")
-        if not isinstance(scope, str) or not scope.strip():
-            raise TypeError(f"scope ({scope!r}) must be a non-empty str")
+        self._validate_params()
+        ledger, source, created = run_arguments(self, ledger, source,
+                                                epsilon=float(self.epsilon) if self._private else None)
+        scope = check_text("scope", scope)
         X, y = _validate_Xy(self, X, y, regression=self._regression)
-        layout, cats = inputs.layout_for(getattr(self, "feature_bounds", None), getattr(self, "categories", None),
-                                         X.shape[1], required=self._private)
-        bounds_known = getattr(self, "feature_bounds", None) is not None
-        if not bounds_known:  # only the non-private forest may go without public bounds
-            numeric = ~layout.is_categorical
-            layout = type(layout)(lower=np.where(numeric, X.min(axis=0), layout.lower),
-                                  upper=np.where(numeric, X.max(axis=0) + 1e-12, layout.upper),
-                                  n_codes=layout.n_codes)
-        Xe = inputs.encode_features(X, layout, cats, training=True, bounds_known=bounds_known)
-        target, n_classes, target_range, centre, classes = self._encode_target(y, len(X))
-        n = len(Xe)
+        layout, cats = self._layout(X)
+        Xe = inputs.encode_features(X, layout, cats, training=True, bounds_known=self.feature_bounds is not None)
+        if source.mode == "release" and not self._regression and self.classes is None:
+            raise ModeError(f"classes (None) must be declared in release mode: {self.name} would read the set of "
+                            "labels from the private data")
+        target, n_classes, _, centre, classes = self._encode_target(y, len(X))
+        n, p = Xe.shape
         T = int(self.n_estimators)
-        K = self._candidates(Xe.shape[1])
-        if self._private:
-            ledger = ledger if ledger is not None else Ledger(epsilon_cap=float(self.epsilon), neighbouring="add_remove")
-            disjoint = self.partition == "disjoint" and T > 1
-            if disjoint and ledger.neighbouring != "add_remove":
-                raise LedgerError(
-                    f"partition ('disjoint') charges the trees by parallel composition, which the ledger refuses for "
-                    f"{ledger.neighbouring} neighbours; pass a Ledger(neighbouring='add_remove') or use "
-                    "partition='full'")
-            parent_count = sum(1 for parent, _ in ledger.partitions if parent == scope)
-            parts = [f"{scope}/forest{parent_count}/tree{t}" for t in range(T)] if disjoint else [scope] * T
-            plan = forest_plan(epsilon=float(self.epsilon), n_estimators=T, partition=self.partition,
-                               split_fraction=self._split_fraction(), max_depth=int(self.max_depth), candidates=K,
-                               regression=self._regression, private_splits=self._private_splits(),
-                               target_range=target_range, neighbouring=ledger.neighbouring,
-                               n_classes=n_classes, scopes=parts, step=type(self).__name__)
-            self._preflight(ledger, plan, scope, parts if disjoint else None)
-        rng = np.random.default_rng(self.random_state)
-        rows, tree_of_row = assign_rows(n, T, self.partition, rng)
-        if self._private:
-            if disjoint:
-                if not rows_are_disjoint(rows, n):  # pragma: no cover - assign_rows guarantees it
-                    raise LedgerError("partition ('disjoint'): the trees' rows overlap; refusing parallel composition")
-                ledger.declare_partition(scope, parts)
-            start = len(ledger.events)
-            for event in plan:
-                ledger.spend(event)
-            spent = ledger.events[start:]
-            check_conforms(spent, plan, who=f"{type(self).__name__}: fit", exact_sensitivity=True)
-        splitter = self._splitter(plan if self._private else [], T, K, n_classes, target_range,
-                                  ledger.neighbouring if self._private else "add_remove")
-        trees, leaf = grow(Xe, rows, tree_of_row, T, target[rows], n_classes, layout, splitter,
-                           int(self.max_depth), rng)
-        self.trees_ = trees
-        self.leaf_values_ = self._leaves(leaf, target[rows], T, n_classes, centre, plan if self._private else [],
-                                         ledger.neighbouring if self._private else "add_remove", rng)
-        self.layout_ = layout
-        self.categories_ = {j: v.copy() for j, v in cats.items()}
-        self.tree_sizes_ = tree_sizes(n, T, self.partition)
-        if classes is not None:
-            self.classes_ = classes
-        if self._private:
+        if self._disjoint() and n < 2:
+            raise ValueError(f"X has n_samples={n}; partition='disjoint' with {T} trees needs at least 2 records "
+                             "(or use partition='full')")
+        partitioned = self._disjoint() and self._private
+        forest_index, predeclared = _forest_slot(ledger, scope, T) if partitioned else (0, False)
+        plan = self.planned_events(p, neighbouring=ledger.neighbouring, scope=scope, n_classes=n_classes,
+                                   forest_index=forest_index)
+        rows = _RowDraw(n, T, source, purpose=f"{self.name}.rows")
+        declared = [(scope, forest_part_names(scope, T, forest_index), rows)] if partitioned and not predeclared else []
+
+        def run() -> None:
+            pairs = _rows_of(rows()) if self._disjoint() else _all_rows(n, T)
+            spent = [ledger.spend(self._as_charged(event, source)) for event in plan]
+            self._grow(Xe, target, pairs, layout, cats, n_classes, centre, spent, source)
+            self.tree_sizes_ = tree_sizes(n, T, self.partition)
+            if classes is not None:
+                self.classes_ = classes
+
+        self._charged_fit(plan, ledger=ledger, source=source, run=run, partitions=declared)
+        if created and self._private:
             self.ledger_ = ledger
-            self.events_ = tuple(spent)
         return self
 
-    @staticmethod
-    def _preflight(ledger: Ledger, plan: list[PrivacyEvent], scope: str, parts: list[str] | None) -> None:
-        """The plan fits on top of what the ledger holds (with the partition), or raise; the ledger
-        itself is not changed."""
-        trial = ledger.fresh()
-        for event in ledger.events:
-            trial.spend(event)
-        if parts is not None:
-            trial.declare_partition(scope, parts)
-        for event in plan:
-            trial.spend(event)
+    def _layout(self, X: np.ndarray) -> tuple[FeatureLayout, dict[int, np.ndarray]]:
+        """The public feature layout; only the non-private forest may go without public bounds
+        (it then takes the data's range: a research baseline, never released)."""
+        layout, cats = inputs.layout_for(self.feature_bounds, self.categories, X.shape[1], required=self._private)
+        if self.feature_bounds is None:
+            numeric = ~layout.is_categorical
+            layout = FeatureLayout(lower=np.where(numeric, X.min(axis=0), layout.lower),
+                                   upper=np.where(numeric, X.max(axis=0) + 1e-12, layout.upper),
+                                   n_codes=layout.n_codes)
+        return layout, cats
 
-    def _splitter(self, plan: list[PrivacyEvent], T: int, K: int, n_classes: int, target_range: float,
-                  neighbouring: str) -> Splitter:
+    def _grow(self, Xe: np.ndarray, target: np.ndarray, pairs: tuple[np.ndarray, np.ndarray], layout: FeatureLayout,
+              cats: dict[int, np.ndarray], n_classes: int, centre: float, spent: list[PrivacyEvent],
+              source: RandomSource) -> None:
+        """Grow the trees and their leaves with the source's draws (``spent``: the plan as charged).
+
+        A release-safe forest (DP-ERT) draws its data-independent splits from
+        ``source.generator`` and its leaf noise from the source's Laplace sampler (exact, on a
+        lattice, in release mode); the others draw everything from one seeded stream,
+        ``source.dp_generator`` (``source.generator`` for the non-private forest).
+        """
+        rows, tree_of_row = pairs
+        T = int(self.n_estimators)
+        K = self._candidates(Xe.shape[1])
+        if self.release_safe:
+            rng = source.generator(purpose=f"{self.name}.splits")
+            add_noise = functools.partial(_source_laplace, source=source)
+        else:
+            rng = (source.dp_generator if self._private else source.generator)(purpose=f"{self.name}.noise")
+            add_noise = functools.partial(_generator_laplace, rng=rng)
+        trees, leaf = grow(Xe, rows, tree_of_row, T, target[rows], n_classes, layout, self._splitter(spent, K),
+                           int(self.max_depth), rng)
+        self.trees_ = trees
+        self.leaf_values_ = self._leaves(leaf, target[rows], T, n_classes, centre, spent, add_noise)
+        self.layout_ = layout
+        self.categories_ = {j: v.copy() for j, v in cats.items()}
+
+    def _as_charged(self, event: PrivacyEvent, source: RandomSource) -> PrivacyEvent:
+        """The planned ``event`` as this fit charges it: in release mode a Laplace step becomes
+        its lattice counterpart, with the scale padded for snapping the tree's leaf values."""
+        if source.mode != "release" or event.mechanism != "laplace":
+            return event
+        dimension = 2 ** int(self.max_depth) * int(dict(event.details).get("classes", 1))
+        scale, k = release_parameters(float(event.sensitivity), event.epsilon, dimension)  # type: ignore[arg-type]
+        return dataclasses.replace(event, mechanism="laplace_lattice", noise_scale=scale,
+                                   details=(*event.details, ("lattice_exponent", float(k))))
+
+    def _splitter(self, plan: list[PrivacyEvent], K: int) -> Splitter:
+        """How nodes split; a private splitter's ε and Δ are the plan's."""
         if self._splitter_kind != "private_median" or not self._private:
             return Splitter(kind=self._splitter_kind if self._splitter_kind != "private_median" else "exact_median",
                             candidates=K)
-        factor = sensitivity_factor(neighbouring)
-        median = np.array([dict(e.details)["epsilon_per_median"] for e in _named(plan, "median_splits")])
-        choice = [dict(e.details)["epsilon_per_level"] for e in _named(plan, "feature_choice")]
-        return Splitter(kind="private_median", candidates=K, epsilon_median=median, median_sensitivity=0.5 * factor,
-                        epsilon_choice=np.array(choice) if choice else None,
-                        choice_sensitivity=factor * (target_range ** 2 if self._regression else 2.0))
+        median = _named(plan, "median_splits")
+        choice = _named(plan, "feature_choice")
+        return Splitter(kind="private_median", candidates=K,
+                        epsilon_median=np.array([dict(e.details)["epsilon_per_median"] for e in median]),
+                        median_sensitivity=float(median[0].sensitivity),  # type: ignore[arg-type]
+                        epsilon_choice=np.array([dict(e.details)["epsilon_per_level"] for e in choice]) if choice else None,
+                        choice_sensitivity=float(choice[0].sensitivity) if choice else 1.0)  # type: ignore[arg-type]
 
     def _leaves(self, leaf: np.ndarray, target: np.ndarray, T: int, n_classes: int, centre: float,
-                plan: list[PrivacyEvent], neighbouring: str, rng: np.random.Generator) -> np.ndarray:
+                spent: list[PrivacyEvent], add_noise: Callable[[np.ndarray, list[PrivacyEvent]], np.ndarray]) -> np.ndarray:
+        """Leaf statistics: Laplace noise of the charged scales on class counts, or on counts and
+        centred sums whose clipped ratio is the prediction (private); exact ones otherwise."""
         n_leaves = T * 2 ** int(self.max_depth)
         if n_classes:
             counts = np.bincount(leaf * n_classes + target, minlength=n_leaves * n_classes).astype(float)
             counts = counts.reshape(T, -1, n_classes)
-            if self._private:
-                scale = np.array([e.noise_scale for e in _named(plan, "leaf_class_counts")])
-                counts = counts + rng.laplace(size=counts.shape) * scale[:, None, None]
-            return counts
+            return add_noise(counts, _named(spent, "leaf_class_counts")) if self._private else counts
         count = np.bincount(leaf, minlength=n_leaves).astype(float).reshape(T, -1)
         total = np.bincount(leaf, weights=target - centre, minlength=n_leaves).reshape(T, -1)
         if self._private:
-            count_scale = np.array([e.noise_scale for e in _named(plan, "leaf_counts")])
-            sum_scale = np.array([e.noise_scale for e in _named(plan, "leaf_sums")])
-            count = count + rng.laplace(size=count.shape) * count_scale[:, None]
-            total = total + rng.laplace(size=total.shape) * sum_scale[:, None]
+            count = add_noise(count, _named(spent, "leaf_counts"))
+            total = add_noise(total, _named(spent, "leaf_sums"))
             self.leaf_counts_, self.leaf_sums_ = count, total  # the released statistics (DP)
             half = self.target_bounds[1] - centre
             return centre + np.clip(total / np.maximum(count, 1.0), -half, half)
@@ -269,6 +445,32 @@ class _Forest(BaseEstimator):
 
 def _named(plan: list[PrivacyEvent], name: str) -> list[PrivacyEvent]:
     return [e for e in plan if e.name == name]
+
+
+def _generator_laplace(values: np.ndarray, events: list[PrivacyEvent], *, rng: np.random.Generator) -> np.ndarray:
+    """``values[t] + Laplace(events[t].noise_scale)`` for every tree t, in one draw from ``rng``."""
+    scale = np.array([e.noise_scale for e in events], dtype=float).reshape(-1, *([1] * (values.ndim - 1)))
+    return values + rng.laplace(size=values.shape) * scale
+
+
+def _source_laplace(values: np.ndarray, events: list[PrivacyEvent], *, source: RandomSource) -> np.ndarray:
+    """``values[t] + Laplace(events[t].noise_scale)`` for every tree t, from the source.
+
+    Privacy:
+        Research: float Laplace noise. Release (a ``laplace_lattice`` event): the tree's values
+        are snapped to the lattice ``2**k`` and the exact lattice Laplace noise of the release
+        source is added, at the scale :func:`~privlab.mechanisms.basic.laplace.release_parameters`
+        padded for the snapping of all the tree's values (Mironov 2012), so the release is ε-DP
+        for the values computed in floating point.
+    """
+    out = np.empty_like(values, dtype=float)
+    for t, event in enumerate(events):
+        value = values[t]
+        if event.mechanism == "laplace_lattice":
+            k = int(dict(event.details)["lattice_exponent"])
+            value = np.vectorize(lambda v: snap_to_lattice(float(v), k), otypes=[np.float64])(value)
+        out[t] = value + np.asarray(source.laplace(scale=float(event.noise_scale), size=value.shape))  # type: ignore[arg-type]
+    return out
 
 
 class _RegressorForest(RegressorMixin, _Forest):
@@ -341,7 +543,8 @@ class DiPriMeRegressor(_RegressorForest):
         categories: ``{feature index: category codes}`` for categorical features (public).
         partition: ``"disjoint"`` (trees on disjoint row subsets, parallel composition) or
             ``"full"`` (every tree on all rows, ε/T each).
-        random_state: seed or ``numpy.random.Generator`` of every draw (research only).
+        random_state: seed or ``numpy.random.Generator`` of every draw when ``fit`` is given no
+            source (scikit-learn use); a run's fit draws from the run's source instead.
 
     Privacy:
         ε-DP; split and sensitivities as in :mod:`privlab.mechanisms.dipreme.privacy`. Leaves
@@ -352,6 +555,10 @@ class DiPriMeRegressor(_RegressorForest):
     References:
         Consul, Williamson & Dagli (2020), Algorithms 1–3, Section 3.
     """
+
+    name: ClassVar[str] = "dipreme_regressor"
+    _parameter_constraints: ClassVar[dict[str, list[ConstraintSpec]]] = inputs.forest_constraints(
+        private=True, private_splits=True, regression=True)
 
     def __init__(self, *, epsilon: float | None = None, max_depth: int = 5, n_estimators: int = 10,
                  split_fraction: float = 0.5, max_features: int | str | None = None, feature_bounds: Any = None,
@@ -377,12 +584,17 @@ class DiPriMeClassifier(_ClassifierForest):
     :class:`~privlab.mechanisms.dipreme.inputs.PrivacyLeakWarning`.
 
     Privacy:
-        ε-DP; leaves: Laplace(Δ/ε_leaf) on every class count, Δ = 1 (add/remove-one), 2
-        (replace-one). Feature choice scores classes one-hot (count-weighted Gini), Δ = 2 (×2).
+        ε-DP under the ledger's relation (module docstring); leaves: Laplace(Δ/ε_leaf) on every
+        class count, Δ = 1 (add/remove-one), 2 (replace-one). Feature choice scores classes
+        one-hot (count-weighted Gini), Δ = 2 (×2 under replace-one).
 
     References:
         Consul, Williamson & Dagli (2020), Algorithms 1–3, Section 3.
     """
+
+    name: ClassVar[str] = "dipreme_classifier"
+    _parameter_constraints: ClassVar[dict[str, list[ConstraintSpec]]] = inputs.forest_constraints(
+        private=True, private_splits=True, regression=False)
 
     def __init__(self, *, epsilon: float | None = None, max_depth: int = 5, n_estimators: int = 10,
                  split_fraction: float = 0.5, max_features: int | str | None = None, feature_bounds: Any = None,
@@ -408,8 +620,10 @@ class DPERTRegressor(_RegressorForest):
     to the leaves (noisy count and centred sum, ε/2 each, as in :class:`DiPriMeRegressor`).
 
     Privacy:
-        ε-DP: the splits are independent of the data; the leaves are parallel over the disjoint
-        leaves of a tree; trees compose as ``partition`` says.
+        ε-DP under the ledger's relation: the splits are independent of the data; the leaves
+        are parallel over the disjoint leaves of a tree (a replaced record can leave one leaf
+        and enter another: Δ doubles under replace-one); trees compose as ``partition`` says.
+        Release-safe: the leaf noise comes from the source's Laplace sampler (module docstring).
 
     References:
         Bojarski et al. (2014), "Differentially- and non-differentially-private random decision
@@ -417,6 +631,11 @@ class DPERTRegressor(_RegressorForest):
     """
 
     _splitter_kind = "random"
+    release_safe: ClassVar[bool] = True
+
+    name: ClassVar[str] = "dpert_regressor"
+    _parameter_constraints: ClassVar[dict[str, list[ConstraintSpec]]] = inputs.forest_constraints(
+        private=True, private_splits=False, regression=True, candidates=False)
 
     def __init__(self, *, epsilon: float | None = None, max_depth: int = 5, n_estimators: int = 10,
                  feature_bounds: Any = None, target_bounds: Any = None, categories: Any = None,
@@ -436,13 +655,18 @@ class DPERTClassifier(_ClassifierForest):
     Laplace(Δ/ε) class counts at the leaves.
 
     Privacy:
-        ε-DP, as :class:`DPERTRegressor`; Δ = 1 (add/remove-one) or 2 (replace-one).
+        ε-DP, as :class:`DPERTRegressor`; Δ = 1 (add/remove-one) or 2 (replace-one). Release-safe.
 
     References:
         Bojarski et al. (2014), Section 3.
     """
 
     _splitter_kind = "random"
+    release_safe: ClassVar[bool] = True
+
+    name: ClassVar[str] = "dpert_classifier"
+    _parameter_constraints: ClassVar[dict[str, list[ConstraintSpec]]] = inputs.forest_constraints(
+        private=True, private_splits=False, regression=False, candidates=False)
 
     def __init__(self, *, epsilon: float | None = None, max_depth: int = 5, n_estimators: int = 10,
                  feature_bounds: Any = None, classes: Any = None, categories: Any = None,
@@ -468,6 +692,10 @@ class MedianForestRegressor(_RegressorForest):
     _private = False
     _splitter_kind = "exact_median"
 
+    name: ClassVar[str] = "median_forest_regressor"
+    _parameter_constraints: ClassVar[dict[str, list[ConstraintSpec]]] = inputs.forest_constraints(
+        private=False, private_splits=False, regression=True)
+
     def __init__(self, *, max_depth: int = 5, n_estimators: int = 10, max_features: int | str | None = None,
                  feature_bounds: Any = None, categories: Any = None, partition: str = "disjoint",
                  random_state: Any = None) -> None:
@@ -485,6 +713,10 @@ class MedianForestClassifier(_ClassifierForest):
 
     _private = False
     _splitter_kind = "exact_median"
+
+    name: ClassVar[str] = "median_forest_classifier"
+    _parameter_constraints: ClassVar[dict[str, list[ConstraintSpec]]] = inputs.forest_constraints(
+        private=False, private_splits=False, regression=False)
 
     def __init__(self, *, max_depth: int = 5, n_estimators: int = 10, max_features: int | str | None = None,
                  feature_bounds: Any = None, classes: Any = None, categories: Any = None,

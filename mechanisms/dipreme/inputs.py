@@ -15,14 +15,16 @@ import math
 import numbers
 import warnings
 from collections.abc import Mapping, Sequence
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 
 from privlab.mechanisms.dipreme.growth import MAX_CATEGORIES, FeatureLayout
 from privlab.platform.errors import SchemaError
+from privlab.platform.validation import ConstraintSpec, InstanceOf, Interval, Options, RealPair
 
-__all__ = ["PrivacyLeakWarning", "check_settings", "check_target_in_bounds", "encode_features", "layout_for",
+__all__ = ["PrivacyLeakWarning", "check_target_in_bounds", "encode_features", "forest_constraints", "layout_for",
            "n_candidates"]
 
 
@@ -43,29 +45,52 @@ def _is_int(value: object) -> bool:
     return not isinstance(value, bool) and isinstance(value, numbers.Integral)
 
 
-def check_settings(est: Any, *, private: bool, private_splits: bool, regression: bool) -> None:
-    """Refuse bad hyperparameters with ``f"{name} ({value!r}) must be ..."`` messages."""
+def forest_constraints(*, private: bool, private_splits: bool, regression: bool, candidates: bool = True,
+                       partition: bool = True, bins: bool = False) -> dict[str, list[ConstraintSpec]]:
+    """The declarative constraints (scikit-learn's ``_parameter_constraints`` style, checked by
+    :func:`~privlab.platform.validation.validate_parameters`) of a forest's settings.
+
+    Args:
+        private: the forest takes ``epsilon`` (no default ε: ``None`` is refused).
+        private_splits: it takes ``split_fraction`` (DiPriMe's share of ε for the splits).
+        regression: it takes ``target_bounds`` (when private) instead of ``classes``.
+        candidates: it takes ``max_features``.
+        partition: it takes ``partition``.
+        bins: it takes ``bins`` (DP-DF).
+
+    Bounds and categories are checked against the data's column count when ``fit`` starts
+    (:func:`layout_for`).
+    """
+    constraints: dict[str, list[ConstraintSpec]] = {
+        "max_depth": [Interval(Integral, 1, 20, closed="both")],
+        "n_estimators": [Interval(Integral, 1, None, closed="left")],
+        "feature_bounds": [None, InstanceOf((Sequence, np.ndarray), "a (lower, upper) pair or one pair per feature")],
+        "categories": [None, InstanceOf(Mapping, "a mapping {feature index: category codes}")],
+        "random_state": RANDOM_STATE,
+    }
     if private:
-        _must(_is_real(est.epsilon), "epsilon", est.epsilon, "a finite real number > 0 (no default ε)",
-              TypeError if not isinstance(est.epsilon, numbers.Real) or isinstance(est.epsilon, bool) else ValueError)
-        _must(est.epsilon > 0, "epsilon", est.epsilon, "> 0")
-    _must(_is_int(est.max_depth), "max_depth", est.max_depth, "an int", TypeError)
-    _must(1 <= est.max_depth <= 20, "max_depth", est.max_depth, "between 1 and 20")
-    _must(_is_int(est.n_estimators), "n_estimators", est.n_estimators, "an int", TypeError)
-    _must(est.n_estimators >= 1, "n_estimators", est.n_estimators, ">= 1")
-    _must(est.partition in ("disjoint", "full"), "partition", est.partition, "'disjoint' or 'full'")
+        constraints["epsilon"] = [Interval(Real, 0, None, closed="neither")]
     if private_splits:
-        sf = est.split_fraction
-        _must(_is_real(sf) and 0 < sf < 1, "split_fraction", sf, "a real number strictly between 0 and 1")
-    if hasattr(est, "max_features"):
-        mf = est.max_features
-        _must(mf is None or mf == "sqrt" or (_is_int(mf) and mf >= 1), "max_features", mf,
-              "None (all features), 'sqrt' or an int >= 1")
-    if regression and private:
-        tb = est.target_bounds
-        _must(tb is not None, "target_bounds", tb, "given as (lower, upper): public bounds of y, never read from the data")
-        _must(isinstance(tb, Sequence) and len(tb) == 2 and all(_is_real(b) for b in tb) and tb[0] < tb[1],
-              "target_bounds", tb, "a pair (lower, upper) of finite numbers with lower < upper")
+        constraints["split_fraction"] = [Interval(Real, 0, 1, closed="neither")]
+    if candidates:
+        constraints["max_features"] = [None, Options(str, {"sqrt"}), Interval(Integral, 1, None, closed="left")]
+    if partition:
+        constraints["partition"] = [Options(str, {"disjoint", "full"})]
+    if bins:
+        constraints["bins"] = [Interval(Integral, 2, None, closed="left")]
+    if regression:
+        if private:  # the non-private forest takes the targets as they are
+            constraints["target_bounds"] = [RealPair()]
+    else:
+        constraints["classes"] = [None, InstanceOf((Sequence, np.ndarray), "a sequence of the public class labels")]
+    return constraints
+
+
+RANDOM_STATE: list[ConstraintSpec] = [
+    None, Interval(Integral, 0, None, closed="left"),
+    InstanceOf((np.random.Generator, np.random.BitGenerator, np.random.SeedSequence),
+               "a numpy Generator, BitGenerator or SeedSequence")]
+"""``random_state``: the seed of a fit that is not given the run's random source."""
 
 
 def n_candidates(max_features: int | str | None, n_features: int) -> int:

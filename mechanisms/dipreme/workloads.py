@@ -9,13 +9,18 @@ numeric feature), ``categories`` (``{column: [codes]}``), ``target_bounds`` (reg
 target is scaled to [0, 1] with them, not with its own minimum and maximum as the paper did) and
 ``classes``. Nothing is read from the data except what the methods privatise.
 
-Accounting: a private method fits on its own ledger (add/remove-one neighbours, the relation
-under which the paper's parallel composition over disjoint trees holds; the estimators' ledgers
-hold every step with its sensitivity) and the trial's ledger is charged one event, ``forest_fit``.
-The run's ledger is replace-one (and refuses parallel composition), so that event is the fit's
-guarantee converted to it: an ε-DP mechanism under add/remove-one is 2ε-DP under replace-one
-(a replacement is a removal and an addition; group privacy of size 2), and the event says so
-in its details (``add_remove_epsilon`` = ε). The per-step record stays in the estimator's ledger.
+Accounting: nothing is charged by hand. A private method's estimator is fitted on the training
+rows with the trial's own ledger and random source, and the ledger receives exactly the
+estimator's events (every step with its sensitivity and scale); :meth:`ForestStudy.plan` is the
+same estimator's ``planned_events`` for the declared columns, so the runner's check of each
+trial against the plan checks the estimator's spend. The run's ledgers are replace-one: every
+sensitivity is the replace-one one (twice the add/remove-one Δ,
+:func:`~privlab.mechanisms.dipreme.privacy.sensitivity_factor`), and a disjoint forest's trees
+are parts of a positional split of the training rows (a seeded permutation of record positions,
+independent of the data), declared on the trial's ledger (:meth:`ForestStudy.partitions`: the
+runner declares it before the trial, the fit uses it), so they compose in parallel under
+replace-one too. A fit is then ε-DP under replace-one with the configuration's ε, and the
+ledger's total is ε.
 
 Methods: ``dipreme``, ``dpert``, ``dpdf`` (classification), ``median`` (non-private median
 forest), ``random_forest`` and ``extra_trees`` (scikit-learn, non-private references with the
@@ -29,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import types
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -37,8 +41,10 @@ import numpy as np
 import pandas as pd
 
 from privlab.mechanisms.dipreme.datasets import TARGET, TASKS, read_dataset
-from privlab.mechanisms.dipreme.inputs import check_settings
+from privlab.mechanisms.dipreme.inputs import forest_constraints
+from privlab.platform.errors import SchemaError
 from privlab.platform.ledger import Ledger, PrivacyEvent
+from privlab.platform.validation import validate_parameters
 from privlab.platform.randomness import SeededSource
 from privlab.platform.registry import MetricKind, Pattern, Workload, register_workload
 from privlab.platform.reports import StudyResults
@@ -47,6 +53,8 @@ __all__ = ["ForestStudy", "ForestStudyParams"]
 
 METHODS = ("dipreme", "dpert", "dpdf", "median", "random_forest", "extra_trees")
 PRIVATE = ("dipreme", "dpert", "dpdf")
+NEIGHBOURING = "replace_one"
+"""The relation of a run's ledgers (:meth:`privlab.platform.spec.BudgetSpec.ledger`)."""
 METHOD_LABELS = {"dipreme": "DiPriMe", "dpert": "DP-ERT", "dpdf": "DP-DF", "median": "Median Trees",
                  "random_forest": "Random Forest", "extra_trees": "ERT"}
 
@@ -94,16 +102,22 @@ class ForestStudyParams:
         _must(self.max_features in ("all", "sqrt") or (isinstance(self.max_features, int) and self.max_features >= 1),
               "max_features", self.max_features, "'all', 'sqrt' or an int >= 1")
         _must(0 < self.test_fraction < 1, "test_fraction", self.test_fraction, "in (0, 1)")
-        if self.method in PRIVATE:  # the estimators' own checks, so a bad spec fails when it is loaded
-            settings = types.SimpleNamespace(
-                epsilon=self.epsilon, max_depth=self.max_depth, n_estimators=self.n_estimators,
-                partition=self.partition, split_fraction=self.split_fraction,
-                max_features=None if self.max_features == "all" else self.max_features)
-            check_settings(settings, private=True, private_splits=self.method == "dipreme", regression=False)
+        if self.method in PRIVATE:  # the estimators' own constraints, so a bad spec fails when it is loaded
+            settings = {"epsilon": self.epsilon, "max_depth": self.max_depth, "n_estimators": self.n_estimators,
+                        "partition": self.partition, "split_fraction": self.split_fraction,
+                        "max_features": None if self.max_features == "all" else self.max_features}
+            constraints = forest_constraints(private=True, private_splits=True, regression=False)
+            validate_parameters(constraints, settings)
 
     @property
     def task(self) -> str:
         return TASKS[self.reader]
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The declared feature columns (public): ``feature_bounds``' then ``categories``' names.
+        The dataset's feature columns must be exactly these (:meth:`ForestStudy.load_data`)."""
+        return tuple(dict.fromkeys([*self.feature_bounds, *self.categories]))
 
     def features(self, columns: Sequence[str]) -> tuple[list[tuple[float, float]], dict[int, tuple[float, ...]]]:
         """Per-feature bounds and categories in column order (every column must be covered)."""
@@ -160,20 +174,24 @@ class ForestStudyParams:
                    categories=cats, partition=self.partition, **labels, **target, **common)
 
 
-REPLACE_ONE_FACTOR = 2.0
-"""ε under replace-one of a fit that is ε-DP under add/remove-one (module docstring)."""
-
-
 def planned_events(params: ForestStudyParams) -> list[PrivacyEvent]:
+    """What one trial's fit charges: the estimator's own plan for the declared columns on a
+    fresh replace-one ledger, scope ``"data"`` (empty for the non-private methods)."""
     if params.method not in PRIVATE:
         return []
-    return [PrivacyEvent(
-        name="forest_fit", mechanism=f"{params.method}_forest", epsilon=REPLACE_ONE_FACTOR * float(params.epsilon),
-        scope="data", step=params.method,
-        details=(("neighbouring", "replace_one"), ("add_remove_epsilon", float(params.epsilon)),
-                 ("conversion", "group privacy of size 2: a replacement is a removal and an addition"),
-                 ("partition", "full" if params.method == "dpdf" else params.partition),
-                 ("record", "every step with its sensitivity is in the estimator's own ledger (ledger_)")))]
+    n_classes = None if params.task == "regression" else len(params.classes)
+    return params.estimator(random_state=None).planned_events(
+        len(params.columns), neighbouring=NEIGHBOURING, scope="data", n_classes=n_classes)
+
+
+def planned_partitions(params: ForestStudyParams) -> list[tuple[str, tuple[str, ...]]]:
+    """The positional partition of a disjoint private forest: its trees' parts of ``"data"``,
+    cut by a seeded permutation of the training rows' positions when the trial fits."""
+    if params.method not in ("dipreme", "dpert") or params.partition != "disjoint" or params.n_estimators < 2:
+        return []
+    from privlab.mechanisms.dipreme.forest import forest_part_names
+
+    return [("data", tuple(forest_part_names("data", params.n_estimators)))]
 
 
 @register_workload
@@ -188,12 +206,21 @@ class ForestStudy(Workload):
     def plan(self, params: ForestStudyParams) -> list[PrivacyEvent]:
         return planned_events(params)
 
+    def partitions(self, params: ForestStudyParams) -> list[tuple[str, tuple[str, ...]]]:
+        return planned_partitions(params)
+
     def data_key(self, params: ForestStudyParams) -> str:
         return f"{params.reader}|{params.data}"
 
     def load_data(self, params: ForestStudyParams) -> pd.DataFrame:
         frame = read_dataset(params.reader, params.data)
-        params.features([c for c in frame.columns if c != TARGET])  # every column has public bounds
+        columns = [c for c in frame.columns if c != TARGET]
+        params.features(columns)  # every column has public bounds
+        if set(columns) != set(params.columns):
+            raise SchemaError(f"feature_bounds and categories ({sorted(params.columns)!r}) must declare exactly the "
+                              f"dataset's feature columns ({sorted(columns)!r}): the plan's candidates per node "
+                              "depend on the public column count", column=",".join(sorted(set(params.columns) - set(columns))),
+                              problem="missing_column")
         return frame
 
     def run_trial(self, params: ForestStudyParams, *, data: pd.DataFrame | None, source: SeededSource,
@@ -209,11 +236,9 @@ class ForestStudy(Workload):
         order = source.rng.permutation(len(X))
         n_test = max(1, round(params.test_fraction * len(X)))
         test, train = order[:n_test], order[n_test:]
-        if params.method in PRIVATE:
-            for event in planned_events(params):
-                ledger.spend(event)
-            est = params.estimator(random_state=source.dp_generator(purpose="forest"), columns=columns)
-            est.fit(X[train], y[train], ledger=Ledger(epsilon_cap=float(params.epsilon), neighbouring="add_remove"))
+        if params.method in PRIVATE or params.method == "median":
+            est = params.estimator(random_state=None, columns=columns)
+            est.fit(X[train], y[train], ledger=ledger, scope="data", source=source)
         else:
             seed = int(source.rng.integers(2**31 - 1))
             est = params.estimator(random_state=seed, columns=columns)

@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from numbers import Real
 from typing import Any, ClassVar, Self
 
 import numpy as np
@@ -79,6 +80,7 @@ from privlab.platform.errors import LedgerError, SchemaError, SpecError
 from privlab.platform.estimator import PrivateEstimator
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import RandomSource
+from privlab.platform.validation import ConstraintSpec, Interval, Options, validate_parameters
 
 __all__ = ["DPLinearClassifier", "DPLinearClassifierParams", "LOSSES", "PERTURBATIONS", "erm_features",
            "fit_erm", "loss_curvature", "nonprivate_erm_accuracies", "objective_perturbation_parameters", "output_perturbation_sensitivity",
@@ -293,12 +295,16 @@ class DPLinearClassifierParams:
     perturbation: str = "objective"
     huber_h: float = 0.5
 
+    _parameter_constraints: ClassVar[dict[str, list[ConstraintSpec]]] = {
+        "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "regularization": [Interval(Real, 0, None, closed="neither")],
+        "loss": [Options(str, LOSSES)],
+        "perturbation": [Options(str, PERTURBATIONS)],
+        "huber_h": [Interval(Real, 0, None, closed="neither")],
+    }
+
     def __post_init__(self) -> None:
-        _positive_finite("epsilon", self.epsilon)
-        _positive_finite("regularization", self.regularization)
-        loss_curvature(self.loss, self.huber_h)
-        if self.perturbation not in PERTURBATIONS:
-            raise SpecError(f"perturbation ({self.perturbation!r}) must be one of {list(PERTURBATIONS)}")
+        validate_parameters(self._parameter_constraints, dataclasses.asdict(self), value_error=SpecError)
 
 
 class DPLinearClassifier(PrivateEstimator):
