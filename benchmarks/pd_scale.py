@@ -66,7 +66,7 @@ BUCKETS = ('{ age = { width = 10 }, hours-per-week = { width = 15 }, education =
 # capped), shared by both specs; one TOML line each, so they survive textwrap.dedent.
 PAPER_SETTINGS = "\n".join(["model_epsilon = 1.0", "k = 50", "gamma = 4.0", "epsilon0 = 1.0", "t = 10",
                             "max_plausible = 100", f"buckets = {BUCKETS}"])
-BUDGET = "\n".join(["[budget]", "epsilon = 1e12", "delta = 0.5", 'accountant = "advanced"',
+BUDGET = "\n".join(["[budget]", "epsilon = 1e12", "delta = 0.5", 'accountant = "best"',
                     "delta_slack = 9.313225746154785e-10"])
 
 
@@ -75,7 +75,7 @@ def write_population(path: Path, records: int, seed: int) -> float:
     began = time.perf_counter()
     table = load_coded_table(str(SPACE), tuple(map(str, ADULT)))
     params = PlausibleDeniabilityModelParams(epsilon=1e6, maxcost=64)
-    ledger = Ledger(epsilon_cap=None, delta_cap=None, accountant="advanced", delta_slack=params.delta_slack)
+    ledger = Ledger(epsilon_cap=None, delta_cap=None, accountant="best", delta_slack=params.delta_slack)
     rng = np.random.default_rng(seed)
     model = PlausibleDeniabilityModel(params).fit(table.codes, parameter_data=table.codes, domain=table.domain,
                                                   ledger=ledger, source=SeededSource(rng))
