@@ -112,8 +112,10 @@ step, and the privacy-loss grid stays small). Pessimistic rounding keeps every P
 upper bound whatever the interval."""
 
 PLD_MAX_POINTS = 2e6
-"""The largest privacy-loss grid the PLD accountant builds (tens of MB, about a second to compose);
-a composition that would span more is refused, and ``"best"`` then leaves PLD out."""
+"""The largest privacy-loss grid the PLD accountant builds (tens of MB, about a second to compose).
+A choice of parts whose composition would span more keeps its basic guarantee (valid, and for so
+many or so large steps close to what a PLD would give); one without a basic guarantee (Gaussian
+noise) is refused."""
 
 RDP_ORDERS = np.array([1.0 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512, 1024],
                       dtype=float)
@@ -195,9 +197,10 @@ def pld_grid_points(events: Sequence[DpEvent]) -> float:
 
 def refusal(event: DpEvent, accountant: str, *, neighbouring: str) -> str | None:
     """Why ``accountant`` cannot account for ``event`` (``None`` when it can)."""
-    if accountant == "pld" and (points := pld_grid_points([event])) > PLD_MAX_POINTS:
+    if (accountant == "pld" and basic_guarantee(event) is None
+            and (points := pld_grid_points([event])) > PLD_MAX_POINTS):
         return (f"{event.label()}: its privacy-loss distribution would span about {points:.3g} points "
-                f"(at most {PLD_MAX_POINTS:.0e}); use the rdp, zcdp or advanced accountant for it")
+                f"(at most {PLD_MAX_POINTS:.0e}); use the rdp or zcdp accountant for it")
     for leaf in _leaves(event):
         if isinstance(leaf, Subsampled):
             if neighbouring != "add_remove":
@@ -527,13 +530,16 @@ def compose(scopes: Sequence[ScopeNode], *, accountant: str, delta_slack: float 
     tree = trees[0] if len(trees) == 1 else Composed(tuple(trees))
     worst_eps, worst_delta = 0.0, 0.0
     for alt in _alternatives(tree):
+        basic = _alternative_basic(alt)
         if accountant == "pld" and (points := pld_grid_points([SelfComposed(l, c) for l, c in alt.items()])) \
                 > PLD_MAX_POINTS:
-            raise LedgerError(f"the pld accountant refuses this ledger: its privacy-loss distribution would span "
-                              f"about {points:.3g} points (at most {PLD_MAX_POINTS:.0e}); use the rdp, zcdp or "
-                              "advanced accountant")
+            if basic is None:
+                raise LedgerError(f"the pld accountant refuses this ledger: its privacy-loss distribution would "
+                                  f"span about {points:.3g} points (at most {PLD_MAX_POINTS:.0e}); use the rdp or "
+                                  "zcdp accountant")
+            worst_eps, worst_delta = max(worst_eps, basic[0]), max(worst_delta, basic[1])
+            continue  # too large a grid to build: this part keeps its (valid) basic guarantee
         eps_a, delta_a = _CURVES[accountant](alt, delta_slack)  # type: ignore[arg-type]
-        basic = _alternative_basic(alt)
         if basic is not None and (basic[0] <= eps_a or (delta_cap is not None and delta_a > delta_cap)):
             eps_a, delta_a = basic  # as good in ε and better in δ, or the only one within the δ cap
         worst_eps, worst_delta = max(worst_eps, eps_a), max(worst_delta, delta_a)

@@ -1079,16 +1079,17 @@ class Ledger:
         return "\n".join(out)
 
     def _render_tree(self) -> list[str]:
-        """Scopes, their events' typed trees (identical consecutive leaves folded) and partitions."""
+        """Scopes, their events' typed trees (consecutive events that print alike folded: equal
+        to 6 significant digits, e.g. an ε split whose last share absorbed a rounding) and partitions."""
         def scope_lines(node: ScopeNode, indent: str) -> list[str]:
             lines = [f"{indent}scope {node.name}"]
-            events = list(node.events)
+            trees = [render_tree(event, indent + "  ") for event in node.events]
             i = 0
-            while i < len(events):
+            while i < len(trees):
                 j = i
-                while j + 1 < len(events) and events[j + 1] == events[i]:
+                while j + 1 < len(trees) and trees[j + 1] == trees[i]:
                     j += 1
-                tree = render_tree(events[i], indent + "  ")
+                tree = list(trees[i])
                 if j > i:
                     tree[0] += f"  × {j - i + 1}"
                 lines += tree

@@ -253,17 +253,23 @@ def test_rdp_of_pure_steps_is_randomized_response_as_dp_accounting_computes_it(e
     assert ours(event, "rdp") == pytest.approx(kept(oracle.get_epsilon(DELTA), event), rel=1e-9)
 
 
-def test_a_privacy_loss_grid_too_large_is_refused_and_best_goes_without_it() -> None:
+def test_a_privacy_loss_grid_too_large_keeps_its_basic_guarantee_or_is_refused() -> None:
     # Theorem 1 over 30,000 candidates at ε_T ≈ 2.7: a grid of ~3·10⁸ points, hours to compose.
-    huge = PrivacyEvent.from_dp_event(SelfComposed(EpsilonDeltaEvent(2.68, 1e-18, "Theorem 1"), 30_000), name="t")
-    pld = Ledger(epsilon_cap=None, delta_cap=None, accountant="pld", delta_slack=DELTA)
-    with pytest.raises(LedgerError, match=r"the pld accountant refuses .* would span about 3e\+08 points"):
-        pld.spend(huge)
-    best = Ledger(epsilon_cap=None, delta_cap=None, accountant="best", delta_slack=DELTA)
-    best.spend(PrivacyEvent(name="q", mechanism="laplace", epsilon=0.01, sensitivity=1.0, noise_scale=100.0))
-    best.spend(huge)
-    assert set(best.totals_by_accountant()) == {"basic", "advanced", "rdp", "zcdp"}
-    assert best.total() == best.total("basic")  # at ε_T ≈ 2.7 no composition theorem beats Σε
+    huge = PrivacyEvent.from_dp_event(SelfComposed(EpsilonDeltaEvent(2.68, 1e-18, "Theorem 1"), 30_000), name="t",
+                                      scope="data/seeds")
+    entropies = [PrivacyEvent(name=f"h{i}", mechanism="laplace", epsilon=0.0167, sensitivity=1.0,
+                              noise_scale=1.0 / 0.0167, scope="data/structure") for i in range(124)]
+    ledger = Ledger(epsilon_cap=None, delta_cap=None, accountant="pld", delta_slack=DELTA)
+    ledger.declare_partition("data", ["data/structure", "data/seeds"], by_position=True)
+    for event in entropies:
+        ledger.spend(event)
+    structure = ledger.total()
+    assert structure.epsilon < 1.0 < ledger.total("basic").epsilon  # the PLD of 124 small steps
+    ledger.spend(huge)  # the seeds' part alone is too large for a grid: it keeps its basic total
+    assert ledger.total().epsilon == pytest.approx(30_000 * 2.68, rel=1e-12)
+    gaussian = PrivacyEvent.from_dp_event(SelfComposed(GaussianEvent(1.0, 0.01), 10**6), name="g")
+    with pytest.raises(LedgerError, match=r"the pld accountant refuses .* would span about"):
+        Ledger(epsilon_cap=None, delta_cap=None, accountant="pld", delta_slack=DELTA).spend(gaussian)
 
 
 def test_zcdp_conversion_is_below_bun_steinke() -> None:
