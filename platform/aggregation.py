@@ -22,68 +22,17 @@ import base64
 import dataclasses
 import math
 from collections.abc import Iterable, Mapping
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
+from privlab.platform.exact_sum import ExactSum
 from privlab.platform.registry import MetricKind
 from privlab.platform.seeding import reservoir_priorities
 
 DEFAULT_RESERVOIR_SIZE = 10_000
 Z_95 = 1.959963984540054
-
-
-class ExactSum:
-    """An exact, mergeable sum of floats (Shewchuk's non-overlapping partials)."""
-
-    __slots__ = ("partials",)
-
-    def __init__(self, partials: Iterable[float] = ()) -> None:
-        self.partials: list[float] = list(partials)
-
-    def add(self, values: Iterable[float]) -> None:
-        partials = self.partials
-        for x in values:
-            i = 0
-            for y in partials:
-                if abs(x) < abs(y):
-                    x, y = y, x
-                hi = x + y
-                lo = y - (hi - x)
-                if lo:
-                    partials[i] = lo
-                    i += 1
-                x = hi
-            partials[i:] = [x]
-
-    def add_array(self, values: np.ndarray) -> None:
-        """:meth:`add` for a float64 array, with an exact fast path for integer values.
-
-        When every value is an integer and |max value| · size < 2⁶³, their int64 sum is the
-        exact sum; it is added as one or two floats (the correctly rounded sum and the integer
-        remainder, each exactly representable), which represent the same exact total as adding
-        the values one by one. Anything else goes through :meth:`add`.
-        """
-        if values.size == 0:
-            return
-        largest = float(np.max(np.abs(values)))
-        if largest * values.size < 2.0**62 and np.array_equal(values, np.trunc(values)):
-            total = int(values.astype(np.int64).sum())
-            rounded = float(total)
-            self.add([rounded, float(total - int(rounded))] if total != int(rounded) else [rounded])
-            return
-        self.add(values.tolist())
-
-    def merge(self, other: ExactSum) -> None:
-        self.add(other.partials)
-
-    def fraction(self) -> Fraction:
-        return sum((Fraction(p) for p in self.partials), Fraction(0))
-
-    def value(self) -> float:
-        return math.fsum(self.partials)
 
 
 def _encode(array: np.ndarray) -> str:

@@ -31,6 +31,7 @@ from privlab.platform.dp_events import (
     render_tree,
 )
 from privlab.platform.errors import BudgetExceededError, LedgerError
+from privlab.platform.exact_sum import ExactSum
 from privlab.platform.positional_split import PositionalSplit
 from privlab.platform.validation import check_real
 
@@ -309,35 +310,19 @@ PURE_EPSILON_MECHANISMS = ("exponential", "permute_and_flip", "exponential_pmse_
 """Mechanisms that choose one output at ε (an exponential-mechanism choice): :class:`ExponentialEvent`."""
 
 
-def _grow(partials: list[float], x: float) -> None:
-    """Add ``x`` to Shewchuk's non-overlapping partials, whose exact sum is the sum of every term
-    added (the algorithm behind :func:`math.fsum`, kept open so a sum can grow one term at a time)."""
-    i = 0
-    for y in partials:
-        if abs(x) < abs(y):
-            x, y = y, x
-        hi = x + y
-        lo = y - (hi - x)
-        if lo:
-            partials[i] = lo
-            i += 1
-        x = hi
-    partials[i:] = [x]
-
-
 class _BasicTotals:
     """The basic (sequential + parallel) total, kept up to date one event at a time.
 
-    Top-level scopes share one exact partial sum; each part scope keeps its own, and each
-    partition caches its largest part. Recording an event touches its scope and the partitions
-    above it, so :meth:`add` costs O(depth × parts), and :meth:`total` is one ``fsum`` over the
-    partials and the top-level partitions. The result is bit-identical to ``fsum`` over every
-    term at once.
+    Top-level scopes share one exact sum (:class:`~privlab.platform.exact_sum.ExactSum`); each
+    part scope keeps its own, and each partition caches its largest part. Recording an event
+    touches its scope and the partitions above it, so :meth:`add` costs O(depth × parts), and
+    :meth:`total` is one ``fsum`` over the partials and the top-level partitions. The result is
+    bit-identical to ``fsum`` over every term at once.
     """
 
     def __init__(self) -> None:
-        self.top: tuple[list[float], list[float]] = ([], [])
-        self.own: dict[str, tuple[list[float], list[float]]] = {}
+        self.top: tuple[ExactSum, ExactSum] = (ExactSum(), ExactSum())
+        self.own: dict[str, tuple[ExactSum, ExactSum]] = {}
         self.part_of: dict[str, int] = {}
         self.partitions: list[tuple[str, tuple[str, ...]]] = []
         self.children: dict[str, list[int]] = {}
@@ -351,18 +336,21 @@ class _BasicTotals:
         self.largest.append((0.0, 0.0))
         for part in parts:
             self.part_of[part] = index
-            self.own[part] = ([], [])
+            self.own[part] = (ExactSum(), ExactSum())
             self.scope_total[part] = (0.0, 0.0)
 
+    def _sums(self, scope: str) -> tuple[ExactSum, ExactSum]:
+        return self.own[scope] if scope in self.part_of else self.top
+
     def add(self, scope: str, epsilon: float, delta: float) -> None:
-        eps, dels = self.own[scope] if scope in self.part_of else self.top
-        _grow(eps, epsilon)
-        _grow(dels, delta)
+        eps, dels = self._sums(scope)
+        eps.add((epsilon,))
+        dels.add((delta,))
         while scope in self.part_of:
             eps, dels = self.own[scope]
             nested = [self.largest[i] for i in self.children.get(scope, [])]
-            self.scope_total[scope] = (math.fsum([*eps, *(e for e, _ in nested)]),
-                                       math.fsum([*dels, *(d for _, d in nested)]))
+            self.scope_total[scope] = (math.fsum([*eps.partials, *(e for e, _ in nested)]),
+                                       math.fsum([*dels.partials, *(d for _, d in nested)]))
             index = self.part_of[scope]
             parent, parts = self.partitions[index]
             totals = [self.scope_total[p] for p in parts]
@@ -371,19 +359,19 @@ class _BasicTotals:
 
     def total(self) -> Budget:
         nested = [self.largest[i] for i, (parent, _) in enumerate(self.partitions) if parent not in self.part_of]
-        return Budget(math.fsum([*self.top[0], *(e for e, _ in nested)]),
-                      math.fsum([*self.top[1], *(d for _, d in nested)]))
+        return Budget(math.fsum([*self.top[0].partials, *(e for e, _ in nested)]),
+                      math.fsum([*self.top[1].partials, *(d for _, d in nested)]))
 
     def snapshot(self, scope: str) -> tuple[Any, ...]:
         """What :meth:`add` on ``scope`` can change, to :meth:`restore` after a refusal."""
-        lists = self.own[scope] if scope in self.part_of else self.top
-        return (scope, list(lists[0]), list(lists[1]), dict(self.scope_total), list(self.largest))
+        eps, dels = self._sums(scope)
+        return (scope, list(eps.partials), list(dels.partials), dict(self.scope_total), list(self.largest))
 
     def restore(self, snapshot: tuple[Any, ...]) -> None:
         scope, eps, dels, scope_total, largest = snapshot
-        lists = self.own[scope] if scope in self.part_of else self.top
-        lists[0][:] = eps
-        lists[1][:] = dels
+        sums = self._sums(scope)
+        sums[0].partials[:] = eps
+        sums[1].partials[:] = dels
         self.scope_total = scope_total
         self.largest = largest
 

@@ -54,8 +54,8 @@ SANITY_TESTS = ("tests/test_ledger.py",)
 CANARY = {
     "id": "canary-ledger-doubles-every-epsilon",
     "file": "platform/ledger.py",
-    "original": "_grow(eps, epsilon)",
-    "replacement": "_grow(eps, 2 * epsilon)",
+    "original": "eps.add((epsilon,))",
+    "replacement": "eps.add((2 * epsilon,))",
     "description": "sanity: every basic-composition term doubled",
     "tests": list(SANITY_TESTS),
 }
