@@ -168,8 +168,8 @@ class PlausibleDeniabilityModel(PrivateEstimator):
             parameter_data: D_P, integer codes over ``domain``: disjoint from D_T, the two cut
                 from the data by record position independently of the values (:mod:`.split`).
             domain: The public domain.
-            ledger: Charged with :meth:`planned_events`; its accountant (and but for ``"basic"``
-                its ``delta_slack``) must be the params'. Unless it already splits ``scope`` by
+            ledger: Charged with :meth:`planned_events`; its accountant (and, for every accountant
+                but ``"basic"``, its ``delta_slack``) must be the params'. Unless it already splits ``scope`` by
                 position into :func:`part_scopes`, the fit declares ``scope/structure`` and
                 ``scope/parameters`` as a positional partition of ``scope``.
             source: DP noise (Laplace) and the Dirichlet stream.
