@@ -170,12 +170,6 @@ class ScopeNode:
 # --- support ------------------------------------------------------------------------------------
 
 
-def _leaves(event: DpEvent) -> list[DpEvent]:
-    if event.children() and not isinstance(event, Subsampled):
-        return [leaf for child in event.children() for leaf in _leaves(child)]
-    return [event]
-
-
 def _leaf_counts(event: DpEvent, times: int = 1) -> list[tuple[DpEvent, int]]:
     if isinstance(event, SelfComposed):
         return _leaf_counts(event.event, times * event.count)
@@ -201,7 +195,7 @@ def refusal(event: DpEvent, accountant: str, *, neighbouring: str) -> str | None
             and (points := pld_grid_points([event])) > PLD_MAX_POINTS):
         return (f"{event.label()}: its privacy-loss distribution would span about {points:.3g} points "
                 f"(at most {PLD_MAX_POINTS:.0e}); use the rdp or zcdp accountant for it")
-    for leaf in _leaves(event):
+    for leaf, _ in _leaf_counts(event):
         if isinstance(leaf, Subsampled):
             if neighbouring != "add_remove":
                 return (f"{leaf.label()}: amplification by subsampling does not hold as computed for "

@@ -30,6 +30,7 @@ from privlab.platform.validation import check_real
 __all__ = [
     "advanced",
     "amplify_by_subsampling",
+    "check_delta",
     "parallel",
     "private_selection_known_threshold",
     "sequential",
@@ -44,7 +45,8 @@ def _finite_at_least_zero(name: str, value: object) -> float:
     return x
 
 
-def _delta(name: str, value: object) -> float:
+def check_delta(name: str, value: object) -> float:
+    """``value`` as a float if it is a real number in [0, 1) (a δ), else :class:`LedgerError`."""
     x = check_real(name, value)
     if not 0.0 <= x < 1.0:
         raise LedgerError(f"{name} ({value!r}) must be in [0, 1)")
@@ -117,7 +119,7 @@ def advanced(*, epsilon: float, delta: float, k: int, delta_slack: float) -> tup
         Dwork & Roth (2014), Theorem 3.20; Bindschaedler et al. (2017), Appendix A, Theorem 3.
     """
     eps = _finite_at_least_zero("epsilon", epsilon)
-    dlt = _delta("delta", delta)
+    dlt = check_delta("delta", delta)
     if isinstance(k, bool) or not isinstance(k, numbers.Integral):
         raise TypeError(f"k ({k!r}) must be an integer")
     if k < 1:
@@ -162,7 +164,7 @@ def amplify_by_subsampling(*, epsilon: float, delta: float, rate: float) -> tupl
         Li, Qardaji & Su (AsiaCCS 2012); Bindschaedler et al. (2017), Appendix A, Theorem 4.
     """
     eps = _finite_at_least_zero("epsilon", epsilon)
-    dlt = _delta("delta", delta)
+    dlt = check_delta("delta", delta)
     p = check_real("rate", rate)
     if not 0.0 < p <= 1.0:
         raise LedgerError(f"rate ({rate!r}) must be in (0, 1]")

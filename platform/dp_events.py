@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
+from privlab.platform.composition import check_delta
 from privlab.platform.errors import LedgerError
 from privlab.platform.validation import check_real
 
@@ -55,20 +56,6 @@ def _positive(name: str, value: object) -> float:
     x = check_real(name, value)
     if not (math.isfinite(x) and x > 0.0):
         raise LedgerError(f"{name} ({value!r}) must be finite and > 0")
-    return x
-
-
-def _nonnegative(name: str, value: object) -> float:
-    x = check_real(name, value)
-    if not (math.isfinite(x) and x >= 0.0):
-        raise LedgerError(f"{name} ({value!r}) must be finite and >= 0")
-    return x
-
-
-def _delta(name: str, value: object) -> float:
-    x = check_real(name, value)
-    if not 0.0 <= x < 1.0:
-        raise LedgerError(f"{name} ({value!r}) must be in [0, 1)")
     return x
 
 
@@ -238,7 +225,7 @@ class EpsilonDeltaEvent(DpEvent):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", _positive("epsilon", self.epsilon))
-        object.__setattr__(self, "delta", _delta("delta", self.delta))
+        object.__setattr__(self, "delta", check_delta("delta", self.delta))
         if not isinstance(self.theorem, str) or not self.theorem.strip():
             raise LedgerError(f"theorem ({self.theorem!r}) must name the result that proves the guarantee")
 

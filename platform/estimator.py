@@ -10,8 +10,8 @@ the public record count ``n`` and column count), and hands the work to
 1. the estimator's random source may be used in its mode (``release_safe`` is ``False`` for
    research-only estimators: a non-DP baseline, or DP draws from a seeded PRNG);
 2. the whole plan fits the ledger's cap on top of what it already holds
-   (:func:`~privlab.platform.budget.preflight`, with the positional partitions the fit will
-   declare), or nothing is declared, charged or drawn;
+   (:meth:`~privlab.platform.ledger.Ledger.preflight`, with the positional partitions the fit
+   will declare), or nothing is declared, charged or drawn;
 3. the previous fit's state is dropped, and the estimator's own ``run`` spends the plan;
 4. what ``run`` recorded is exactly the plan (:func:`~privlab.platform.ledger.check_conforms`),
    and ``events_`` keeps it.
@@ -59,7 +59,6 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Self
 
-from privlab.platform.budget import preflight
 from privlab.platform.errors import ModeError, NotFittedError
 from privlab.platform.ledger import Ledger, PrivacyEvent, check_conforms
 from privlab.platform.positional_split import PositionalSplit
@@ -263,9 +262,8 @@ class PrivateEstimator:
                 composes in parallel: parts cut by record position with a
                 :class:`~privlab.platform.positional_split.PositionalSplit` drawn without
                 looking at the data, or a function that draws it. They are part of the
-                preflight (where a split still to be drawn is stood in for by a contiguous one of
-                as many parts: the ledger's accounting depends only on the parts and the
-                positional basis); after it the splits are drawn and declared on ``ledger``,
+                preflight (a split still to be drawn is declared by position: the ledger's
+                accounting depends only on the parts and the positional basis); after it the splits are drawn and declared on ``ledger``,
                 before ``run``, so a refused fit declares and draws nothing.
 
         Returns:
@@ -281,10 +279,8 @@ class PrivateEstimator:
         self._check_protocol_arguments(ledger, source)
         plan = list(plan)
         partitions = list(partitions)
-        if partitions:
-            _preflight_with_partitions(ledger, plan, partitions)
-        else:
-            preflight(ledger, plan)
+        ledger.preflight(plan, partitions=[(parent, parts, split if isinstance(split, PositionalSplit) else None)
+                                           for parent, parts, split in partitions])
         self._clear_fitted()
         for parent, parts, split in partitions:
             ledger.declare_partition(parent, parts, split=split if isinstance(split, PositionalSplit) else split())
@@ -316,25 +312,6 @@ class PrivateEstimator:
     def _research_only_reason(self) -> str:
         """Why ``release_safe`` is ``False`` (for the :class:`ModeError` message)."""
         return "it is not release-safe"
-
-
-def _preflight_with_partitions(ledger: Ledger, plan: Sequence[PrivacyEvent],
-                               partitions: Sequence[tuple[str, Sequence[str], Any]]) -> None:
-    """:func:`~privlab.platform.budget.preflight` for a fit that declares partitions: on a fresh
-    copy of ``ledger``, replay what it holds, declare the partitions, then spend ``plan``.
-
-    Raises:
-        LedgerError: the ledger refuses a partition (e.g. a part name already in use).
-        BudgetExceededError: the plan does not fit the cap.
-    """
-    trial = ledger.fresh()
-    for event in ledger.events:
-        trial.spend(event)
-    for parent, parts, split in partitions:
-        stand_in = split if isinstance(split, PositionalSplit) else PositionalSplit.contiguous(len(parts), [1] * len(parts))
-        trial.declare_partition(parent, parts, split=stand_in)
-    for event in plan:
-        trial.spend(event)
 
 
 def _clone_value(value: Any) -> Any:

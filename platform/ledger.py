@@ -566,6 +566,12 @@ class Ledger:
             (:mod:`privlab.platform.positional_split`): the replaced record then stays in its
             part. A wrong declaration under-counts the budget.
         """
+        self._check_partition(parent, parts, split=split, by_position=by_position)
+        self._add_partition(parent, tuple(parts), "position" if split is not None or by_position else "membership")
+
+    def _check_partition(self, parent: str, parts: Sequence[str], *, split: PositionalSplit | None,
+                         by_position: bool) -> None:
+        """Raise unless :meth:`declare_partition` may declare this partition here (its checks)."""
         _text("parent", parent)
         if split is not None and not isinstance(split, PositionalSplit):
             raise TypeError(f"split ({split!r}) must be a PositionalSplit (a split by record position)")
@@ -598,7 +604,6 @@ class Ledger:
                 f"parts ({used!r}) must be new scope names (not used by an event or an earlier "
                 "partition); declare partitions before spending on their parts"
             )
-        self._add_partition(parent, tuple(parts), "position" if split is not None or by_position else "membership")
 
     def has_partition(self, parent: str, parts: Sequence[str], *, basis: str = "position") -> bool:
         """Whether ``parent`` is declared split into exactly ``parts`` (in order) on ``basis``."""
@@ -803,7 +808,8 @@ class Ledger:
         trial._replay(events)
         return trial.total()
 
-    def preflight(self, plan: Sequence[PrivacyEvent]) -> None:
+    def preflight(self, plan: Sequence[PrivacyEvent], *,
+                  partitions: Sequence[tuple[str, Sequence[str], PositionalSplit | None]] = ()) -> None:
         """Raise now unless ``plan`` fits on top of what is spent; ``self`` is not changed.
 
         The one "does this plan fit before anything is spent" check: the recorded events, then
@@ -812,12 +818,22 @@ class Ledger:
         spending exactly its events next, in order, needs no second check (every accountant's
         total only grows as events are added, so every prefix of a plan that fits fits too).
 
+        Args:
+            plan: the events about to be spent, in order.
+            partitions: ``(parent, parts, split)`` of each positional partition the caller will
+                declare before spending the plan (``split`` ``None``: drawn later, by position);
+                they are checked against this ledger and counted in the trial.
+
         Raises:
             TypeError: an item is not a :class:`PrivacyEvent`.
-            LedgerError: the accountant cannot account for an event of the plan.
+            LedgerError: the accountant cannot account for an event of the plan, or this ledger
+                would refuse a partition.
             BudgetExceededError: the plan does not fit (the message names the first step over).
         """
         trial = self.fresh()
+        for parent, parts, split in partitions:
+            self._check_partition(parent, parts, split=split, by_position=split is None)
+            trial.declare_partition(parent, parts, split=split, by_position=split is None)
         trial._replay([*self._events, *plan])
         self._cleared = collections.deque(plan)
 
