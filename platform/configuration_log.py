@@ -25,6 +25,7 @@ from privlab.platform import registry
 from privlab.platform.background_writer import BackgroundWriter
 from privlab.platform.configuration_index import RESULT_PATH, IndexRow
 from privlab.platform.configuration_state import ConfigState
+from privlab.platform.errors import TrackingError
 from privlab.platform.parent_run import ParentRun
 from privlab.platform.registry import MetricKind
 from privlab.platform.reports import parquet_frame, reservoir_bytes, reservoir_frame
@@ -49,16 +50,29 @@ class ConfigurationLog:
         self.index: dict[str, IndexRow] = {}  # entry id → its configuration run, once logged
 
     def read_back(self) -> None:
-        """The entries the run logged before it stopped (on resume)."""
+        """The entries the run logged before it stopped (on resume).
+
+        A FINISHED configuration run is done: it was only ended after its result was uploaded.
+        If that result cannot be read now, computing the configuration again would give the run
+        two child runs for it, so the resume stops instead.
+
+        Raises:
+            TrackingError: a finished configuration run's result cannot be read.
+        """
         for child in self.tracker.configuration_runs(self.parent.experiment_id, self.parent.run_id):
             result = self.tracker.read_text(child.info.run_id, RESULT_PATH)
-            if result:
-                entry = json.loads(result)
-                config_id = entry.get("config", entry["id"])
-                self.results.setdefault(config_id, []).append(entry)
-                self.index.setdefault(entry["id"], IndexRow.of_run(child, entry))  # newest first: keep the newest
-                if measured := logged_timing(child.data.metrics):
-                    self.timing.setdefault(config_id, measured)
+            if not result:
+                raise TrackingError(
+                    f"configuration run {child.info.run_id} of run {self.parent.run_id} is finished, but its "
+                    f"{RESULT_PATH} cannot be read from {child.info.artifact_uri}; restore that folder (a local "
+                    "store's database and mlruns/ folder move together) and resume again"
+                )
+            entry = json.loads(result)
+            config_id = entry.get("config", entry["id"])
+            self.results.setdefault(config_id, []).append(entry)
+            self.index.setdefault(entry["id"], IndexRow.of_run(child, entry))  # newest first: keep the newest
+            if measured := logged_timing(child.data.metrics):
+                self.timing.setdefault(config_id, measured)
 
     def index_rows(self, entry_ids: list[str]) -> list[IndexRow] | None:
         """The index rows of these entries' configuration runs, in this order (None when one is

@@ -22,7 +22,6 @@ import fcntl
 import json
 import logging
 import os
-import re
 import tempfile
 import time
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from privlab.platform.errors import NotFoundError, TrackingError
+from privlab.platform.moved_store import Rebased, experiment_folder, rebase_moved_store
 
 log = logging.getLogger(__name__)
 
@@ -115,9 +115,12 @@ def artifact_location(uri: str, experiment: str) -> str | None:
     """
     if not uri.startswith("sqlite:///"):
         return None
-    database = Path(uri.removeprefix("sqlite:///").split("?", 1)[0]).resolve()
-    folder = re.sub(r"[^A-Za-z0-9._-]", "_", experiment) or "experiment"
-    return str(database.parent / "mlruns" / folder)
+    return str(sqlite_database(uri).resolve().parent / "mlruns" / experiment_folder(experiment))
+
+
+def sqlite_database(uri: str) -> Path:
+    """The database file of a ``sqlite:///`` URI."""
+    return Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
 
 
 def existing_store_uri(uri: str | None) -> str:
@@ -132,7 +135,7 @@ def existing_store_uri(uri: str | None) -> str:
     """
     resolved = resolve_tracking_uri(uri)
     if resolved.startswith("sqlite:///"):
-        path = Path(resolved.removeprefix("sqlite:///").split("?", 1)[0])
+        path = sqlite_database(resolved)
         if not path.is_file():
             raise NotFoundError(
                 f"no MLflow tracking store at {path} ({resolved}); run `privlab run SPEC` in this folder first, "
@@ -153,7 +156,7 @@ def store_lock(uri: str) -> Iterator[None]:
     if not uri.startswith("sqlite:///"):
         yield
         return
-    database = Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
+    database = sqlite_database(uri)
     database.parent.mkdir(parents=True, exist_ok=True)
     with open(database.with_name(database.name + ".lock"), "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -161,6 +164,16 @@ def store_lock(uri: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _forget_artifact_locations() -> None:
+    """Drop MLflow's in-process cache of each run's artifact location (keyed by run id), which
+    would keep a moved store's old paths for runs this process used before."""
+    from mlflow.tracking._tracking_service import utils
+
+    cache = getattr(utils, "_artifact_repos_cache", None)
+    if cache is not None:
+        cache.clear()
 
 
 def _timed(method: Any) -> Any:
@@ -186,13 +199,21 @@ class Tracker:
 
         self.seconds = 0.0
         self.uri = resolve_tracking_uri(uri)
+        moved: list[Rebased] = []
         try:
             with store_lock(self.uri):
                 self.client = MlflowClient(tracking_uri=self.uri)
                 if self.uri.startswith("sqlite:///"):
                     self.client.search_experiments(max_results=1)  # creates/migrates the tables now, under the lock
+                    moved = rebase_moved_store(sqlite_database(self.uri))
         except Exception as error:
             raise TrackingError(f"cannot open the MLflow tracking store {self.uri!r}: {error}") from None
+        if moved:
+            _forget_artifact_locations()
+        for rebased in moved:
+            log.warning("the tracking store was moved from %s to %s (with its database): %d experiment(s) and "
+                        "%d run(s) now read and write their artifacts there", Path(rebased.old_root).parent,
+                        Path(rebased.new_root).parent, rebased.experiments, rebased.runs)
 
     # -- experiments and runs -------------------------------------------------------------
     @_timed
