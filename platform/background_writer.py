@@ -2,44 +2,128 @@
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from privlab.platform.errors import TrackingError
+from privlab.platform.errors import TrackingError, TrackingOutage
+from privlab.platform.tracking_outage import is_unreachable
+
+log = logging.getLogger(__name__)
+
+_Item = tuple[Callable[[], Any], Any]
 
 
 class BackgroundWriter:
     """Runs tracking calls in order on one background thread, so the driver never waits on
     the store while workers need new work. ``flush`` waits for everything submitted and
     re-raises the first error; ``blocked_seconds`` is the time the driver spent waiting.
+
+    A call that fails because the tracking server is unreachable
+    (:func:`~privlab.platform.tracking_outage.is_unreachable`) is tried again every
+    ``retry_interval_s`` until ``outage_wait_s`` have passed since the outage began; calls
+    submitted meanwhile wait their turn. Calls must therefore be safe to repeat (a result run
+    is sent step by step, :meth:`privlab.platform.tracking.Tracker.send`). When the wait runs
+    out, the writer stops with :class:`~privlab.platform.errors.TrackingOutage`, and the things
+    submitted with ``keep=`` that never got through are in :attr:`unsent`, in order.
     """
 
-    def __init__(self) -> None:
-        self._queue: queue.Queue[Callable[[], Any] | None] = queue.Queue()
+    def __init__(self, *, outage_wait_s: float = 120.0, retry_interval_s: float = 5.0) -> None:
+        self._queue: queue.Queue[_Item | None] = queue.Queue()
         self._error: BaseException | None = None
+        self.outage_wait_s = outage_wait_s
+        self.retry_interval_s = retry_interval_s
+        self.outage_began: float | None = None  # time.monotonic() of the first failed call, while it lasts
+        self.unsent: list[Any] = []
         self.blocked_seconds = 0.0
+        self._abandoned = threading.Event()
         self._thread = threading.Thread(target=self._work, name="privlab-tracking", daemon=True)
         self._thread.start()
 
     def _work(self) -> None:
         while True:
-            task = self._queue.get()
+            item = self._queue.get()
             try:
-                if task is None:
+                if item is None:
                     return
-                if self._error is None:
-                    task()
-            except BaseException as error:  # reported to the driver by flush()
-                self._error = error
+                task, keep = item
+                sent = self._error is None and self._run(task)
+                if not sent and keep is not None:
+                    self.unsent.append(keep)
             finally:
                 self._queue.task_done()
 
-    def submit(self, task: Callable[[], Any]) -> None:
+    def _run(self, task: Callable[[], Any]) -> bool:
+        """Run ``task``, through an outage if need be; whether it got through."""
+        while True:
+            try:
+                task()
+            except BaseException as error:  # reported to the driver by flush()
+                if not is_unreachable(error):
+                    self._error = error
+                    return False
+                if not self._wait_out(error):
+                    return False
+            else:
+                if self.outage_began is not None:
+                    log.warning("the tracking server answers again after %.0f s; logging goes on",
+                                time.monotonic() - self.outage_began)
+                    self.outage_began = None
+                return True
+
+    def _wait_out(self, error: BaseException) -> bool:
+        """Sleep before the next try; False (and the writer stopped) when the wait has run out."""
+        now = time.monotonic()
+        if self.outage_began is None:
+            self.outage_began = now
+            log.warning("the tracking server cannot be reached; the run goes on and retries for up to %g s "
+                        "([tracking] outage_wait_s)", self.outage_wait_s)
+        waited = now - self.outage_began
+        if waited >= self.outage_wait_s or self._abandoned.is_set():
+            if self._error is None:
+                self._error = TrackingOutage(
+                    f"the tracking server could not be reached for {waited:.0f} s ([tracking] outage_wait_s = "
+                    f"{self.outage_wait_s:g}): {error}"
+                )
+            return False
+        self._abandoned.wait(min(self.retry_interval_s, self.outage_wait_s - waited))
+        return True
+
+    def submit(self, task: Callable[[], Any], *, keep: Any = None) -> None:
+        """Run ``task`` after everything submitted before it; ``keep`` is what to keep for a
+        resume (:attr:`unsent`) if the tracking server goes away before ``task`` gets through."""
         self._raise()
-        self._queue.put(task)
+        self._queue.put((task, keep))
+
+    def call(self, task: Callable[[], Any]) -> Any:
+        """Run ``task`` after everything submitted, through an outage like the rest, and return
+        its value; an error other than an unreachable server is raised as it was."""
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["value"] = task()
+            except BaseException as error:
+                if is_unreachable(error):
+                    raise  # the writer waits out the outage and tries again
+                box["error"] = error
+
+        self.submit(run)
+        self.flush()
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+    def abandon(self, reason: str) -> None:
+        """Give up on the tracking server now (the driver met an outage itself): a call being
+        retried stops, and everything still queued goes to :attr:`unsent`."""
+        if self._error is None:
+            self._error = TrackingOutage(reason)
+        self._abandoned.set()
+        self._queue.join()
 
     def flush(self) -> None:
         began = time.perf_counter()
@@ -51,7 +135,14 @@ class BackgroundWriter:
         self._queue.put(None)
         self._thread.join(timeout=60)
 
+    @property
+    def failed(self) -> bool:
+        return self._error is not None
+
     def _raise(self) -> None:
         if self._error is not None:
-            error, self._error = self._error, None
+            error = self._error
+            if isinstance(error, TrackingOutage):
+                raise error  # kept: unsent work is only safe while nothing else is logged
+            self._error = None
             raise TrackingError(f"logging to MLflow failed: {type(error).__name__}: {error}") from error

@@ -43,15 +43,26 @@ class Checkpointer:
         if not force and now - self.last < self.interval_s:
             return
         self.last = now
-        partial = {
-            cid: s.aggregate.state() for cid, s in states.items()
-            if not s.finished and s.aggregate.done.covered() > 0
-        }
-        payload = {"spec_sha256": spec_sha256, "root_seed": root_seed, "partial": partial,
-                   "completed": sorted(completed)}
-        text = json.dumps(payload)
+        text = json.dumps(checkpoint_payload(spec_sha256=spec_sha256, root_seed=root_seed, states=states,
+                                             completed=completed))
         self.writer.submit(lambda: self.tracker.log_texts(run_id, {CHECKPOINT_PATH: text}))
         self.writer.submit(lambda: self.tracker.heartbeat(run_id))
+
+
+def checkpoint_payload(
+    *, spec_sha256: str, root_seed: int, states: Mapping[str, ConfigState], completed: Iterable[str],
+) -> dict[str, Any]:
+    """A checkpoint of the unfinished ``states``, stamped with the time it was taken."""
+    partial = {
+        cid: s.aggregate.state() for cid, s in states.items()
+        if not s.finished and s.aggregate.done.covered() > 0
+    }
+    return {"spec_sha256": spec_sha256, "root_seed": root_seed, "partial": partial,
+            "completed": sorted(completed), "saved_at": time.time()}
+
+
+def write_checkpoint(tracker: Tracker, run_id: str, payload: Mapping[str, Any]) -> None:
+    tracker.log_texts(run_id, {CHECKPOINT_PATH: json.dumps(payload)})
 
 
 def read_checkpoint(tracker: Tracker, run_id: str) -> dict[str, Any] | None:

@@ -23,6 +23,7 @@ from privlab.platform.errors import (
     ExecutionError,
     PrivlabError,
     TrackingError,
+    TrackingOutage,
     VerificationError,
 )
 
@@ -81,6 +82,12 @@ def _say_abandoned(args: argparse.Namespace, run_id: str) -> None:
           f"resume with: {_resume_command(args, run_id)}", file=sys.stderr, flush=True)
 
 
+def _say_outage(args: argparse.Namespace, outage: TrackingOutage) -> int:
+    resume = f"\nresume with: {_resume_command(args, outage.run_id)}" if outage.run_id else ""
+    print(f"\nprivlab: run {outage.run_id} stopped: {outage}{resume}", file=sys.stderr)
+    return EXIT_EXECUTION
+
+
 def _run(args: argparse.Namespace) -> int:
     from privlab.platform.runner import RunInterrupted, run_experiment
     from privlab.platform.spec import load_spec
@@ -107,6 +114,8 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
+    except TrackingOutage as outage:
+        return _say_outage(args, outage)
     if args.summary_json:
         Path(args.summary_json).write_text(json.dumps(summary, indent=2, default=str))
     _print_summary(summary)
@@ -326,6 +335,8 @@ def _audit(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
+    except TrackingOutage as outage:
+        return _say_outage(args, outage)
     if args.summary_json:
         Path(args.summary_json).write_text(json.dumps(summary | {"audit": result.to_dict()}, indent=2, default=str))
     print(audit_results.render_result(result, summary))

@@ -30,7 +30,7 @@ from privlab.platform.parent_run import ParentRun
 from privlab.platform.registry import MetricKind
 from privlab.platform.reports import parquet_frame, reservoir_bytes, reservoir_frame
 from privlab.platform.spec import ExperimentSpec
-from privlab.platform.tracking import RunTags, Tracker, param_texts
+from privlab.platform.tracking import ResultRunUpload, RunTags, Tracker, param_texts
 from privlab.platform.unit_table import UNITS_PATH, unit_frame, unit_table_bytes
 
 RESERVOIR_PATH = "reservoir.parquet"
@@ -137,20 +137,21 @@ class ConfigurationLog:
                                     params=param_texts(run_params),
                                     metrics={k: float(v) for k, v in run_metrics.items()})
             skipped = split_facet(dict.fromkeys(unlogged), facet, facets)
-            self.writer.submit(functools.partial(
-                self._log_result_run, entry_id, row, self.parent.experiment_id, parent_id=self.parent.run_id,
+            upload = self.tracker.result_upload(
+                self.parent.experiment_id, parent_id=self.parent.run_id,
                 name=entry["label"][:250], params=run_params,
                 metrics={k: v for k, v in run_metrics.items() if k not in skipped}, files=files,
                 config_id=entry_id, group=config.id, study=config.study, workload=config.workload,
                 root_seed=self.parent.root_seed, mode=self.spec.mode,
-            ))
+            )
+            self.writer.submit(functools.partial(self._send, entry_id, row, upload), keep=upload)
             entries.append(entry)
         self.results[config.id] = entries
         self.timing[config.id] = timing
 
-    def _log_result_run(self, entry_id: str, row: Any, *args: Any, **kwargs: Any) -> None:
+    def _send(self, entry_id: str, row: Any, upload: ResultRunUpload) -> None:
         """Log a configuration run (in the writer's thread) and index it under its run id."""
-        self.index[entry_id] = row(run_id=self.tracker.log_result_run(*args, **kwargs))
+        self.index[entry_id] = row(run_id=self.tracker.send(upload))
 
     def _unit_table(self, state: ConfigState, kinds: Mapping[str, MetricKind]) -> bytes | None:
         """The per-unit table of a finished ``unit_runs`` configuration (None for other workloads)."""
@@ -168,13 +169,14 @@ class ConfigurationLog:
             return
         config = state.config
         for index, metrics in records:
-            self.writer.submit(functools.partial(
-                self.tracker.log_result_run, self.parent.experiment_id, parent_id=self.parent.run_id,
+            upload = self.tracker.result_upload(
+                self.parent.experiment_id, parent_id=self.parent.run_id,
                 name=f"{config.label()[:200]} #{index}",
                 params=config.flat_params() | {"workload": config.workload, "study": config.study, "unit": index},
                 metrics=metrics, files={}, config_id=config.id, group=config.id, study=config.study,
                 workload=config.workload, root_seed=self.parent.root_seed, mode=self.spec.mode, unit=index,
-            ))
+            )
+            self.writer.submit(functools.partial(self.tracker.send, upload), keep=upload)
 
     def reservoir_of(self, config_id: str) -> pd.DataFrame | None:
         """A configuration's reservoir sample: kept in memory, or read back after a resume."""

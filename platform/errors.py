@@ -74,6 +74,15 @@ class TrackingError(PrivlabError, RuntimeError):
     """The tracking store cannot be reached or does not hold what was asked for."""
 
 
+class TrackingOutage(TrackingError):
+    """The tracking server stayed unreachable longer than ``[tracking] outage_wait_s``; what the
+    run computed is kept locally (:mod:`privlab.platform.outbox`) for its resume."""
+
+    def __init__(self, message: str, *, run_id: str | None = None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+
+
 class ExecutionError(PrivlabError, RuntimeError):
     """A run could not complete (a task failed after its retries, a resume does not match)."""
 

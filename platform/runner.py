@@ -19,6 +19,7 @@ by :class:`~privlab.platform.tracking.Tracker`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -29,7 +30,8 @@ from privlab.platform.actor_pool_execution import run_actor_pool
 from privlab.platform.aggregation import ConfigAggregate
 from privlab.platform.backends import make_backend
 from privlab.platform.background_writer import BackgroundWriter
-from privlab.platform.checkpoints import Checkpointer, read_checkpoint
+from privlab.platform import outbox
+from privlab.platform.checkpoints import Checkpointer, checkpoint_payload, read_checkpoint
 from privlab.platform.configuration_log import ConfigurationLog
 from privlab.platform.configuration_state import (
     ConfigState,
@@ -38,7 +40,7 @@ from privlab.platform.configuration_state import (
     load_run_data,
     prepare_states,
 )
-from privlab.platform.errors import PrivlabError
+from privlab.platform.errors import PrivlabError, TrackingOutage
 from privlab.platform.interrupts import shielded_cleanup
 from privlab.platform.liveness import this_driver
 from privlab.platform.parent_run import ParentRun, resume_parent_run, start_parent_run
@@ -46,6 +48,7 @@ from privlab.platform.progress import Progress
 from privlab.platform.run_summary import RunTiming, finish_run
 from privlab.platform.spec import ExperimentSpec
 from privlab.platform.tracking import Tracker
+from privlab.platform.tracking_outage import is_unreachable
 from privlab.platform.trial_scheduler import TrialScheduler, UnitLimit
 
 log = logging.getLogger(__name__)
@@ -84,12 +87,13 @@ class _Driver:
         self.spec = spec
         self.options = options
         self.tracker = Tracker(options.tracking_uri or spec.tracking.uri)
-        self.writer = BackgroundWriter()
+        self.writer = BackgroundWriter(outage_wait_s=spec.tracking.outage_wait_s)
         self.checkpointer = Checkpointer(self.tracker, self.writer, interval_s=spec.tracking.checkpoint_interval_s)
         self.limit = UnitLimit(options.stop_after_units)
         self.states: dict[str, ConfigState] = {}
         self.driver = this_driver()
         self.closed = False
+        self.tracking_down = False  # the tracking server went away: no more calls to it
 
     def run(self) -> dict[str, Any]:
         spec, options = self.spec, self.options
@@ -107,8 +111,8 @@ class _Driver:
                 serial=options.serial, address=options.address, workers=options.workers,
                 max_retries=spec.execution.max_retries,
             )
-            self.tracker.record_backend(self.run_id, workers=backend.workers, nodes=backend.nodes,
-                                        backend=backend.name)
+            self.writer.submit(functools.partial(self.tracker.record_backend, self.run_id, workers=backend.workers,
+                                                 nodes=backend.nodes, backend=backend.name))
             self.states = prepare_states(spec, root_seed=self.parent.root_seed, data=data, put=backend.put,
                                          results=self.configuration_log.results, checkpoint=checkpoint)
             self._start_progress()
@@ -121,8 +125,9 @@ class _Driver:
             self.progress.close()
             timing = RunTiming(wall_seconds=time.perf_counter() - began, startup_seconds=startup_seconds,
                                execution_seconds=execution_seconds, resumed=bool(options.resume))
-            summary = finish_run(self.tracker, self.writer, spec, self.configuration_log, backend, timing,
-                                 command=options.command, report_dir=options.report_dir)
+            summary = self.writer.call(functools.partial(
+                finish_run, self.tracker, self.writer, spec, self.configuration_log, backend, timing,
+                command=options.command, report_dir=options.report_dir))
             status = "FINISHED"
             return summary
         except (KeyboardInterrupt, RunInterrupted) as interrupt:
@@ -138,7 +143,9 @@ class _Driver:
             if isinstance(interrupt, RunInterrupted):
                 raise
             raise RunInterrupted(self.run_id, "interrupted") from None
-        except BaseException:
+        except BaseException as error:
+            if isinstance(error, TrackingOutage) or is_unreachable(error):
+                raise self._keep_for_resume(error) from None
             self._checkpoint(force=True)
             try:
                 self.writer.flush()
@@ -160,9 +167,29 @@ class _Driver:
         self.configuration_log = ConfigurationLog(self.tracker, self.writer, self.spec, self.parent)
         if not resume:
             return None
+        outbox.send_held_back(self.tracker, experiment_id, self.parent.run_id)
         checkpoint = read_checkpoint(self.tracker, self.parent.run_id)
         self.configuration_log.read_back()
         return checkpoint
+
+    def _keep_for_resume(self, error: BaseException) -> TrackingOutage:
+        """The tracking server is gone: keep what was computed and not logged in the run's
+        outbox (:mod:`~privlab.platform.outbox`); returns the error that ends the run."""
+        self.tracking_down = True
+        self.writer.abandon(f"the tracking server could not be reached: {error}")
+        payload = checkpoint_payload(spec_sha256=self.spec.sha256, root_seed=self.parent.root_seed,
+                                     states=self.states, completed=self.configuration_log.results)
+        held = outbox.HeldBack(run_id=self.run_id, tracking_uri=self.tracker.uri, uploads=list(self.writer.unsent),
+                               checkpoint=payload)
+        reason = str(error) if isinstance(error, TrackingOutage) else f"the tracking server could not be reached: {error}"
+        try:
+            path = outbox.keep(held)
+        except OSError as failure:
+            return TrackingOutage(f"{reason}. Keeping what run {self.run_id} computed failed too ({failure}); "
+                                  "a resume goes on from the run's last checkpoint in the tracking store",
+                                  run_id=self.run_id)
+        return TrackingOutage(f"{reason}. Nothing computed is lost: {held.describe()} are kept in {path}; a resume "
+                              "logs them once the server answers again", run_id=self.run_id)
 
     def _close(self, backend: Any, status: str) -> None:
         """Stop the writer and the backend, release the lease and end the parent run (once)."""
@@ -172,7 +199,15 @@ class _Driver:
         self.writer.close()
         if backend is not None:
             backend.shutdown()
-        self.tracker.close_parent_run(self.run_id, status)
+        if self.tracking_down:
+            return  # the outbox and the lease's dead driver tell a resume what to do
+        try:
+            self.tracker.close_parent_run(self.run_id, status)
+        except Exception as error:
+            if not is_unreachable(error):
+                raise
+            log.warning("run %s could not be ended in MLflow (the tracking server cannot be reached); it shows "
+                        "as running, with its driver gone, until a resume", self.run_id)
 
     def _abandon(self) -> None:
         if self.options.on_abandon is not None:

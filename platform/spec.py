@@ -59,7 +59,8 @@ STUDY_KEYS = {
     "trials", "metrics", "dataset",
 }
 BUDGET_KEYS = {"epsilon", "delta", "accountant", "delta_slack"}
-TRACKING_KEYS = {"experiment", "uri", "artifacts", "plots", "checkpoint_interval_s", "unit_runs", "run_statistics"}
+TRACKING_KEYS = {"experiment", "uri", "artifacts", "plots", "checkpoint_interval_s", "outage_wait_s", "unit_runs",
+                 "run_statistics"}
 EXECUTION_KEYS = {"batch_size", "target_task_seconds", "max_retries", "max_in_flight_per_worker", "max_configurations"}
 MODES = ("research",)
 MAX_UNITS = 10**10
@@ -88,6 +89,9 @@ class TrackingSpec:
     artifacts: bool = True
     plots: bool = True
     checkpoint_interval_s: float = 30.0
+    # How long a run rides out a tracking server that cannot be reached before it stops with
+    # its results kept for the resume (platform/tracking_outage.py, platform/outbox.py).
+    outage_wait_s: float = 120.0
     # Per-unit detail of a ``unit_runs`` workload (each release-flow attempt): always a parquet
     # table on its configuration's run; with ``unit_runs = true`` also one MLflow run per unit.
     unit_runs: bool = False
@@ -396,6 +400,7 @@ def _parse_tracking(raw: Any, *, default_experiment: str) -> TrackingSpec:
         checkpoint_interval_s=_number(
             table.get("checkpoint_interval_s", 30.0), "[tracking] checkpoint_interval_s", low=0.0
         ),
+        outage_wait_s=_number(table.get("outage_wait_s", 120.0), "[tracking] outage_wait_s", low=0.0),
     )
 
 

@@ -16,6 +16,7 @@ working directory for MLflow 3); ``--tracking-uri`` or ``MLFLOW_TRACKING_URI`` s
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
 import fcntl
@@ -31,6 +32,7 @@ from typing import Any
 
 from privlab.platform.errors import NotFoundError, TrackingError
 from privlab.platform.moved_store import Rebased, experiment_folder, rebase_moved_store
+from privlab.platform.tracking_outage import bound_http_retries
 
 log = logging.getLogger(__name__)
 
@@ -199,6 +201,7 @@ class Tracker:
 
         self.seconds = 0.0
         self.uri = resolve_tracking_uri(uri)
+        bound_http_retries(self.uri)
         moved: list[Rebased] = []
         try:
             with store_lock(self.uri):
@@ -369,8 +372,7 @@ class Tracker:
         self._log_batch(run_id, tags={DRIVER_TAG: ""})
         self.client.set_terminated(run_id, status=status)
 
-    @_timed
-    def log_result_run(
+    def result_upload(
         self,
         experiment_id: str,
         *,
@@ -386,21 +388,36 @@ class Tracker:
         root_seed: int,
         mode: str,
         unit: int | None = None,
-    ) -> str:
-        """A finished child run, in four calls (create, one batch, one upload, terminate): the
-        result of a configuration (or of one facet of it, in ``group``), or with ``unit`` of one
-        unit of a ``unit_runs`` workload."""
+    ) -> ResultRunUpload:
+        """A finished child run, ready for :meth:`send`: the result of a configuration (or of
+        one facet of it, in ``group``), or with ``unit`` of one unit of a ``unit_runs`` workload."""
         tags = {KIND_TAG: "configuration" if unit is None else "unit", CONFIG_TAG: config_id, GROUP_TAG: group,
                 STUDY_TAG: study, WORKLOAD_TAG: workload, ROOT_SEED_TAG: str(root_seed), MODE_TAG: mode,
                 PARENT_TAG: parent_id}
         if unit is not None:
             tags[UNIT_TAG] = str(unit)
-        run = self.client.create_run(experiment_id, run_name=name, tags=tags)
-        run_id = run.info.run_id
-        self._log_batch(run_id, params=params, metrics=metrics)
-        self._log_texts(run_id, files)
-        self.client.set_terminated(run_id, status="FINISHED")
-        return run_id
+        return ResultRunUpload(experiment_id=experiment_id, name=name, tags=tags, params=dict(params),
+                               metrics=dict(metrics), files=dict(files))
+
+    @_timed
+    def send(self, upload: ResultRunUpload) -> str:
+        """Log ``upload`` in four calls (create, one batch, one upload, terminate), going on from
+        the step a failed earlier attempt reached; returns the run id."""
+        if upload.run_id is None:
+            upload.run_id = self.client.create_run(upload.experiment_id, run_name=upload.name,
+                                                   tags=upload.tags).info.run_id
+        if not upload.logged:
+            self._log_batch(upload.run_id, params=upload.params, metrics=upload.metrics)
+            upload.logged = True
+        if not upload.uploaded:
+            self._log_texts(upload.run_id, upload.files)
+            upload.uploaded = True
+        self.client.set_terminated(upload.run_id, status="FINISHED")
+        return upload.run_id
+
+    def log_result_run(self, experiment_id: str, **fields: Any) -> str:
+        """:meth:`send` a :meth:`result_upload` now."""
+        return self.send(self.result_upload(experiment_id, **fields))
 
     # -- reading ------------------------------------------------------------------------------
     def get_run(self, run_id: str) -> Any:
@@ -454,6 +471,47 @@ class Tracker:
                 return Path(local).read_bytes()
         except Exception:
             return None
+
+
+@dataclasses.dataclass(kw_only=True)
+class ResultRunUpload:
+    """A finished child run on its way to the store, sent step by step (:meth:`Tracker.send`).
+
+    Each step records that it is done, so a retry after an outage goes on where the failed
+    attempt stopped instead of creating the run again, and an upload that never got through is
+    kept whole in the run's outbox (:meth:`to_record`) until the resume sends it.
+    """
+
+    experiment_id: str
+    name: str
+    tags: dict[str, str]
+    params: dict[str, Any]
+    metrics: dict[str, float]
+    files: dict[str, str | bytes]
+    run_id: str | None = None  # once created
+    logged: bool = False  # params and metrics
+    uploaded: bool = False  # files
+
+    @property
+    def config_id(self) -> str:
+        return self.tags[CONFIG_TAG]
+
+    @property
+    def kind(self) -> str:
+        return self.tags[KIND_TAG]
+
+    def to_record(self) -> dict[str, Any]:
+        """The upload as JSON-ready data (bytes files in base64)."""
+        record = dataclasses.asdict(self)
+        record["files"] = {path: ({"base64": base64.b64encode(content).decode()} if isinstance(content, bytes)
+                                  else {"text": content}) for path, content in self.files.items()}
+        return record
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> ResultRunUpload:
+        files = {path: (base64.b64decode(content["base64"]) if "base64" in content else content["text"])
+                 for path, content in record["files"].items()}
+        return cls(**{**record, "files": files})
 
 
 def param_texts(params: Mapping[str, Any]) -> dict[str, str]:
