@@ -8,6 +8,7 @@ accepted with probability about one half and private selection ends after a few 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
@@ -383,7 +384,52 @@ def test_flow_failure_message_is_withheld(workspace: Path, tmp_path: Path, monke
     assert _release(workspace, tmp_path / "out") == EXIT_EXECUTION
     err = capsys.readouterr().err
     assert "ValueError" in err and "withheld" in err and "0.123456789" not in err
+    assert "research mode" in err  # a flow's own failure: reproducing it on public data is the right advice
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec"]
+
+
+def test_a_system_error_in_a_flow_is_not_sent_to_research_mode(workspace: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    def out_of_files(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EMFILE, "secret 0.123456789")
+
+    monkeypatch.setattr(release_run, "run_flow", out_of_files)
+    assert _release(workspace, tmp_path / "out") == EXIT_EXECUTION
+    err = capsys.readouterr().err
+    assert "system error (Too many open files, EMFILE)" in err and "resources" in err
+    assert "research mode" not in err and "0.123456789" not in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec"]
+
+
+@pytest.mark.parametrize("when", ["record_count", "selection", "seal"])
+def test_a_full_disk_before_the_seal_exits_4_and_keeps_no_transcript(
+        workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        transcript_disk: dict[str, int | bool], when: str) -> None:
+    """Issue 30 item 1: ENOSPC while the transcript is written (the record count's draw, a flow's
+    draw during private selection, the end record) is exit 4 with a message that names the folder
+    and what to do — not a traceback, not the flow failure's research-mode advice — and the
+    unfinished, unreplayable transcript is deleted with its staging folder."""
+    disk = transcript_disk
+    if when == "record_count":
+        disk["room"] = 1  # the magic and context header only
+    real_selection = release_run.private_selection
+
+    def selection(*args: object, **kwargs: object) -> object:
+        disk["full"] = when == "selection"
+        result = real_selection(*args, **kwargs)
+        disk["full"] = True  # "seal": the end record is the next write
+        return result
+
+    monkeypatch.setattr(release_run, "private_selection", selection)
+    assert _release(workspace, tmp_path / "out") == EXIT_EXECUTION
+    err = capsys.readouterr().err
+    assert disk["refused"], "the simulated disk never filled"
+    assert f"writing under {str(tmp_path)!r} failed before the release's transcript was sealed" in err
+    assert "No space left on device, ENOSPC" in err and "choose --out on another file system" in err
+    assert f"Free space in {str(tmp_path)!r}" in err and "unfinished transcript was deleted" in err
+    assert "Traceback" not in err and "research mode" not in err and "a flow failed" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec"]  # no bundle, staging folder or transcript
 
 
 def test_sigterm_mid_selection_leaves_no_bundle(workspace: Path, tmp_path: Path) -> None:
