@@ -14,8 +14,10 @@ import json
 import math
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -27,6 +29,7 @@ from privlab.mechanisms.release.flow import load_settings, resolve_transformatio
 from privlab.mechanisms.tabular.space import load_release_space
 from privlab.platform.cli import EXIT_BUDGET, EXIT_EXECUTION, EXIT_INPUT, EXIT_NOT_VERIFIED, EXIT_OK, main
 from privlab.platform.errors import BudgetExceededError, ExecutionError, SchemaError, SpecError, TranscriptError
+from privlab.platform.transcript import MAGIC
 
 ROOT = Path(__file__).resolve().parents[1]
 BIRTHS = ROOT / "experiments" / "births"
@@ -430,6 +433,57 @@ def test_a_full_disk_before_the_seal_exits_4_and_keeps_no_transcript(
     assert f"Free space in {str(tmp_path)!r}" in err and "unfinished transcript was deleted" in err
     assert "Traceback" not in err and "research mode" not in err and "a flow failed" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec"]  # no bundle, staging folder or transcript
+
+
+def test_a_leftover_staging_folder_is_named_and_kept(workspace: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 30 item 6: a killed release's staging folder (named as the real one is) next to
+    another release's --out is named, with the sensitivity of its transcript and how to remove
+    it; it is not deleted (nothing proves that its run is dead)."""
+    leftover = Path(tempfile.mkdtemp(prefix=bundle.partial_prefix(tmp_path / "rel"), dir=tmp_path))
+    (leftover / bundle.PRIVATE_DIR).mkdir(mode=0o700)
+    (leftover / bundle.TRANSCRIPT).write_bytes(MAGIC)
+    (leftover / bundle.TRANSCRIPT).chmod(0o600)
+    empty = Path(tempfile.mkdtemp(prefix=bundle.partial_prefix(tmp_path / "old"), dir=tmp_path))
+    assert bundle.stale_partials(tmp_path / "other") == sorted([leftover, empty])
+    assert _release(workspace, tmp_path / "other", "--budget", "1") == EXIT_BUDGET  # stops before any work
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if line.startswith("privlab: warning:")]
+    assert len(said) == 2
+    named = next(line for line in said if str(leftover) in line)
+    assert "holds a private transcript, as sensitive as the private data" in named
+    assert f"rm -r -- {leftover}" in named and "nothing in it was published" in named
+    assert "holds no transcript" in next(line for line in said if str(empty) in line)
+    assert (leftover / bundle.TRANSCRIPT).is_file() and empty.is_dir()  # named, never deleted
+
+
+@pytest.mark.slow
+def test_sigkill_mid_selection_leaves_a_staging_folder_the_next_release_names(
+        workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 30 item 6 end to end: SIGKILL cannot clean up; the next release into the folder says so."""
+    settings = workspace / "settings.toml"
+    settings.write_text(settings.read_text().replace('name = "faithfulness"\nthreshold = 1.0',
+                                                     'name = "faithfulness"\nthreshold = 1e-9'))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from privlab.platform.cli import main; sys.exit(main(sys.argv[1:]))",
+         "release", str(workspace / "release.toml"), "--data", str(DATA), "--out", str(tmp_path / "rel")],
+        cwd=tmp_path, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if "running private selection" in line:
+                break
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        proc.kill()
+    [leftover] = [p for p in tmp_path.iterdir() if p.name.startswith(".rel.partial-")]
+    assert (leftover / bundle.TRANSCRIPT).stat().st_mode & 0o777 == 0o600
+    assert _release(workspace, tmp_path / "next", "--budget", "1") == EXIT_BUDGET
+    err = capsys.readouterr().err
+    assert f"privlab: warning: {str(leftover)!r}" in err and "as sensitive as the private data" in err
+    assert (leftover / bundle.TRANSCRIPT).is_file()
+    shutil.rmtree(leftover)
 
 
 def test_sigterm_mid_selection_leaves_no_bundle(workspace: Path, tmp_path: Path) -> None:
