@@ -486,6 +486,30 @@ def test_sigkill_mid_selection_leaves_a_staging_folder_the_next_release_names(
     shutil.rmtree(leftover)
 
 
+@pytest.mark.parametrize("records", [2, 5])
+def test_a_tiny_private_file_gets_the_same_message_whatever_its_size(
+        workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], records: int) -> None:
+    """Issue 30 item 10: one record used to fail the pre-check with "privbayes needs at least 2
+    records" (exit 2) while two or more reached private selection and failed with the message
+    withheld (exit 4), so the outcome told whether the exact count was below 2. The plans are now
+    checked at the DP record count m, so 1, 2 and 5 records fail alike (m = 1, the floor, except with
+    probability about 1e-6)."""
+    lines = DATA.read_text().splitlines(keepends=True)
+    outcomes = []
+    for n in (1, records):
+        data = tmp_path / f"tiny{n}" / "private.csv"  # the same file name: the message may name it
+        data.parent.mkdir()
+        data.write_text("".join(lines[:1 + n]))
+        code = _release(workspace, tmp_path / f"tiny{n}" / "out", data=data)
+        outcomes.append((code, capsys.readouterr().err.replace(str(data.parent), "DIR")))
+        assert sorted(p.name for p in data.parent.iterdir()) == ["private.csv"]
+    assert outcomes[0] == outcomes[1]
+    code, err = outcomes[0]
+    assert code == EXIT_EXECUTION
+    assert "cannot run on the release's DP record count m = 1: privbayes needs at least 2 records" in err
+    assert "too few records" in err and "Traceback" not in err
+
+
 def test_sigterm_mid_selection_leaves_no_bundle(workspace: Path, tmp_path: Path) -> None:
     """A release killed with SIGTERM while flows run: exit 130, no DIR, no staging folder."""
     settings = workspace / "settings.toml"

@@ -7,11 +7,16 @@ public-data grid search) and declares the budget split and the private-selection
 1. loads the spec and refuses to start when its total ε,
    ``ε_count + 2·(ε_generation + ε_acceptance) + ε₀``, exceeds the budget (``--budget``, else the spec's ``budget``) — before reading anything else;
 2. loads the shortlist, its space and flow settings, and checks that the settings' ε match the
-   spec's declared split and that every configuration fits the space, the criteria and ε₁;
+   spec's declared split and that every configuration fits the space and the criteria (and ε₁:
+   step 4);
 3. reads, validates and cleans the private data (errors name the column and the kind of
    problem, never rows, values or counts);
-4. releases a DP record count and resizes the cleaned data to it
-   (:mod:`privlab.mechanisms.release.record_count`), so that the release's size is DP;
+4. releases a DP record count ``m`` and checks every configuration's plan — that it fits ε₁
+   and that the synthesizer can run on ``m`` records — at ``m``, the size the flows will see,
+   then resizes the cleaned data to it (:mod:`privlab.mechanisms.release.record_count`), so
+   that the release's size is DP. The plans are never checked at the exact number of cleaned
+   records: a size rule (privbayes needs two records) would then fail for one record and not
+   for two, and its message would tell the exact count;
 5. runs private selection with a known threshold (Hod & Canetti 2024, Algorithm 1) over the
    shortlist with a :class:`~privlab.platform.randomness.SecureSource` recording a transcript,
    or with a :class:`~privlab.platform.randomness.ReplaySource` reading one back;
@@ -95,7 +100,7 @@ from privlab.mechanisms.release.spec import (
     sha256_file,
 )
 from privlab.mechanisms.selection.private_selection import private_selection
-from privlab.platform.errors import BudgetExceededError, ExecutionError, TranscriptError
+from privlab.platform.errors import BudgetExceededError, ExecutionError, SchemaError, SpecError, TranscriptError
 from privlab.platform.ledger import Ledger
 from privlab.platform.randomness import RandomSource, ReplaySource, SecureSource
 from privlab.platform.transcript import TranscriptReader, TranscriptWriter
@@ -187,8 +192,9 @@ def run_release(
         SpecError: Bad spec, shortlist, settings, configurations or paths; ``out`` exists.
         SchemaError: The private data does not fit the schema (message withholds values).
         TranscriptError: The replay transcript is incomplete or bound to other data/spec.
-        ExecutionError: A flow failed (message withheld), the search ended with ⊥, or writing
-            under ``out``'s folder failed (a full disk; see the module docstring for what is kept).
+        ExecutionError: A flow failed (message withheld), the search ended with ⊥, the DP
+            record count is too small for a configuration, or writing under ``out``'s folder
+            failed (a full disk; see the module docstring for what is kept).
 
     Privacy:
         (2ε₁ + ε₀)-DP, replace-one, n public; see the module docstring.
@@ -218,9 +224,6 @@ def run_release(
     else:
         context["created_utc"] = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     cleaned = load_private_data(data, shortlist.space)
-    for configuration in shortlist.configurations:  # each flow must fit ε₁ before any flow runs
-        Ledger(epsilon_cap=shortlist.settings.epsilon_flow, delta_cap=0.0).check_plan(
-            planned_events(configuration, shortlist.settings, space=shortlist.space, n=len(cleaned)))
     say(f"release {spec.name}: total ε = {spec.total_epsilon:g} within budget {cap:g}; "
         f"{len(shortlist.configurations)} configuration(s) in the shortlist")
 
@@ -251,6 +254,7 @@ def run_release(
                 ledger = Ledger(epsilon_cap=cap, delta_cap=0.0)
                 n = record_count.dp_record_count(len(cleaned), epsilon=spec.epsilon_count, source=source,
                                                  ledger=ledger)
+                _check_plans(shortlist, m=n, epsilon_count=spec.epsilon_count)  # before any flow runs
                 resized = record_count.resize(cleaned, n, space=shortlist.space,
                                               rng=source.generator(purpose="resize-to-dp-record-count"))
                 del cleaned
@@ -287,6 +291,33 @@ def run_release(
                              left=[p for p in staged if p.exists()]) from None
     return ReleaseResult(out=out, total_epsilon=spec.total_epsilon, budget=cap, configuration=outcome.configuration,
                          accepted=outcome.accepted, public_files=(*bundle.PUBLIC_FILES, bundle.CHECKSUMS))
+
+
+def _check_plans(shortlist: Shortlist, *, m: int, epsilon_count: float) -> None:
+    """Check every configuration's plan at the DP record count ``m`` (the size the flows see).
+
+    Raises:
+        ExecutionError: A configuration cannot run on ``m`` records.
+        BudgetExceededError: A configuration's plan does not fit ε₁.
+
+    Privacy:
+        ``m`` is post-processing of the ε_count-DP count, so a message that depends on it (and on
+        the public configurations) reveals nothing more; the exact number of cleaned records is
+        never used, so the outcome is the same for every private size that yields the same ``m``.
+    """
+    for i, configuration in enumerate(shortlist.configurations):
+        try:
+            Ledger(epsilon_cap=shortlist.settings.epsilon_flow, delta_cap=0.0).check_plan(
+                planned_events(configuration, shortlist.settings, space=shortlist.space, n=m))
+        except (SchemaError, SpecError) as error:
+            margin = record_count.count_margin(epsilon_count)
+            floor = (f"; m = 1, its floor, means the private data has too few records for a release with "
+                     f"record_count = {epsilon_count:g} (it needs clearly more than {margin})" if m == 1 else "")
+            raise ExecutionError(
+                f"shortlist configuration {i + 1} ({configuration.as_dict()}) cannot run on the release's DP record "
+                f"count m = {m}: {error}. m is the number of cleaned records plus Laplace noise of scale "
+                f"1/{epsilon_count:g}, minus a public margin of {margin} records{floor}. No flow ran and no bundle "
+                f"was written; ε_count = {epsilon_count:g} was spent on the count") from None
 
 
 def _reason(error: OSError) -> str:
