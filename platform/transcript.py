@@ -14,7 +14,12 @@ record ``{"kind": "end", "records": N, "seal": H}``.
 
 The writer flushes after every record, so a killed process leaves a readable prefix; a file
 without an end record (or cut inside a record) is reported as interrupted and cannot be
-replayed.
+replayed. A write that fails (a full disk: ``ENOSPC``, ``EDQUOT``; any ``OSError``) breaks
+the writer for good: the error is kept as :attr:`TranscriptWriter.failure`, the file is closed
+without an end record (a half-flushed record would make any later record, and the seal, lie
+about what the file holds), and every later write raises :class:`TranscriptError`. A caller
+that sees the run fail can ask :attr:`~TranscriptWriter.failure` whether the transcript was
+the cause, however the error was wrapped on its way up.
 
 Seal (format v2):
     A hash chain over the records as written: ``h₀ = SHA-256(TAG ‖ magic ‖ context record)``
@@ -144,11 +149,11 @@ class TranscriptWriter:
         self._file: BinaryIO | None = os.fdopen(fd, "wb")
         self._count = 0
         self._seal: str | None = None
-        self._file.write(MAGIC)
+        self._failure: OSError | None = None
         salt = os.urandom(SALT_BYTES).hex()
         context_frame = _encode({"kind": "context", "context": self._context, "salt": salt}, b"")
         self._head = _chain_start(context_frame)
-        self._write_frame(context_frame)
+        self._write_frame(MAGIC + context_frame)
 
     @property
     def path(self) -> Path:
@@ -166,11 +171,39 @@ class TranscriptWriter:
             raise TranscriptError(f"transcript {str(self._path)!r} is not closed yet; its seal is written at close")
         return self._seal
 
+    @property
+    def failure(self) -> OSError | None:
+        """The I/O error that broke the writer (a full disk, a lost device), or None."""
+        return self._failure
+
     def _write_frame(self, frame: bytes) -> None:
+        if self._failure is not None:
+            raise TranscriptError(
+                f"transcript {str(self._path)!r} cannot be extended: an earlier write failed "
+                f"({self._failure.strerror or type(self._failure).__name__}), so it is incomplete and cannot be "
+                "sealed")
         if self._file is None:
             raise TranscriptError(f"transcript {str(self._path)!r} is closed")
-        self._file.write(frame)
-        self._file.flush()
+        try:
+            self._file.write(frame)
+            self._file.flush()
+        except OSError as error:
+            self._broken(error)
+            raise
+
+    def _broken(self, error: OSError) -> None:
+        """Keep ``error`` and close the file without an end record (the buffer's flush fails too)."""
+        self._failure = error
+        self._release_file()
+
+    def _release_file(self) -> None:
+        file, self._file = self._file, None
+        if file is not None:
+            try:
+                file.close()  # closes the descriptor even when flushing the buffer fails
+            except OSError as error:
+                if self._failure is None:
+                    self._failure = error
 
     def append(self, op: str, params: Mapping[str, Any], array: np.ndarray) -> int:
         """Append one draw record and flush it to the OS.
@@ -211,17 +244,31 @@ class TranscriptWriter:
         return self._count - 1
 
     def close(self) -> None:
-        """Write the end record, flush and fsync, and close. Idempotent."""
+        """Write the end record, flush and fsync, and close. Idempotent; a broken writer
+        (:attr:`failure`) is already closed and has no seal.
+
+        Raises:
+            OSError: Writing or syncing the end record failed (kept as :attr:`failure`; the
+                file is closed unsealed).
+        """
         if self._file is None:
             return
+        seal = self._head.hex()
+        self._write_frame(_encode({"kind": "end", "records": self._count, "seal": seal}, b""))
         try:
-            seal = self._head.hex()
-            self._write_frame(_encode({"kind": "end", "records": self._count, "seal": seal}, b""))
-            os.fsync(self._file.fileno())
-            self._seal = seal
-        finally:
-            self._file.close()
-            self._file = None
+            os.fsync(cast(BinaryIO, self._file).fileno())
+        except OSError as error:
+            self._broken(error)
+            raise
+        self._release_file()
+        if self._failure is not None:
+            raise self._failure
+        self._seal = seal
+
+    def discard(self) -> None:
+        """Close without the end record, for a run that failed: the file stays unsealed (a reader
+        reports it as interrupted). Never raises; idempotent."""
+        self._release_file()
 
     def __enter__(self) -> TranscriptWriter:
         return self

@@ -1,9 +1,10 @@
 """Shared fixtures: a small spec exercising all three patterns, a private MLflow store, the public
-datasets, `privlab` run in a process of its own for tests that signal it, and an MLflow tracking
-server on PostgreSQL."""
+datasets, `privlab` run in a process of its own for tests that signal it, a disk that fills up
+under the release transcript, and an MLflow tracking server on PostgreSQL."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import secrets
@@ -15,6 +16,7 @@ import tempfile
 import textwrap
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,6 +131,59 @@ def nvss_10k() -> Path:
     """The public NVSS 10K births sample (session scope, so it is checked before any module
     fixture reads it): skipped with a reason when absent, an error under ``CI=true``."""
     return shared_dataset(NVSS_10K_NAME)
+
+
+# --- a disk that fills up under the release transcript ------------------------------------------
+
+
+class FillingDisk:
+    """A transcript file on a disk that fills up: once ``state["full"]`` is set (or more than
+    ``state["room"]`` writes were made), writes and flushes fail with ENOSPC, and so does
+    ``close`` while bytes are still buffered — what Python's buffered files do on a full tmpfs.
+    ``state["refused"]`` counts the refusals."""
+
+    def __init__(self, file: object, state: dict[str, int | bool]) -> None:
+        self._file, self._state, self._stuck = file, state, False
+
+    def _refuse(self) -> None:
+        self._stuck = True
+        self._state["refused"] = int(self._state["refused"]) + 1
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def write(self, data: bytes) -> int:
+        self._state["writes"] = int(self._state["writes"]) + 1
+        if self._state["full"] or self._state["writes"] > self._state["room"]:
+            self._refuse()
+        return self._file.write(data)  # type: ignore[attr-defined, no-any-return]
+
+    def flush(self) -> None:
+        if self._stuck:
+            self._refuse()
+        self._file.flush()  # type: ignore[attr-defined]
+
+    def fileno(self) -> int:
+        return self._file.fileno()  # type: ignore[attr-defined, no-any-return]
+
+    def close(self) -> None:
+        self._file.close()  # type: ignore[attr-defined]
+        if self._stuck:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+@pytest.fixture
+def transcript_disk(monkeypatch: pytest.MonkeyPatch) -> dict[str, int | bool]:
+    """Every transcript file written during the test lies on a :class:`FillingDisk`; returns its
+    state (``full``, ``room`` in writes, ``writes`` and ``refused`` so far). Only the transcript
+    module's ``os.fdopen`` is replaced, so nothing else writes to the simulated disk."""
+    from privlab.platform import transcript
+
+    state: dict[str, int | bool] = {"full": False, "room": 1 << 30, "writes": 0, "refused": 0}
+    fake_os = types.ModuleType("os")
+    fake_os.__dict__.update(os.__dict__)
+    fake_os.fdopen = (  # type: ignore[attr-defined]
+        lambda fd, *args, **kwargs: FillingDisk(os.fdopen(fd, *args, **kwargs), state))
+    monkeypatch.setattr(transcript, "os", fake_os)
+    return state
 
 
 # --- a `privlab run` in its own process, for tests that signal it ---------------------------------

@@ -8,6 +8,7 @@ chi-square tail (see ``_assert_pmf``).
 
 from __future__ import annotations
 
+import errno
 import math
 import shutil
 import stat
@@ -462,6 +463,49 @@ def test_draw_is_recorded_and_flushed_before_it_is_returned(tmp_path: Path) -> N
     with pytest.raises(TranscriptError, match="ends without its end record") as error:
         TranscriptReader(killed)
     assert "2" not in str(error.value).replace(str(killed), "")  # no count of the records
+
+
+def test_a_full_disk_breaks_the_writer_for_good(tmp_path: Path, transcript_disk: dict[str, int | bool]) -> None:
+    """Issue 30 item 1: a write that fails (ENOSPC) is kept as ``failure``; the writer is closed
+    unsealed, refuses every later write, and neither ``close`` nor ``discard`` raises again, so
+    a caller's cleanup cannot mask the error; the file reads as interrupted."""
+    path = tmp_path / "t.bin"
+    writer = TranscriptWriter(path, context=CONTEXT)
+    source = SecureSource(writer)
+    source.laplace(scale=1.0)
+    assert writer.failure is None
+    transcript_disk["full"] = True
+    with pytest.raises(OSError) as error:
+        source.laplace(scale=1.0)
+    assert error.value.errno == errno.ENOSPC and writer.failure is error.value
+    with pytest.raises(TranscriptError, match="an earlier write failed .*cannot be sealed"):
+        source.uniform()
+    writer.close()
+    writer.discard()
+    with pytest.raises(TranscriptError, match="not closed yet"):
+        _ = writer.seal
+    with pytest.raises(TranscriptError, match="interrupted"):
+        TranscriptReader(path)
+    # The end record on a full disk: close raises once, then the writer is closed and unsealed.
+    transcript_disk["full"] = False
+    sealing = TranscriptWriter(tmp_path / "s.bin", context=CONTEXT)
+    transcript_disk["full"] = True
+    with pytest.raises(OSError):
+        sealing.close()
+    assert sealing.failure is not None and sealing.failure.errno == errno.ENOSPC
+    sealing.close()
+    with pytest.raises(TranscriptError, match="not closed yet"):
+        _ = sealing.seal
+
+
+def test_discard_leaves_an_unsealed_transcript(tmp_path: Path) -> None:
+    path = tmp_path / "t.bin"
+    writer = TranscriptWriter(path, context=CONTEXT)
+    SecureSource(writer).laplace(scale=1.0)
+    writer.discard()
+    writer.discard()
+    with pytest.raises(TranscriptError, match="interrupted"):
+        TranscriptReader(path)
 
 
 def _record_three(path: Path) -> None:

@@ -161,11 +161,29 @@ def keep_transcript(staging: Path, out: Path) -> Path | None:
 
 
 def stale_partials(out: Path) -> list[Path]:
-    """Staging folders of ``out`` left by killed runs (safe to delete; they hold no bundle)."""
+    """The staging folders next to ``out`` — of any bundle, not only ``out``'s — that a run left.
+
+    A killed run (SIGKILL, a power cut) cannot clean up, and its ``.<name>.partial-*`` folder
+    may hold ``private/transcript.bin``, as sensitive as the private data. They are found here
+    for the command line to name them, never deleted: nothing records which process owns a
+    staging folder, so a release running right now into the same folder (another terminal,
+    another machine on a shared file system) has one of the same shape, and deleting it would
+    break that run. Only the operator knows; the cost of asking is a message.
+    """
     parent = Path(out).parent
-    if not parent.is_dir():
+    try:
+        return sorted(p for p in parent.iterdir()
+                      if p.name.startswith(".") and PARTIAL_MARKER in p.name and p.is_dir() and not p.is_symlink())
+    except OSError:  # a missing or unreadable folder: the release itself will say what is wrong
         return []
-    return sorted(p for p in parent.iterdir() if p.name.startswith(partial_prefix(Path(out))))
+
+
+def holds_transcript(staging: Path) -> bool:
+    """Whether a staging folder holds a (possibly partial) transcript."""
+    try:
+        return (Path(staging) / TRANSCRIPT).is_file()
+    except OSError:  # unreadable: assume the worst
+        return True
 
 
 # --- writing files ----------------------------------------------------------------------------

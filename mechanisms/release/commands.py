@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -90,13 +91,16 @@ def _shortlist(args: argparse.Namespace) -> int:
 
 
 def _release(args: argparse.Namespace) -> int:
-    from privlab.mechanisms.release.bundle import stale_partials
+    from privlab.mechanisms.release.bundle import holds_transcript, stale_partials
     from privlab.mechanisms.release.run_release import run_release
 
     out = Path(args.out)
-    for stale in stale_partials(out):
-        print(f"privlab: note: {stale} is left over from a killed release run (no bundle in it); delete it",
-              file=sys.stderr)
+    for stale in stale_partials(out):  # named, never deleted: it may belong to a release running now
+        what = ("it holds a private transcript, as sensitive as the private data" if holds_transcript(stale)
+                else "it holds no transcript")
+        print(f"privlab: warning: {str(stale)!r} is the staging folder of a release that did not finish (killed, "
+              f"or still running elsewhere); nothing in it was published, but {what}. Unless a release is writing "
+              f"into {str(stale.parent)!r} right now, delete it: rm -r -- {shlex.quote(str(stale))}", file=sys.stderr)
     # SIGTERM raises KeyboardInterrupt here (privlab.platform.interrupts.sigterm_as_interrupt, set
     # by the command line), which unwinds through the staging folder's cleanup: no partial bundle.
     result = run_release(args.spec, data=args.data, out=out, budget=args.budget, replay=args.replay,

@@ -7,11 +7,16 @@ public-data grid search) and declares the budget split and the private-selection
 1. loads the spec and refuses to start when its total ε,
    ``ε_count + 2·(ε_generation + ε_acceptance) + ε₀``, exceeds the budget (``--budget``, else the spec's ``budget``) — before reading anything else;
 2. loads the shortlist, its space and flow settings, and checks that the settings' ε match the
-   spec's declared split and that every configuration fits the space, the criteria and ε₁;
+   spec's declared split and that every configuration fits the space and the criteria (and ε₁:
+   step 4);
 3. reads, validates and cleans the private data (errors name the column and the kind of
    problem, never rows, values or counts);
-4. releases a DP record count and resizes the cleaned data to it
-   (:mod:`privlab.mechanisms.release.record_count`), so that the release's size is DP;
+4. releases a DP record count ``m`` and checks every configuration's plan — that it fits ε₁
+   and that the synthesizer can run on ``m`` records — at ``m``, the size the flows will see,
+   then resizes the cleaned data to it (:mod:`privlab.mechanisms.release.record_count`), so
+   that the release's size is DP. The plans are never checked at the exact number of cleaned
+   records: a size rule (privbayes needs two records) would then fail for one record and not
+   for two, and its message would tell the exact count;
 5. runs private selection with a known threshold (Hod & Canetti 2024, Algorithm 1) over the
    shortlist with a :class:`~privlab.platform.randomness.SecureSource` recording a transcript,
    or with a :class:`~privlab.platform.randomness.ReplaySource` reading one back;
@@ -28,6 +33,19 @@ resolution the model was trained and evaluated at and no precision the process n
 ``"uniform"`` draws a value uniformly inside each bin with a post-processing generator seeded
 from the CSPRNG (``source.generator(purpose="decode-uniform-within-bin")``, recorded in the
 transcript), which looks like raw data but suggests a precision that is not there.
+
+Failures while writing (a full disk: ``ENOSPC``/``EDQUOT``, or any ``OSError`` under
+``--out``'s folder): before the transcript is sealed — during the record count or private
+selection, or while sealing it — the run stops with an :class:`ExecutionError` that names the
+folder and the OS's reason and says what to do (free space, or ``--out`` on another file
+system); the staging folder, with the unfinished transcript, is deleted. That transcript has no
+end record, so it can never be replayed or verified, and nothing was published that it could
+reproduce; but it holds the raw noise and its length and operations follow the number of flows,
+which depends on the private data, so keeping it would only leave a sensitive file behind with
+no use. (If it cannot be deleted, the message names it.) After the seal, while the public files
+are written, the sealed transcript is kept beside ``--out`` instead, because the budget is spent
+and it regenerates the bundle (``--replay``). Neither message holds anything computed from the
+private data, and only a flow's own failure suggests reproducing it in research mode.
 
 Replay: ``run_release(..., replay=TRANSCRIPT)`` checks the transcript's context — the SHA-256
 of the data file, of the spec, shortlist, settings and space files, the budget and the privlab
@@ -56,8 +74,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
+import errno
 import importlib.metadata
 import logging
+import os
 import shutil
 import threading
 import time
@@ -80,7 +100,7 @@ from privlab.mechanisms.release.spec import (
     sha256_file,
 )
 from privlab.mechanisms.selection.private_selection import private_selection
-from privlab.platform.errors import BudgetExceededError, ExecutionError, TranscriptError
+from privlab.platform.errors import BudgetExceededError, ExecutionError, SchemaError, SpecError, TranscriptError
 from privlab.platform.ledger import Ledger
 from privlab.platform.randomness import RandomSource, ReplaySource, SecureSource
 from privlab.platform.transcript import TranscriptReader, TranscriptWriter
@@ -172,7 +192,9 @@ def run_release(
         SpecError: Bad spec, shortlist, settings, configurations or paths; ``out`` exists.
         SchemaError: The private data does not fit the schema (message withholds values).
         TranscriptError: The replay transcript is incomplete or bound to other data/spec.
-        ExecutionError: A flow failed (message withheld) or the search ended with ⊥.
+        ExecutionError: A flow failed (message withheld), the search ended with ⊥, the DP
+            record count is too small for a configuration, or writing under ``out``'s folder
+            failed (a full disk; see the module docstring for what is kept).
 
     Privacy:
         (2ε₁ + ε₀)-DP, replace-one, n public; see the module docstring.
@@ -202,14 +224,13 @@ def run_release(
     else:
         context["created_utc"] = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     cleaned = load_private_data(data, shortlist.space)
-    for configuration in shortlist.configurations:  # each flow must fit ε₁ before any flow runs
-        Ledger(epsilon_cap=shortlist.settings.epsilon_flow, delta_cap=0.0).check_plan(
-            planned_events(configuration, shortlist.settings, space=shortlist.space, n=len(cleaned)))
     say(f"release {spec.name}: total ε = {spec.total_epsilon:g} within budget {cap:g}; "
         f"{len(shortlist.configurations)} configuration(s) in the shortlist")
 
     kept: list[Path] = []  # where a sealed transcript was rescued to, if writing the bundle failed
+    staged: list[Path] = []  # the staging folder, to tell whether a failed run's transcript is gone
     sealed = False
+    writer: TranscriptWriter | None = None
 
     def keep_sealed_transcript(staging: Path) -> None:
         if sealed and reader is None:  # a replay's transcript is a copy: the original is safe
@@ -219,6 +240,7 @@ def run_release(
 
     try:
         with bundle.atomic_directory(out, on_failure=keep_sealed_transcript) as staging:
+            staged.append(staging)
             transcript_path = staging / bundle.TRANSCRIPT
             if reader is not None:
                 source: RandomSource = ReplaySource(reader)
@@ -232,6 +254,7 @@ def run_release(
                 ledger = Ledger(epsilon_cap=cap, delta_cap=0.0)
                 n = record_count.dp_record_count(len(cleaned), epsilon=spec.epsilon_count, source=source,
                                                  ledger=ledger)
+                _check_plans(shortlist, m=n, epsilon_count=spec.epsilon_count)  # before any flow runs
                 resized = record_count.resize(cleaned, n, space=shortlist.space,
                                               rng=source.generator(purpose="resize-to-dp-record-count"))
                 del cleaned
@@ -243,24 +266,89 @@ def run_release(
                     rng=source.generator(purpose="decode-uniform-within-bin") if spec.decode == "uniform" else None)
                 if isinstance(source, ReplaySource):
                     source.finish()
-            finally:
+            except BaseException:
                 if writer is not None:
-                    writer.close()
+                    writer.discard()  # unsealed: a failed run's transcript is never kept (module docstring)
+                raise
+            if writer is not None:
+                writer.close()  # a full disk here is a failure before the seal, like one during selection
             seal = reader.seal if reader is not None else writer.seal  # type: ignore[union-attr]
             sealed = True
             say("writing the bundle")
             _write_public(staging, spec=spec, shortlist=shortlist, outcome=outcome, selection=selection,
                           released=released, budget=cap, context=context, n=n, seal=seal)
-    except OSError as error:
-        if not kept:
+    except Exception as error:
+        failure = writer.failure if writer is not None and writer.failure is not None else error
+        if not isinstance(failure, OSError):
             raise
-        raise ExecutionError(
-            f"writing the bundle failed ({error.strerror or type(error).__name__}) after private selection: the "
-            f"budget is spent, but the sealed transcript was kept at {str(kept[0])!r} (as sensitive as the data; "
-            "keep it with it). Fix the cause (free space, permissions), then regenerate the same bundle: "
-            f"privlab release {spec.path} --data {data} --out {out} --replay {kept[0]}") from None
+        if kept:
+            raise ExecutionError(
+                f"writing the bundle failed ({_reason(failure)}) after private selection: the "
+                f"budget is spent, but the sealed transcript was kept at {str(kept[0])!r} (as sensitive as the "
+                "data; keep it with it). Fix the cause (free space, permissions), then regenerate the same bundle: "
+                f"privlab release {spec.path} --data {data} --out {out} --replay {kept[0]}") from None
+        raise _write_failure(failure, out=out, sealed=sealed, replay=reader.path if reader is not None else None,
+                             left=[p for p in staged if p.exists()]) from None
     return ReleaseResult(out=out, total_epsilon=spec.total_epsilon, budget=cap, configuration=outcome.configuration,
                          accepted=outcome.accepted, public_files=(*bundle.PUBLIC_FILES, bundle.CHECKSUMS))
+
+
+def _check_plans(shortlist: Shortlist, *, m: int, epsilon_count: float) -> None:
+    """Check every configuration's plan at the DP record count ``m`` (the size the flows see).
+
+    Raises:
+        ExecutionError: A configuration cannot run on ``m`` records.
+        BudgetExceededError: A configuration's plan does not fit ε₁.
+
+    Privacy:
+        ``m`` is post-processing of the ε_count-DP count, so a message that depends on it (and on
+        the public configurations) reveals nothing more; the exact number of cleaned records is
+        never used, so the outcome is the same for every private size that yields the same ``m``.
+    """
+    for i, configuration in enumerate(shortlist.configurations):
+        try:
+            Ledger(epsilon_cap=shortlist.settings.epsilon_flow, delta_cap=0.0).check_plan(
+                planned_events(configuration, shortlist.settings, space=shortlist.space, n=m))
+        except (SchemaError, SpecError) as error:
+            margin = record_count.count_margin(epsilon_count)
+            floor = (f"; m = 1, its floor, means the private data has too few records for a release with "
+                     f"record_count = {epsilon_count:g} (it needs clearly more than {margin})" if m == 1 else "")
+            raise ExecutionError(
+                f"shortlist configuration {i + 1} ({configuration.as_dict()}) cannot run on the release's DP record "
+                f"count m = {m}: {error}. m is the number of cleaned records plus Laplace noise of scale "
+                f"1/{epsilon_count:g}, minus a public margin of {margin} records{floor}. No flow ran and no bundle "
+                f"was written; ε_count = {epsilon_count:g} was spent on the count") from None
+
+
+def _reason(error: OSError) -> str:
+    """The OS's words for an error (from its errno, never from its message)."""
+    if error.errno is None:
+        return type(error).__name__
+    return f"{os.strerror(error.errno)}, {errno.errorcode.get(error.errno, error.errno)}"
+
+
+def _write_failure(error: OSError, *, out: Path, sealed: bool, replay: Path | None,
+                   left: list[Path]) -> ExecutionError:
+    """The message for an ``OSError`` under ``out``'s folder when no sealed transcript was kept."""
+    folder = str(out.absolute().parent)
+    full = error.errno in (errno.ENOSPC, errno.EDQUOT)
+    cause = "the file system is full (or the quota is used up)" if full else "the file system refused a write"
+    todo = (f"Free space in {folder!r} (or raise the quota), or choose --out on another file system"
+            if full else "Fix the cause (permissions, a read-only or failing device), or choose --out elsewhere")
+    if replay is not None:
+        kept = f"The replayed transcript {str(replay)!r} is untouched; run the same replay again"
+    elif sealed:
+        kept = ("The sealed transcript could not be kept either: the budget is spent and this release cannot be "
+                "regenerated; run a new release")
+    else:
+        kept = ("The unfinished transcript was deleted (it has no seal, so it can never be replayed, and it is as "
+                "sensitive as the private data); nothing was published. Run the release again")
+    if left:
+        kept += (f". Deleting the staging folder {str(left[0])!r} failed: delete it yourself (rm -r -- "
+                 f"{str(left[0])!r}); it may hold a transcript, as sensitive as the private data")
+    stage = "while the bundle was written" if sealed else "before the release's transcript was sealed"
+    return ExecutionError(f"writing under {folder!r} failed {stage}: {cause} ({_reason(error)}); no bundle "
+                          f"was written. {todo}. {kept}.")
 
 
 def _select(cleaned: pd.DataFrame, *, spec: ReleaseSpec, shortlist: Shortlist, source: RandomSource,
@@ -280,6 +368,11 @@ def _select(cleaned: pd.DataFrame, *, spec: ReleaseSpec, shortlist: Shortlist, s
                                       name="release_candidate", step="release")
     except (BudgetExceededError, TranscriptError):
         raise  # their messages hold only ε, public parameters and transcript positions
+    except OSError as error:  # the machine, not the configuration: research mode would not help
+        raise ExecutionError(
+            f"a flow failed during private selection with a system error ({_reason(error)}); its message is "
+            "withheld in release mode. Check the machine's resources (free space for temporary files, open-file "
+            "and memory limits), then run the release again; no bundle was written") from None
     except Exception as error:
         raise ExecutionError(
             f"a flow failed during private selection ({type(error).__name__}); its message is withheld in "
