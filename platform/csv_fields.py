@@ -132,7 +132,7 @@ def check_field_counts(path: str | Path, *, what: str, delimiter: str = ",", hea
         parts.append(f"{found.too_few:,} with fewer fields{_records(found.first_too_few, found.too_few)}")
     raise SchemaError(
         f"{what} has {found.ragged:,} record(s) whose number of fields differs from {reference} "
-        f"{found.expected}: {' and '.join(parts)}, counting data records from 1. Extra fields would be dropped and missing ones read as "
-        f"missing values without a word; fix those records (quote a field that contains the delimiter "
-        f"{delimiter!r}) or check how the file is described (delimiter, header, columns)",
+        f"{found.expected}: {' and '.join(parts)}, counting data records from 1. Extra fields would be "
+        "dropped and missing ones read as missing values without a word; fix those records (quote a field "
+        f"that contains the delimiter {delimiter!r}) or check how the file is described (delimiter, header, columns)",
         column=None, problem="ragged")

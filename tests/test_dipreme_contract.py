@@ -267,7 +267,8 @@ def _malformed_data(name: str) -> list[tuple[Any, type[Exception], str]]:
     text[3, 0] = f"{SECRET}x"
     objects = X.astype(object)
     objects[4, 1] = {"value": SECRET}
-    return [(flat, SchemaError, r"X must be a 2-D array \(n_samples, n_features\), got a 1-D array\. Reshape your data"),
+    return [(flat, SchemaError, r"X must be a 2-D array \(n_samples, n_features\), got a 1-D array\. Reshape your "
+                                r"data"),
             (cube, SchemaError, r"X must be a 2-D array \(n_samples, n_features\), got a 3-D array"),
             (nan, SchemaError, r"X column 1 holds NaN or infinity"),
             (inf, SchemaError, r"X column 0 holds NaN or infinity"),

@@ -49,7 +49,8 @@ def _published(out: Path) -> dict[str, object]:
 @pytest.fixture(scope="module")
 def neighbours() -> tuple[CodedTable, CodedTable]:
     codes, domain = census_like(N + 1, np.random.default_rng(11))
-    return CodedTable(codes=codes.iloc[:N].reset_index(drop=True), domain=domain), CodedTable(codes=codes, domain=domain)
+    smaller = CodedTable(codes=codes.iloc[:N].reset_index(drop=True), domain=domain)
+    return smaller, CodedTable(codes=codes, domain=domain)
 
 
 def test_with_public_records_no_published_file_differs_between_neighbours(

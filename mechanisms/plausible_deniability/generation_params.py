@@ -7,9 +7,10 @@ names a column's alternative where the space offers several, as release grids do
 ``toy_records``, the number of records of a generated census-shaped table (:mod:`.census_like`,
 for examples that need no data) —, ``buckets`` (:func:`.dataset.bucket_map`), the split
 fractions and ``public_records`` (the public record count they are fractions of; unset: the
-data's own count, see :meth:`GenerationParams.sizes`), the model's ``model_epsilon``, ``accountant``, ``maxcost``, ``alpha``, ``omega`` (an
-int, or ``"a-b"`` for ω drawn uniformly from [a, b] per candidate), the test's ``k``,
-``gamma``, ``epsilon0`` (omit it for Test 1, which has no DP guarantee), ``max_plausible``,
+data's own count, see :meth:`GenerationParams.sizes`), the model's ``model_epsilon``,
+``accountant``, ``maxcost``, ``alpha``, ``omega`` (an int, or ``"a-b"`` for ω drawn uniformly
+from [a, b] per candidate), the test's ``k``, ``gamma``, ``epsilon0`` (omit it for Test 1,
+which has no DP guarantee), ``max_plausible``,
 ``max_check_plausible`` (unset: every seed is examined, exactly, through the seed index; set
 below |D_S|, each candidate draws a random examination order, which costs memory and time in
 proportion: a batch may hold at most 2²⁶ order draws), Theorem 1's ``t``, ``candidates``
