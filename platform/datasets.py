@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from privlab.platform.columns import Schema
+from privlab.platform.csv_fields import check_field_counts
 from privlab.platform.errors import SchemaError, SpecError
 
 FILE_FORMATS = ("parquet", "csv")
@@ -39,6 +40,7 @@ class FileDataset:
         if self.format == "parquet":
             frame = pq.read_table(self.path).to_pandas()
         else:
+            check_field_counts(self.path, what=f"dataset file {str(self.path)!r}")
             frame = pd.read_csv(self.path)
         return self.schema.validate(frame, source=str(self.path))
 

@@ -44,6 +44,7 @@ SCHEMA_PROBLEMS = {
     "boolean": "values that are not booleans",
     "date_format": "values that do not parse as dates in the declared format",
     "nothing_left": "no record left after the raw constraints",
+    "ragged": "records with more or fewer fields than the header (or the declared columns)",
 }
 
 

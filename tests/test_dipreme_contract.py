@@ -12,6 +12,7 @@ model; the fitted model keeps no copy of the data.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -190,7 +191,7 @@ def _bad_settings(name: str) -> list[tuple[dict[str, Any], type[Exception], str]
         ({"epsilon": math.nan}, ValueError, r"epsilon \(nan\) must be a finite"),
         ({"max_depth": 0}, ValueError, r"max_depth \(0\) must be an int in \[1, 20\]"),
         ({"max_depth": 2.0}, TypeError, r"max_depth \(2.0\) must be an int in \[1, 20\]"),
-        ({"n_estimators": 0}, ValueError, r"n_estimators \(0\) must be an int >= 1"),
+        ({"n_estimators": 0}, ValueError, r"n_estimators \(0\) must be an int in \[1, 10000\]"),
         ({"random_state": "seed"}, TypeError, r"random_state \('seed'\) must be None, an int >= 0 or a numpy"),
         ({"feature_bounds": None}, ValueError, r"feature_bounds \(None\) must be given"),
         ({"feature_bounds": [(0.0, 1.0)]}, ValueError, r"feature_bounds .* must be one \(lower, upper\) pair"),
@@ -247,6 +248,68 @@ def test_bad_settings_and_bad_data_are_refused_before_anything_is_charged(name: 
         with pytest.raises(error, match=pattern):
             BUILDERS[name](random_state=rng).fit(data, y, ledger=ledger)
         assert not ledger.events and not ledger.partitions and rng.bit_generator.state == state
+
+
+# Values that must never appear in a message (issue 30 item 8): scikit-learn printed a 1-D X whole
+# and quoted a string that did not convert.
+SECRET = 4.271828
+
+
+def _malformed_data(name: str) -> list[tuple[Any, type[Exception], str]]:
+    X, _, _ = _data()
+    flat = X[:, 0].copy()
+    flat[0] = SECRET
+    cube = np.repeat(X[:, :, None], 2, axis=2)
+    cube[0, 0, 0] = SECRET
+    nan, inf = X.copy(), X.copy()
+    nan[5, 1], inf[6, 0] = np.nan, np.inf
+    text = X.astype(object)
+    text[3, 0] = f"{SECRET}x"
+    objects = X.astype(object)
+    objects[4, 1] = {"value": SECRET}
+    return [(flat, SchemaError, r"X must be a 2-D array \(n_samples, n_features\), got a 1-D array\. Reshape your "
+                                r"data"),
+            (cube, SchemaError, r"X must be a 2-D array \(n_samples, n_features\), got a 3-D array"),
+            (nan, SchemaError, r"X column 1 holds NaN or infinity"),
+            (inf, SchemaError, r"X column 0 holds NaN or infinity"),
+            (text, SchemaError, r"X holds text that is not a number"),
+            (objects, TypeError, r"X must hold numbers: a float\(\) argument must be a string or a real number"),
+            (X.tolist()[:3] + [X.tolist()[3][:2]], SchemaError, r"its rows have different lengths")]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_malformed_features_and_huge_sizes_are_refused_fast_in_our_words(name: str) -> None:
+    for data, error, pattern in _malformed_data(name):
+        ledger = Ledger(epsilon_cap=None, neighbouring="add_remove")
+        with pytest.raises(error, match=pattern) as raised:
+            BUILDERS[name](random_state=0).fit(data, _y(name)[:len(data)], ledger=ledger)
+        assert str(SECRET) not in str(raised.value) and "4.27" not in str(raised.value)
+        assert not ledger.events
+    X, _, _ = _data()
+    if "regressor" in name:
+        with pytest.raises(SchemaError, match="y holds text that is not a number") as raised:
+            BUILDERS[name](random_state=0).fit(X, [f"{SECRET}y"] * len(X))
+        assert str(SECRET) not in str(raised.value)
+    began = time.perf_counter()
+    with pytest.raises(ValueError, match=r"n_estimators \(10000000\) must be an int in \[1, 10000\]"):
+        BUILDERS[name](random_state=0).set_params(n_estimators=10**7).fit(X, _y(name))
+    deep = BUILDERS[name](random_state=0).set_params(n_estimators=10_000, max_depth=12)
+    with pytest.raises(ValueError, match=r"n_estimators × (2\*\*max_depth|5\^max_depth) .* must be at most"):
+        deep.fit(X, _y(name))
+    assert time.perf_counter() - began < 2.0
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n.startswith(("dipreme", "dpert"))] + ["dpdf_classifier"])
+def test_trees_that_each_hold_every_record_are_bounded_without_stating_the_count(name: str) -> None:
+    X, _, _ = _data()
+    many = np.repeat(X, 150, axis=0)  # 36,000 records × 1,000 trees > MAX_PAIRS
+    y = np.repeat(_y(name), 150)
+    est = BUILDERS[name](random_state=0).set_params(n_estimators=1_000, max_depth=1)
+    if "partition" in est.get_params():
+        est.set_params(partition="full")
+    with pytest.raises(ValueError, match=r"n_estimators \(1000\) × the number of records must be at most") as raised:
+        est.fit(many, y)
+    assert "36000" not in str(raised.value) and "36,000" not in str(raised.value)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -61,7 +61,8 @@ from privlab.platform.validation import ConstraintSpec, check_text
 __all__ = ["DPDFClassifier", "MAX_LEAVES"]
 
 MAX_LEAVES = 2_000_000
-"""Refuse settings whose trees would have more leaves than this (B^d per tree)."""
+"""Refuse settings whose forest would have more leaves than this in all (T · B^d): the leaves'
+class counts and each level's per-node arrays are held in memory."""
 
 
 class DPDFClassifier(ClassifierMixin, PrivateEstimator, BaseEstimator):
@@ -160,9 +161,12 @@ class DPDFClassifier(ClassifierMixin, PrivateEstimator, BaseEstimator):
         layout, cats = inputs.layout_for(self.feature_bounds, self.categories, X.shape[1], required=True)
         Xe = inputs.encode_features(X, layout, cats, training=True, bounds_known=True)
         codes, branching = self._discretise(Xe, layout)
-        if branching ** int(self.max_depth) > MAX_LEAVES:
-            raise ValueError(f"max_depth ({self.max_depth!r}) must keep {branching}^max_depth leaves per tree "
-                             f"<= {MAX_LEAVES}")
+        T = int(self.n_estimators)
+        if T * branching ** int(self.max_depth) > MAX_LEAVES:
+            raise ValueError(f"n_estimators × {branching}^max_depth ({T} × {branching}^{self.max_depth}) must be at "
+                             f"most {MAX_LEAVES:,} leaves in all: every leaf of every tree is held in memory; lower "
+                             "n_estimators, max_depth or bins")
+        inputs.check_pairs(len(X), T)  # every tree holds every record
         classes = self._classes(y)
         target = np.searchsorted(classes, y).astype(np.int64)
         plan = self.planned_events(X.shape[1], neighbouring=ledger.neighbouring, scope=scope, n_classes=len(classes))

@@ -98,6 +98,9 @@ def _wrap_not_finite(error: ValueError) -> Exception:
 
 
 def _validate_X(est: BaseEstimator, X: Any, *, reset: bool) -> np.ndarray:
+    """scikit-learn's validation of X after ours (:func:`.inputs.check_features`: shape, kind and
+    finiteness in messages that never show a value)."""
+    inputs.check_features(X)
     try:
         return validate_data(est, X, reset=reset, dtype=np.float64, ensure_min_samples=1)
     except ValueError as error:
@@ -106,7 +109,10 @@ def _validate_X(est: BaseEstimator, X: Any, *, reset: bool) -> np.ndarray:
 
 def _validate_Xy(est: BaseEstimator, X: Any, y: Any, *, regression: bool) -> tuple[np.ndarray, np.ndarray]:
     """scikit-learn's validation of (X, y) (its error types and messages), with NaN and
-    infinity reported as :class:`SchemaError` (a ValueError)."""
+    infinity reported as :class:`SchemaError` (a ValueError); our checks of X's shape and kind and
+    of numeric targets come first, so no message shows a value of the data."""
+    inputs.check_features(X)
+    inputs.check_targets(y, regression=regression)
     try:
         return validate_data(est, X, y, reset=True, dtype=np.float64, y_numeric=regression, ensure_min_samples=1)
     except ValueError as error:
@@ -235,6 +241,11 @@ class _Forest(PrivateEstimator, BaseEstimator, abc.ABC):
 
     # --- settings ---------------------------------------------------------------------------
 
+    def _validate_params(self) -> None:
+        """The declared constraints, then the forest's size in all (:func:`.inputs.check_forest_size`)."""
+        super()._validate_params()
+        inputs.check_forest_size(int(self.n_estimators), 2 ** int(self.max_depth))
+
     def _private_splits(self) -> bool:
         return self._private and self._splitter_kind == "private_median"
 
@@ -303,12 +314,14 @@ class _Forest(PrivateEstimator, BaseEstimator, abc.ABC):
             source: the run's random source; default ``SeededSource`` on ``random_state``.
 
         Raises:
-            TypeError, ValueError: bad settings (message names the setting), or a disjoint
-                forest of several trees on fewer than 2 records.
+            TypeError, ValueError: bad settings (message names the setting; sizes are bounded,
+                :mod:`.inputs`), a disjoint forest of several trees on fewer than 2 records, or
+                trees that each hold every record beyond :data:`.inputs.MAX_PAIRS` pairs.
             TypeError: a wrong-typed ledger or source, or a source without a ledger.
             ModeError: a release-mode source (research-only).
-            SchemaError: NaN/infinite features, values outside the public bounds or categories,
-                targets outside ``target_bounds``.
+            SchemaError: X not 2-D or not numbers, NaN/infinite features, values outside the
+                public bounds or categories, targets outside ``target_bounds`` (messages name a
+                column at most, never a value).
             BudgetExceededError: the plan does not fit the ledger's cap.
             Nothing is declared, charged or drawn when any of these is raised.
         """
@@ -328,6 +341,8 @@ class _Forest(PrivateEstimator, BaseEstimator, abc.ABC):
         if self._disjoint() and n < 2:
             raise ValueError(f"X has n_samples={n}; partition='disjoint' with {T} trees needs at least 2 records "
                              "(or use partition='full')")
+        if not self._disjoint():
+            inputs.check_pairs(n, T)
         partitioned = self._disjoint() and self._private
         forest_index, predeclared = _forest_slot(ledger, scope, T) if partitioned else (0, False)
         plan = self.planned_events(p, neighbouring=ledger.neighbouring, scope=scope, n_classes=n_classes,

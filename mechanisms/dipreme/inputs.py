@@ -7,6 +7,16 @@ values: refusing is a choice made on the data owner's side before anything is re
 clipping silently would hide a wrong configuration (and a recorded warning would release
 whether clipping happened). NaN or infinite features are refused the same way; the message
 says "NaN or infinity" as scikit-learn's own checks expect.
+
+The features' shape and kind are checked here too (:func:`check_features`, :func:`check_targets`),
+before scikit-learn's ``validate_data``: its messages print a 1-D ``X`` whole and quote a string
+that does not convert, and a forest's ``X`` is private data. Ours name the problem and, at most,
+a column index.
+
+Sizes are bounded (:data:`MAX_ESTIMATORS`, :data:`MAX_DEPTH`, :data:`MAX_NODES`,
+:data:`MAX_PAIRS`) so that a typo in a setting is refused at once instead of exhausting the
+machine's memory after minutes: every array of a fit has one entry per (record, tree) pair or
+per node of every tree.
 """
 
 from __future__ import annotations
@@ -19,13 +29,35 @@ from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
+from scipy import sparse
 
 from privlab.mechanisms.dipreme.growth import MAX_CATEGORIES, FeatureLayout
 from privlab.platform.errors import SchemaError
 from privlab.platform.validation import ConstraintSpec, InstanceOf, Interval, Options, RealPair
 
-__all__ = ["PrivacyLeakWarning", "check_target_in_bounds", "encode_features", "forest_constraints", "layout_for",
-           "n_candidates"]
+__all__ = ["MAX_DEPTH", "MAX_ESTIMATORS", "MAX_NODES", "MAX_PAIRS", "PrivacyLeakWarning", "check_features",
+           "check_forest_size", "check_pairs", "check_target_in_bounds", "check_targets", "encode_features",
+           "forest_constraints", "layout_for", "n_candidates"]
+
+MAX_ESTIMATORS = 10_000
+"""At most this many trees. The papers fit 1 to 100 (DiPriMe's Figure 3: up to 50) and a forest's
+accuracy stops improving long before; memory and time grow linearly in T (T = 10**7 ran out of
+memory after 154 s), so a larger T is a mistake, refused before anything is allocated."""
+
+MAX_DEPTH = 20
+"""At most this depth: a complete tree of depth d has 2**d leaves, a million at 20, far beyond
+what data under DP supports (the papers use depths 2 to 8: each level halves a node's records
+and the noise does not shrink)."""
+
+MAX_NODES = 2 ** 20
+"""At most this many leaves over the whole forest, ``n_estimators * 2**max_depth`` (one tree of
+:data:`MAX_DEPTH`): the splits, the leaf statistics (times the classes) and each level's
+candidate draws (times the features) are arrays of one row per node, tens of MB at this cap."""
+
+MAX_PAIRS = 2 ** 25
+"""At most this many (record, tree) pairs when every tree holds every record
+(``partition="full"``: n · T pairs; DP-DF always). A fit keeps about ten 8-byte arrays of one
+entry per pair (record, node, target, orders, sort keys), about 2.7 GB at this cap."""
 
 
 class PrivacyLeakWarning(UserWarning):
@@ -62,8 +94,8 @@ def forest_constraints(*, private: bool, private_splits: bool, regression: bool,
     (:func:`layout_for`).
     """
     constraints: dict[str, list[ConstraintSpec]] = {
-        "max_depth": [Interval(Integral, 1, 20, closed="both")],
-        "n_estimators": [Interval(Integral, 1, None, closed="left")],
+        "max_depth": [Interval(Integral, 1, MAX_DEPTH, closed="both")],
+        "n_estimators": [Interval(Integral, 1, MAX_ESTIMATORS, closed="both")],
         "feature_bounds": [None, InstanceOf((Sequence, np.ndarray), "a (lower, upper) pair or one pair per feature")],
         "categories": [None, InstanceOf(Mapping, "a mapping {feature index: category codes}")],
         "random_state": RANDOM_STATE,
@@ -91,6 +123,98 @@ RANDOM_STATE: list[ConstraintSpec] = [
     InstanceOf((np.random.Generator, np.random.BitGenerator, np.random.SeedSequence),
                "a numpy Generator, BitGenerator or SeedSequence")]
 """``random_state``: the seed of a fit that is not given the run's random source."""
+
+
+def check_forest_size(n_estimators: int, leaves_per_tree: int, *, what: str = "2**max_depth") -> None:
+    """Refuse a forest with more than :data:`MAX_NODES` leaves in all (settings only, no data).
+
+    Raises:
+        ValueError: ``n_estimators * leaves_per_tree > MAX_NODES``.
+    """
+    if n_estimators * leaves_per_tree > MAX_NODES:
+        raise ValueError(f"n_estimators × {what} ({n_estimators} × {leaves_per_tree:,} = "
+                         f"{n_estimators * leaves_per_tree:,} leaves) must be at most {MAX_NODES:,}: every node of "
+                         "every tree is held in memory; lower n_estimators or max_depth")
+
+
+def check_pairs(n_records: int, n_estimators: int) -> None:
+    """Refuse trees that would each hold every record when that makes more than
+    :data:`MAX_PAIRS` (record, tree) pairs. The message does not state the number of records.
+
+    Raises:
+        ValueError: ``n_records * n_estimators > MAX_PAIRS``.
+    """
+    if n_records * n_estimators > MAX_PAIRS:
+        raise ValueError(f"n_estimators ({n_estimators}) × the number of records must be at most {MAX_PAIRS:,} when "
+                         "every tree holds every record (partition='full'): each (record, tree) pair is held in "
+                         "memory; lower n_estimators, or use partition='disjoint' where the forest offers it")
+
+
+def check_features(X: Any, *, name: str = "X") -> None:
+    """Refuse features that are not a finite 2-D array of real numbers, without showing a value.
+
+    Sparse input is left to scikit-learn (its message names sparsity, not values). The words
+    "Reshape your data", "Complex data not supported", "argument must be a string or a real
+    number" and "NaN or infinity" are those scikit-learn's estimator checks look for.
+
+    Raises:
+        SchemaError: not 2-D (``problem="kind"``), text that is not a number (``"kind"``), NaN
+            or infinity (``"missing"``, naming the first such column's index).
+        TypeError: values that are neither numbers nor text.
+        ValueError: complex numbers.
+    """
+    if sparse.issparse(X):
+        return
+    try:
+        array = np.asarray(X)
+    except ValueError:  # nested sequences of different lengths
+        raise SchemaError(f"{name} must be a 2-D array (n_samples, n_features); its rows have different lengths",
+                          column=None, problem="kind") from None
+    if array.ndim != 2:
+        hint = (" Reshape your data with X.reshape(-1, 1) if it has a single feature or X.reshape(1, -1) if it is "
+                "a single sample" if array.ndim == 1 else "")
+        raise SchemaError(f"{name} must be a 2-D array (n_samples, n_features), got a {array.ndim}-D array.{hint}",
+                          column=None, problem="kind")
+    if array.dtype.kind == "c":
+        raise ValueError(f"Complex data not supported: {name} must hold real numbers")
+    if array.dtype.kind not in "biuf":
+        try:
+            array = array.astype(np.float64)
+        except ValueError:
+            raise SchemaError(f"{name} holds text that is not a number; encode categorical features as numeric codes "
+                              "(declared in `categories`)", column=None, problem="kind") from None
+        except TypeError:
+            raise TypeError(f"{name} must hold numbers: a float() argument must be a string or a real number, and "
+                            f"{name} holds other objects") from None
+    if array.dtype.kind == "f":
+        finite = np.isfinite(array).all(axis=0)
+        if not finite.all():
+            j = int(np.flatnonzero(~finite)[0])
+            raise SchemaError(f"{name} column {j} holds NaN or infinity; features must be finite: drop or impute "
+                              "those records before the fit", column=str(j), problem="missing")
+
+
+def check_targets(y: Any, *, regression: bool) -> None:
+    """Refuse regression targets that are not numbers, without showing a value (class labels
+    may be of any kind; scikit-learn's checks of them print no value).
+
+    Raises:
+        SchemaError: text that is not a number (``problem="kind"``).
+        TypeError: values that are neither numbers nor text.
+    """
+    if not regression or sparse.issparse(y):
+        return
+    array = np.asarray(y)
+    if array.dtype.kind in "biufc":
+        return
+    try:
+        array.astype(np.float64)
+    except ValueError:
+        raise SchemaError("y holds text that is not a number; regression targets must be numbers", column="y",
+                          problem="kind") from None
+    except TypeError:
+        raise TypeError("y must hold numbers: a float() argument must be a string or a real number, and y holds "
+                        "other objects") from None
 
 
 def n_candidates(max_features: int | str | None, n_features: int) -> int:

@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from privlab.mechanisms.dipreme.datasets import TARGET, TASKS, read_dataset
-from privlab.mechanisms.dipreme.inputs import forest_constraints
+from privlab.mechanisms.dipreme.inputs import check_forest_size, forest_constraints
 from privlab.platform.errors import SchemaError
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.validation import validate_parameters
@@ -108,6 +108,8 @@ class ForestStudyParams:
                         "max_features": None if self.max_features == "all" else self.max_features}
             constraints = forest_constraints(private=True, private_splits=True, regression=False)
             validate_parameters(constraints, settings)
+            if self.method != "dpdf":  # DP-DF's trees are multiway: its fit checks B^d leaves
+                check_forest_size(self.n_estimators, 2 ** self.max_depth)
 
     @property
     def task(self) -> str:

@@ -51,6 +51,10 @@ def _generate(args: argparse.Namespace) -> int:
           f"ledger ε = {total.epsilon:.6g}, δ = {total.delta:.3g}; model fit {generation.seconds['model_fit']:.1f} s, "
           f"synthesis and test {generation.seconds['synthesis_and_test']:.1f} s")
     print(f"wrote {out}/ (released.csv, released.parquet, ledger, privacy-statement.md, summary.json, SHA256SUMS)")
+    if params.public_records is None:
+        print("note: the split sizes are fractions of the data's record count, which the ledger's entropy "
+              "sensitivities reveal; set public_records in the spec to fix them by the spec "
+              "(privacy-statement.md)")
     return EXIT_OK
 
 

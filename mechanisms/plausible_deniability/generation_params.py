@@ -6,9 +6,11 @@ command (:mod:`.generation_run`). Parameters (a spec's ``[params]``): ``space`` 
 names a column's alternative where the space offers several, as release grids do) — or
 ``toy_records``, the number of records of a generated census-shaped table (:mod:`.census_like`,
 for examples that need no data) —, ``buckets`` (:func:`.dataset.bucket_map`), the split
-fractions, the model's ``model_epsilon``, ``accountant``, ``maxcost``, ``alpha``, ``omega`` (an
-int, or ``"a-b"`` for ω drawn uniformly from [a, b] per candidate), the test's ``k``,
-``gamma``, ``epsilon0`` (omit it for Test 1, which has no DP guarantee), ``max_plausible``,
+fractions and ``public_records`` (the public record count they are fractions of; unset: the
+data's own count, see :meth:`GenerationParams.sizes`), the model's ``model_epsilon``,
+``accountant``, ``maxcost``, ``alpha``, ``omega`` (an int, or ``"a-b"`` for ω drawn uniformly
+from [a, b] per candidate), the test's ``k``, ``gamma``, ``epsilon0`` (omit it for Test 1,
+which has no DP guarantee), ``max_plausible``,
 ``max_check_plausible`` (unset: every seed is examined, exactly, through the seed index; set
 below |D_S|, each candidate draws a random examination order, which costs memory and time in
 proportion: a batch may hold at most 2²⁶ order draws), Theorem 1's ``t``, ``candidates``
@@ -97,6 +99,7 @@ class GenerationParams:
     structure_fraction: float = 0.19
     parameters_fraction: float = 0.19
     seeds_fraction: float = 0.49
+    public_records: int | None = dataclasses.field(default=None, metadata={"seed_key": "when_set"})
     model_epsilon: float = 1.0
     accountant: str = "best"
     delta_slack: float = DEFAULT_DELTA_SLACK
@@ -132,6 +135,10 @@ class GenerationParams:
         if math.fsum(fractions) >= 1.0:
             raise SpecError(f"structure_fraction + parameters_fraction + seeds_fraction ({math.fsum(fractions)!r}) "
                             "must be < 1 (the rest is the test set)")
+        if self.public_records is not None and (isinstance(self.public_records, bool)
+                                                or not isinstance(self.public_records, int) or self.public_records < 2):
+            raise SpecError(f"public_records ({self.public_records!r}) must be an int >= 2 (a public number of "
+                            "records the split fractions are taken of), or unset")
         if self.model_seed is not None and (isinstance(self.model_seed, bool) or not isinstance(self.model_seed, int)
                                             or self.model_seed < 0):
             raise SpecError(f"model_seed ({self.model_seed!r}) must be an int >= 0, or unset")
@@ -169,10 +176,31 @@ class GenerationParams:
                                  max_plausible=self.max_plausible, max_check_plausible=self.max_check_plausible)
 
     def sizes(self, n: int) -> SplitSizes:
-        sizes = SplitSizes.from_fractions(n, structure=self.structure_fraction, parameters=self.parameters_fraction,
-                                          seeds=self.seeds_fraction)
+        """The parts' sizes for data of ``n`` records: the split fractions of ``public_records``
+        when it is set (sizes fixed by the spec; the data must hold them and at least one record
+        more, the rest going to the test set), else of ``n`` itself, which is then treated as
+        public (replace-one neighbours keep it): |D_T| fixes the entropies' sensitivity, so a
+        ledger shows a function of ``n``.
+
+        Raises:
+            SpecError: the parts need more records than the data holds.
+        """
+        base = n if self.public_records is None else self.public_records
+        sizes = SplitSizes.from_fractions(base, structure=self.structure_fraction,
+                                          parameters=self.parameters_fraction, seeds=self.seeds_fraction)
         sizes.check_fits(n)
         return sizes
+
+    def published_split(self) -> dict[str, Any]:
+        """What a bundle may say about the split: the spec's fractions, ``public_records`` and,
+        when that is set, the sizes it fixes — never sizes computed from the data's own count."""
+        fractions = {"structure": self.structure_fraction, "parameters": self.parameters_fraction,
+                     "seeds": self.seeds_fraction}
+        sizes = None
+        if self.public_records is not None:
+            fixed = SplitSizes.from_fractions(self.public_records, **fractions)
+            sizes = {"structure": fixed.structure, "parameters": fixed.parameters, "seeds": fixed.seeds}
+        return {"fractions": fractions, "public_records": self.public_records, "sizes": sizes}
 
 
 SPLIT_PARTITION = ("data", part_scopes("data"))

@@ -9,7 +9,8 @@ bundle's writer: the folder appears whole or not at all)::
     released.csv, released.parquet   the candidates that passed, decoded to the space's labels
     ledger.json, ledger.txt          every DP step: the model's entropies and count tables, the test
     privacy-statement.md             the (ε, δ) of the model, of Theorem 1 per candidate and composed
-    summary.json                     candidates, released, pass rate, split sizes, the model's structure
+    summary.json                     candidates, released, pass rate, the split as the spec fixes it
+                                     (fractions; sizes only from ``public_records``), the model's structure
     config.toml                      the parameters and the seed
     SHA256SUMS                       ``sha256sum -c`` lines for the files above
 
@@ -19,7 +20,11 @@ Privacy:
     ledger's: the worst of the model's halves (D_T, D_P) and Theorem 1 for the chosen t composed
     over the N candidates tested on D_S (:func:`.privacy_tests.record_generation`), the three
     being parts of a positional split; with Privacy Test 1 the test has no DP guarantee and the
-    statement says so.
+    statement says so. Nothing but the released records depends on the data's record count
+    when the spec sets ``public_records`` (the split sizes are then fixed by the spec); without
+    it the sizes are fractions of the count, which replace-one neighbours share, and the bundle
+    publishes no size but the ledger's entropy sensitivities are functions of |D_T|: the
+    statement says so (issue 30 item 9).
 
 References:
     Bindschaedler, Shokri & Gunter (VLDB 2017), Sections 2, 3 and 5.
@@ -55,7 +60,7 @@ class Generation:
     released: pd.DataFrame
     results: CandidateResults
     ledger: Ledger
-    split_sizes: dict[str, int]
+    split_sizes: dict[str, int]  # in-process only: computed from the data's count, never published
     structure: dict[str, Any]
     seconds: dict[str, float]
 
@@ -87,9 +92,22 @@ def _statement(params: GenerationParams, generation: Generation) -> str:
     model = [e for e in generation.ledger.events if e.step in ("pd.structure", "pd.parameters")]
     tests = [e for e in generation.ledger.events if e.step == "pd.test"]
     total = generation.ledger.total()
+    split = params.published_split()
+    fractions = ", ".join(f"{part} {value:g}" for part, value in split["fractions"].items())
+    if split["sizes"] is not None:
+        sizes = ", ".join(f"{part} {value:,}" for part, value in split["sizes"].items())
+        count = (f"The split sizes are fixed by the spec: fractions ({fractions}) of public_records = "
+                 f"{split['public_records']:,}, i.e. {sizes} records. Nothing in this bundle but the released "
+                 "records depends on how many records the data holds.")
+    else:
+        count = (f"The split sizes are the spec's fractions ({fractions}) of the data's record count, which this "
+                 "bundle treats as public (replace-one neighbours share it). No size is published, but the "
+                 "entropies' sensitivity in ledger.json is a function of |D_T|, so the count can be recovered to "
+                 "within a few records; set public_records (a public number of records) in the spec to fix the "
+                 "sizes by the spec instead.")
     lines = ["# Privacy statement", "",
-             f"Neighbouring datasets: {generation.ledger.neighbouring.replace('_', '-')} "
-             "(one record replaced; the split sizes are public).", "",
+             f"Neighbouring datasets: {generation.ledger.neighbouring.replace('_', '-')} (one record replaced).",
+             "", count, "",
              f"- The generative model: {len(model)} Laplace steps (noisy entropies for the structure, noisy "
              f"counts for the conditional tables), each half composed by the {generation.ledger.accountant} "
              f"accountant to ε = {params.model_epsilon:g} (D_T and D_P are disjoint parts).",
@@ -123,7 +141,7 @@ def write_bundle(out: Path, params: GenerationParams, generation: Generation, *,
     results = generation.results
     summary = {"config": config_id, "seed": seed, "candidates": int(len(results.passed)),
                "released": int(results.passed.sum()), "pass_rate": results.pass_rate,
-               "split_sizes": generation.split_sizes, "structure": generation.structure,
+               "split": params.published_split(), "structure": generation.structure,
                "seconds": generation.seconds, "epsilon_total": generation.ledger.total().epsilon,
                "delta_total": generation.ledger.total().delta}
     config = {key: value for key, value in dataclasses.asdict(params).items()

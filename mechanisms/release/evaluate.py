@@ -24,6 +24,7 @@ import pandas as pd
 from privlab.mechanisms.synthesizers.base import hyperparameter_names
 from privlab.mechanisms.release.flow import FlowSettings, resolve_transformation
 from privlab.mechanisms.tabular.space import ReleaseSpace
+from privlab.platform.csv_fields import check_field_counts
 from privlab.platform.errors import SchemaError, SpecError
 
 #: The workload parameters that define a configuration of the release scheme: the transformation,
@@ -40,6 +41,7 @@ def read_raw(path: str | Path, *, what: str) -> pd.DataFrame:
     if path.suffix == ".parquet":
         return pd.read_parquet(path)
     if path.name.endswith((".csv", ".csv.gz")):
+        check_field_counts(path, what=f"{what} file {str(path)!r}")
         return pd.read_csv(path)
     raise SpecError(f"{what} file {str(path)!r} must be .csv, .csv.gz or .parquet")
 

@@ -15,7 +15,9 @@ dot on every label of the test split) needs no pre-processing script::
     skip_rows = 0                   # lines to skip before the header or the first record
 
 Parquet files carry their own types and column names; the text clean-ups and ``na_values``
-apply to their text columns too. After the clean-ups, text columns the schema declares as
+apply to their text columns too. A text file's records must all have as many fields as its header
+(or its columns): a ragged record is a :class:`~privlab.platform.errors.SchemaError`, not a record
+silently truncated or padded with missing values. After the clean-ups, text columns the schema declares as
 integer or float are converted to numbers; one that does not convert is a
 :class:`~privlab.platform.errors.SchemaError` naming the column (the offending values are not
 repeated: the file may be private).
@@ -35,6 +37,7 @@ from typing import Any
 import pandas as pd
 
 from privlab.mechanisms.tabular.schema import RawSchema
+from privlab.platform.csv_fields import check_field_counts
 from privlab.platform.errors import SchemaError, SpecError
 
 __all__ = ["ReaderOptions", "read_raw_table"]
@@ -117,8 +120,9 @@ def read_raw_table(path: str | Path, *, schema: RawSchema, options: ReaderOption
 
     Raises:
         SpecError: the file does not exist or has an unknown suffix.
-        SchemaError: a headerless file whose records have more fields than the schema has
-            columns, or a numeric schema column whose text does not convert to numbers.
+        SchemaError: a text file with a record of more or fewer fields than its header (or
+            than a headerless file's columns; :mod:`privlab.platform.csv_fields`), or a numeric
+            schema column whose text does not convert to numbers.
     """
     path = Path(path)
     if not path.is_file():
@@ -131,6 +135,8 @@ def read_raw_table(path: str | Path, *, schema: RawSchema, options: ReaderOption
             undeclared = [c for c in schema.names if c not in options.columns]
             if undeclared:
                 raise SpecError(f"reader.columns must name every schema column; missing: {', '.join(undeclared)}")
+        check_field_counts(path, what=what, delimiter=options.delimiter, header=options.header,
+                           n_columns=None if names is None else len(names), skip_rows=options.skip_rows)
         raw = pd.read_csv(path, sep=options.delimiter, header=0 if options.header else None, names=names,
                           index_col=False, skiprows=options.skip_rows, na_values=list(options.na_values),
                           skipinitialspace=options.strip_whitespace)
