@@ -32,6 +32,10 @@
 #                       (default: $VIRTUAL_ENV/bin/python, else python3). psycopg2 is an optional
 #                       dependency: pip install -e '.[tracking-server]' (or '.[dev]') on the server machine.
 #
+# Everything `start` writes, and everything the server writes (artifacts included), is the user's
+# alone: the server runs with umask 077, and the state folder, the log and a local artifact
+# destination are made 0700/0600 even when they already existed.
+#
 # Settings that matter on small machines (measured): MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false and
 # one worker give 2 processes and ~480 MB instead of 13 processes and ~2.5 GB; more uvicorn workers
 # added ~45 ms per request on reused connections. SIGTERM alone did not stop the server cleanly, so
@@ -66,7 +70,10 @@ group_alive() { [ -n "$(ps -eo pgid= | awk -v g="$1" '$1 == g')" ]; }
 
 cmd_start() {
     if pid=$(server_pid); then die "already running (pid $pid); run '$0 stop' first"; fi
+    umask 077  # for what this script creates and for the server, which inherits it
     mkdir -p "$STATE_DIR"
+    chmod 700 "$STATE_DIR"
+    rm -f "$LOG_FILE"  # recreated 0600 below (an existing file would keep its mode)
     "$PYTHON" -c 'import mlflow' 2>/dev/null || die "$PYTHON cannot import mlflow; set PYTHON to your venv's python"
 
     if [ -z "${MLFLOW_BACKEND_STORE_URI:-}" ]; then
@@ -86,6 +93,7 @@ cmd_start() {
     local destination=${MLFLOW_ARTIFACTS_DESTINATION:-$PWD/mlflow-artifacts}
     if [[ "$destination" != *://* ]]; then
         mkdir -p "$destination"
+        chmod 700 "$destination" || echo "mlflow-server: warning: cannot make $destination private (chmod 700)" >&2
         destination=$(cd "$destination" && pwd)
     fi
 
@@ -160,6 +168,6 @@ case "${1:-start}" in
     start) cmd_start ;;
     stop) cmd_stop ;;
     status) cmd_status ;;
-    -h|--help|help) sed -n '2,39p' "$0" ;;
+    -h|--help|help) sed -n '2,42p' "$0" ;;
     *) die "unknown command '$1' (start | stop | status)" ;;
 esac

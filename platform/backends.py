@@ -23,7 +23,7 @@ from typing import Any
 from privlab.platform.aggregation import ConfigAggregate
 from privlab.platform.errors import ExecutionError
 from privlab.platform.ray_leftovers import PREFIX as RAY_FOLDER_PREFIX
-from privlab.platform.ray_leftovers import clean_up_dead_runs, write_owner
+from privlab.platform.ray_leftovers import clean_up_dead_runs, ray_temp_dir, write_owner
 from privlab.platform.worker_tasks import UnitContext, process_item, run_trial_range
 
 log = logging.getLogger(__name__)
@@ -147,7 +147,7 @@ class RayBackend:
             # run left behind (a killed driver cannot stop its Ray) is cleaned up first.
             for folder in clean_up_dead_runs("/tmp"):
                 log.info("removed %s, left by a dead privlab run", folder)
-            self._temp_dir = tempfile.mkdtemp(prefix=RAY_FOLDER_PREFIX, dir="/tmp")
+            self._temp_dir = tempfile.mkdtemp(prefix=RAY_FOLDER_PREFIX, dir="/tmp")  # mode 0700
             write_owner(self._temp_dir)
             with _sigterm_handler_kept():
                 ray.init(
@@ -155,7 +155,9 @@ class RayBackend:
                     num_cpus=cpus,
                     include_dashboard=include_dashboard,
                     _node_ip_address="127.0.0.1",
-                    _temp_dir=self._temp_dir,
+                    # Ray makes its temp dir and every session folder in it 0777 (whatever the
+                    # umask); inside our 0700 folder no other user can reach them.
+                    _temp_dir=ray_temp_dir(self._temp_dir),
                     logging_level=logging.WARNING,
                     log_to_driver=True,
                 )

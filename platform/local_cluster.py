@@ -36,6 +36,10 @@ What was measured on this machine with Ray 2.60.0 (and why the code does what it
   environment carries a per-cluster marker (``PRIVLAB_LOCAL_CLUSTER_ID``) that every descendant
   (gcs_server, raylet, agents, Ray workers) inherits, and recorded PIDs are re-checked against the
   marker or the private ``--temp-dir`` before any signal, so a reused PID is left alone.
+* **Permissions.** Ray makes its temp dir and every session folder in it 0777, whatever the umask
+  (``try_make_directory_shared``). So the temp dir always sits in a folder of ours that is 0700:
+  the state directory itself (which also holds the token and the nodes' logs), or a
+  ``privlab-ray-*`` folder from ``mkdtemp`` when the state directory's path is too long.
 * Fixed default ports (GCS 6379, Ray client server 10001, dashboard agent 52365) would collide with
   other Ray instances on the host, so free loopback ports are chosen for them.
 """
@@ -166,7 +170,7 @@ def start_local_cluster(
         raise ValueError(f"timeout_s ({timeout_s!r}) must be > 0")
 
     state_dir = Path(state_dir).absolute()
-    state_dir.mkdir(parents=True, exist_ok=True)
+    _make_private_dir(state_dir)
     with _locked(state_dir):
         previous = _read_state(state_dir)
         if previous is not None:
@@ -182,7 +186,7 @@ def start_local_cluster(
             raise ExecutionError(f"port {gcs_port} on 127.0.0.1 is in use; pick another --port or omit it")
         address = f"127.0.0.1:{gcs_port}"
         cluster_id = secrets.token_hex(8)
-        temp_dir = _make_temp_dir(state_dir)
+        temp_dir, temp_root = _make_temp_dir(state_dir)
         token_path = _write_token(state_dir)
         client_env = {
             "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
@@ -203,7 +207,8 @@ def start_local_cluster(
             "nodes": nodes,
             "cpus_per_node": cpus_per_node,
             "temp_dir": str(temp_dir),
-            "temp_dir_owned": not _is_within(temp_dir, state_dir),
+            "temp_dir_owned": temp_root is not None,
+            "temp_dir_root": None if temp_root is None else str(temp_root),
             "pids": [],
             "env": client_env,
             "logs": [],
@@ -330,13 +335,31 @@ def _port_is_free(port: int) -> bool:
     return True
 
 
-def _make_temp_dir(state_dir: Path) -> Path:
+def _make_private_dir(state_dir: Path) -> None:
+    """Create ``state_dir`` (and its parents) and make it 0700: Ray's sessions, the token and the
+    nodes' logs go in it."""
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        state_dir.chmod(0o700)
+    except OSError as error:
+        raise ExecutionError(f"cannot make the state directory {state_dir} private (mode 0700: {error.strerror}); "
+                             "pass a --state-dir of your own") from None
+
+
+def _make_temp_dir(state_dir: Path) -> tuple[Path, Path | None]:
+    """Ray's temp dir, and the folder to remove with the cluster (None: it is in ``state_dir``).
+
+    Ray makes the temp dir 0777, so it is always inside a 0700 folder of ours: ``state_dir``, or
+    a ``mkdtemp`` folder under /tmp when ``state_dir``'s path would make Ray's socket paths too long.
+    """
     candidate = state_dir / "ray"
     if len(str(candidate)) <= _MAX_TEMP_DIR_LEN:
         shutil.rmtree(candidate, ignore_errors=True)
         candidate.mkdir()
-        return candidate
-    return Path(tempfile.mkdtemp(prefix="privlab-ray-", dir="/tmp"))
+        return candidate, None
+    root = Path(tempfile.mkdtemp(prefix="privlab-ray-", dir="/tmp"))
+    (root / "ray").mkdir()
+    return root / "ray", root
 
 
 def _write_token(state_dir: Path) -> Path:
@@ -439,14 +462,6 @@ def _tail(path: Path) -> str:
     return f"[{path}]\n" + "\n".join(_ANSI.sub("", line) for line in lines[-_STDERR_TAIL_LINES:])
 
 
-def _is_within(path: Path, parent: Path) -> bool:
-    try:
-        path.resolve().relative_to(parent.resolve())
-    except ValueError:
-        return False
-    return True
-
-
 # --------------------------------------------------------------------------------------------
 # State
 # --------------------------------------------------------------------------------------------
@@ -494,7 +509,7 @@ def _discard_state(state_dir: Path, state: dict) -> None:
         with contextlib.suppress(FileNotFoundError):
             (state_dir / name).unlink()
     if state.get("temp_dir_owned"):
-        shutil.rmtree(state["temp_dir"], ignore_errors=True)
+        shutil.rmtree(state.get("temp_dir_root") or state["temp_dir"], ignore_errors=True)
 
 
 def _info(state: dict) -> LocalClusterInfo:

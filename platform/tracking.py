@@ -178,6 +178,22 @@ def _forget_artifact_locations() -> None:
         cache.clear()
 
 
+def make_artifact_root_private(uri: str) -> None:
+    """Make ``mlruns/`` beside a local sqlite store 0700 (creating it if needed).
+
+    MLflow writes artifacts with the process's umask (folders 0755, files 0644); under a root only
+    the user can enter, results, ledgers and specs stay the user's alone. Other stores keep theirs.
+    """
+    if not uri.startswith("sqlite:///"):
+        return
+    root = sqlite_database(uri).resolve().parent / "mlruns"
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        root.chmod(0o700)
+    except PermissionError:
+        log.warning("cannot make the artifact folder %s private (mode 0700): it is not yours", root)
+
+
 def _timed(method: Any) -> Any:
     """Accumulate the wall time of a tracking call in ``self.seconds`` (benchmarked share)."""
 
@@ -221,6 +237,8 @@ class Tracker:
     # -- experiments and runs -------------------------------------------------------------
     @_timed
     def experiment_id(self, name: str, *, create: bool) -> str:
+        if create:  # a command that writes: its artifacts go under a private root
+            make_artifact_root_private(self.uri)
         try:
             experiment = self.client.get_experiment_by_name(name)
         except Exception as error:

@@ -7,9 +7,11 @@ import json
 import os
 import re
 import shutil
+import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -92,6 +94,9 @@ def test_two_node_loopback_cluster(cluster: tuple[Path, LocalClusterInfo], tmp_p
     assert info.env["RAY_AUTH_MODE"] == "token" and token.is_relative_to(state_dir)
     assert stat.S_IMODE(token.stat().st_mode) == 0o600
     assert json.loads((state_dir / "cluster.json").read_text())["address"] == info.address
+    assert stat.S_IMODE(state_dir.stat().st_mode) == 0o700
+    sessions = list(Path(info.temp_dir).glob("session_2*"))  # Ray's (0777) in /tmp/privlab-ray-*/ray
+    assert sessions and not any(_reachable_by_others(session) for session in sessions)
 
     with pytest.raises(ExecutionError, match="privlab cluster down"):
         start_local_cluster(nodes=1, cpus_per_node=1, state_dir=state_dir)
@@ -143,6 +148,46 @@ def test_bad_arguments_start_nothing(tmp_path: Path, kwargs: dict, error: type[E
         start_local_cluster(state_dir=tmp_path, **kwargs)
     assert local_cluster_status(state_dir=tmp_path) is None
     assert stop_local_cluster(state_dir=tmp_path / "missing") == 0
+
+
+def _reachable_by_others(path: Path) -> bool:
+    """Whether another user could reach ``path``: no folder on the way (``path`` included) is
+    ours and closed to group and others."""
+    for folder in [path, *path.parents]:
+        info = folder.stat()
+        if info.st_uid == os.getuid() and not info.st_mode & 0o077:
+            return False
+    return True
+
+
+def test_the_state_directory_and_rays_folders_are_private(tmp_path: Path) -> None:
+    """Issue 30 item 6: Ray made its session folders 0777, in a state directory left 0755."""
+    from privlab.platform.local_cluster import _discard_state, _free_port, _make_temp_dir
+
+    state_dir = tmp_path / "state"
+    state_dir.mkdir(mode=0o755)
+    state_dir.chmod(0o755)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", _free_port()))
+        busy.listen()
+        with pytest.raises(ExecutionError, match="in use"):  # refused after the state directory is made
+            start_local_cluster(nodes=1, cpus_per_node=1, state_dir=state_dir, port=busy.getsockname()[1])
+    assert stat.S_IMODE(state_dir.stat().st_mode) == 0o700
+
+    short = Path(tempfile.mkdtemp(prefix="plc-", dir="/tmp"))  # short enough for Ray's temp dir inside
+    try:
+        temp_dir, root = _make_temp_dir(short)
+        assert temp_dir == short / "ray" and root is None
+    finally:
+        shutil.rmtree(short)
+    temp_dir, root = _make_temp_dir(tmp_path / ("x" * 50))  # too long: a folder under /tmp
+    try:
+        assert root is not None and temp_dir.parent == root and str(root).startswith("/tmp/privlab-ray-")
+        temp_dir.chmod(0o777)  # as Ray does
+        assert not _reachable_by_others(temp_dir)
+    finally:
+        _discard_state(tmp_path, {"temp_dir": str(temp_dir), "temp_dir_owned": True, "temp_dir_root": str(root)})
+    assert not root.exists()
 
 
 def test_each_node_is_waited_for_until_its_runtime_started(tmp_path: Path) -> None:

@@ -89,3 +89,21 @@ def test_artifacts_go_beside_a_sqlite_store_wherever_the_command_runs(tmp_path: 
     artifacts = sorted(p.name for p in (store / "mlruns" / "tiny").rglob("*") if p.is_file())
     assert "spec.json" in artifacts and "ledger.json" in artifacts
     assert "artifacts of run" in done.stdout and str(store / "mlruns" / "tiny") in done.stdout
+
+
+def test_the_artifact_folder_of_a_local_store_is_private(tmp_path: Path) -> None:
+    """Issue 30 item 6: MLflow made the artifacts beside a local store 0755 (files 0644)."""
+    import stat
+
+    from privlab.platform.tracking import Tracker
+
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    tracker.experiment_names()
+    assert not (tmp_path / "mlruns").exists()  # a command that only reads makes no folder
+    run = tracker.client.create_run(tracker.experiment_id("tiny", create=True))
+    tracker.log_texts(run.info.run_id, {"result.json": "{}"})
+    assert any((tmp_path / "mlruns").rglob("result.json"))
+    assert stat.S_IMODE((tmp_path / "mlruns").stat().st_mode) == 0o700
+    (tmp_path / "mlruns").chmod(0o755)  # as a store from before was
+    tracker.experiment_id("tiny", create=True)
+    assert stat.S_IMODE((tmp_path / "mlruns").stat().st_mode) == 0o700
