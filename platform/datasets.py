@@ -35,7 +35,8 @@ class FileDataset:
         if not self.path.is_file():
             raise SchemaError(
                 f"dataset file {str(self.path)!r} does not exist; check [dataset] path "
-                "(relative paths are resolved against the spec's folder)"
+                "(relative paths in the spec file are resolved against the spec's folder, those given with --set "
+                "against the working directory)"
             )
         if self.format == "parquet":
             frame = pq.read_table(self.path).to_pandas()
@@ -85,8 +86,8 @@ def dataset_from_spec(table: Mapping[str, Any], *, spec_dir: Path, where: str) -
             raise SpecError(f"{where}.format ({fmt!r}) must be one of {', '.join(FILE_FORMATS)}")
         if not path.is_file():
             raise SpecError(
-                f"{where}.path: file {str(path)!r} does not exist (relative paths are resolved "
-                "against the spec's folder)"
+                f"{where}.path: file {str(path)!r} does not exist (relative paths are resolved against the "
+                "spec's folder when the spec file writes them, against the working directory when --set gives them)"
             )
         if "columns" not in table:
             raise SpecError(

@@ -27,6 +27,10 @@ several (``[[study]]`` tables, each with a unique ``name``)::
 ``--set key=value`` edits the document before validation (dotted keys; ``study.NAME.key``
 addresses one study of a multi-study spec). Every problem is a :class:`SpecError` naming the
 key and the allowed values.
+
+Relative file paths (``[dataset] path`` and the workload parameters marked as files) are
+resolved against the spec's folder when the spec file writes them, and against the working
+directory when ``--set`` gives them: a path typed on the command line is the user's.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import hashlib
 import itertools
 import json
 import math
+import os
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -176,7 +181,11 @@ class ExperimentSpec:
 
 
 def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> ExperimentSpec:
-    """Read, override and validate a spec; nothing runs until this has succeeded."""
+    """Read, override and validate a spec; nothing runs until this has succeeded.
+
+    A relative path in the file is resolved against the spec's folder; one given by an
+    override, against the working directory (:func:`rebase_override_paths`).
+    """
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"spec file {str(path)!r} does not exist")
@@ -185,13 +194,68 @@ def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> ExperimentSpec
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise SpecError(f"{path}: not valid TOML: {error}") from None
-    for override in overrides:
-        apply_override(document, override)
+    written = [apply_override(document, override) for override in overrides]
+    for owner, parts in written:
+        rebase_override_paths(owner, parts, spec_dir=path.resolve().parent, cwd=Path.cwd())
     return parse_spec(document, source=path, text=text)
 
 
-def apply_override(document: dict[str, Any], override: str) -> None:
-    """Apply ``key=value`` (value parsed as TOML, else taken as a string) in place."""
+def rebase_override_paths(owner: dict[str, Any], parts: tuple[str, ...], *, spec_dir: Path, cwd: Path) -> None:
+    """Rewrite the relative file paths an override wrote, from ``cwd``-relative to ``spec_dir``-relative.
+
+    ``owner`` and ``parts`` are where :func:`apply_override` wrote (the study's table, or the
+    document, and the key below it). Files are ``dataset.path`` and the parameters the study's
+    workload marks ``metadata={"path": True}`` (in ``params`` or as ``grid`` values); anything
+    else, and absolute paths, stay as given. The rewritten value names the same file, so the
+    document (logged as the run's spec) resolves against the spec's folder like the rest of the
+    file, and a path naming the file the spec itself names keeps that configuration's seeds
+    (they are keyed by the parameters as written).
+    """
+    table: Any = owner
+    for part in parts[:-1]:
+        table = table.get(part) if isinstance(table, dict) else None
+    if isinstance(table, dict) and parts[-1] in table:
+        table[parts[-1]] = _rebased(owner, parts, table[parts[-1]], spec_dir=spec_dir, cwd=cwd)
+
+
+def _rebased(owner: Mapping[str, Any], parts: tuple[str, ...], value: Any, *, spec_dir: Path, cwd: Path) -> Any:
+    if isinstance(value, dict):  # an inline table, e.g. --set 'dataset={path = "x.csv"}'
+        return {k: _rebased(owner, (*parts, k), v, spec_dir=spec_dir, cwd=cwd) for k, v in value.items()}
+    if not _names_a_file(owner, parts):
+        return value
+
+    def rebase(item: Any) -> Any:
+        if not isinstance(item, str) or not item or Path(item).is_absolute():
+            return item
+        target = (cwd / item).resolve()
+        try:
+            return os.path.relpath(target, spec_dir)
+        except ValueError:  # another drive (Windows): no relative path exists
+            return str(target)
+
+    return [rebase(v) for v in value] if isinstance(value, list) else rebase(value)
+
+
+def _names_a_file(owner: Mapping[str, Any], parts: tuple[str, ...]) -> bool:
+    """Is ``owner[parts]`` a file path: ``dataset.path``, or a workload parameter marked as one?"""
+    if parts == ("dataset", "path"):
+        return True
+    if len(parts) != 2 or parts[0] not in ("params", "grid"):
+        return False
+    try:
+        params_type = registry.get_workload(str(owner.get("workload"))).Params
+    except PrivlabError:  # unknown workload: parse_spec reports it
+        return False
+    return any(f.name == parts[1] and f.metadata.get("path") for f in dataclasses.fields(params_type))
+
+
+def apply_override(document: dict[str, Any], override: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """Apply ``key=value`` (value parsed as TOML, else taken as a string) in place.
+
+    Returns:
+        Where it wrote: the table that owns the key (the addressed study's, or the document)
+        and the key's parts below it (a ``params`` or ``grid`` key is one part).
+    """
     key, sep, raw = override.partition("=")
     key = key.strip()
     if not sep or not key:
@@ -217,6 +281,7 @@ def apply_override(document: dict[str, Any], override: str) -> None:
             f"--set {key}: this spec has several studies; address one as "
             f"study.<name>.{key} (studies: {', '.join(map(str, names))})"
         )
+    owner = target
     for position, part in enumerate(parts[:-1]):
         # Grid keys such as "dataset.n" are quoted TOML keys: keep the remainder together.
         if isinstance(target, dict) and part in ("grid", "params"):
@@ -224,11 +289,12 @@ def apply_override(document: dict[str, Any], override: str) -> None:
             if not isinstance(target, dict):
                 raise SpecError(f"--set {key}: {part!r} is not a table in the spec")
             target[".".join(parts[position + 1 :])] = value
-            return
+            return owner, (*parts[: position + 1], ".".join(parts[position + 1 :]))
         target = target.setdefault(part, {})
         if not isinstance(target, dict):
             raise SpecError(f"--set {key}: {part!r} is not a table in the spec")
     target[parts[-1]] = value
+    return owner, tuple(parts)
 
 
 def _unknown(table: Mapping[str, Any], allowed: set[str], where: str) -> None:

@@ -120,6 +120,56 @@ def test_every_counting_path_agrees(cell_limit: int) -> None:
             max_abs_marginal_difference_per_subset(r, s, sizes, k_max=k_max))
 
 
+def _brute_proportions(r: pd.DataFrame, s: pd.DataFrame, domain: Domain, k_max: int) -> float:
+    """``max |q(R)/|R| − q(S)/|S||`` over every cell of every marginal, with pandas."""
+    worst = 0.0
+    for k in range(1, k_max + 1):
+        for subset in combinations(domain.names, k):
+            pr = r.groupby(list(subset)).size() / len(r)
+            ps = s.groupby(list(subset)).size() / len(s)
+            worst = max(worst, float(pr.sub(ps, fill_value=0).abs().max()))
+    return worst
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_absolute_error_compares_proportions_of_datasets_of_any_size(seed: int) -> None:
+    """Issue 34 item 1: a release's output has a DP record count, never the original's size. E_abs
+    is an error of proportions, ``max |q(R)/|R| − q(S)/|S||``: exact for any two sizes, the paper's
+    ``(1/n) max |q(R) − q(S)|`` for equal ones; the release itself still needs equal sizes."""
+    rng = np.random.default_rng(seed)
+    r, s = _frame(rng, 24), _frame(rng, 18)
+    assert _absolute().any_size and not _relative().any_size
+    assert _absolute().error(r, s, domain=DOMAIN) == pytest.approx(_brute_proportions(r, s, DOMAIN, 3), abs=1e-12)
+    assert _absolute(k_max=1).error(s, r, domain=DOMAIN) == pytest.approx(_brute_proportions(s, r, DOMAIN, 1))
+    twice = pd.concat([r, r], ignore_index=True)  # the same proportions at twice the size
+    assert _absolute().error(r, twice, domain=DOMAIN) == 0.0
+    equal = _frame(rng, 24)
+    assert _absolute().error(r, equal, domain=DOMAIN) == _brute_absolute(r, equal, DOMAIN, 3)
+    with pytest.raises(SpecError, match="sample exactly n records"):
+        _absolute().release(r, s, domain=DOMAIN, source=SeededSource(rng), ledger=Ledger(epsilon_cap=None))
+
+
+@pytest.mark.parametrize("cell_limit", [1, 30, 10**9])
+def test_every_counting_path_agrees_on_weighted_counts(cell_limit: int) -> None:
+    """The proportion weights ``a = |S|/g``, ``b = |R|/g``: every path gives the per-subset maximum."""
+    rng = np.random.default_rng(12)
+    sizes = (12, 10, 5, 6, 2, 32)
+    r = np.column_stack([rng.integers(0, k, size=3000) for k in sizes])
+    s = np.column_stack([rng.integers(0, k, size=2500) for k in sizes])
+    a, b = 5, 6  # 2500/500, 3000/500
+    for k_max in (1, 3, 6):
+        assert max_abs_marginal_difference(r, s, sizes, k_max=k_max, cell_limit=cell_limit, r_weight=a,
+                                           s_weight=b) == max_abs_marginal_difference_per_subset(
+            r, s, sizes, k_max=k_max, r_weight=a, s_weight=b)
+    wide = (2, 3, 5, 8, 12, 20, 40, 2, 3, 5, 8)
+    r, s = _skewed_codes(rng, 700, wide), _skewed_codes(rng, 400, wide)
+    reference = max_abs_marginal_difference_per_subset(r, s, wide, k_max=4, cell_limit=2800, r_weight=4, s_weight=7)
+    assert max_abs_marginal_difference(r, s, wide, k_max=4, r_weight=4, s_weight=7) == reference
+    assert _pruned_max_difference(r, s, wide, k_max=4, live_rows_limit=0, r_weight=4, s_weight=7) == reference
+    with pytest.raises(ValueError, match="r_weight"):
+        max_abs_marginal_difference(r, s, wide, k_max=1, r_weight=0)
+
+
 # --- wide tables: branch and bound against the per-subset reference ----------------------------
 
 
@@ -444,7 +494,9 @@ def test_unknown_columns_and_bad_frames_are_refused() -> None:
     with pytest.raises(SchemaError, match=r"column 'c' .*outside 0\.\.3"):
         _absolute().error(r.assign(c=9), s, domain=DOMAIN)
     with pytest.raises(SpecError, match="sample exactly n records"):
-        _absolute().error(r, s.iloc[:5], domain=DOMAIN)
+        _relative().error(r, s.iloc[:5], domain=DOMAIN)  # ratios of counts: equal sizes only
+    with pytest.raises(SpecError, match="candidate is empty"):
+        _absolute().error(r, s.iloc[:0], domain=DOMAIN)
 
 
 # --- Table 2 -----------------------------------------------------------------------------------

@@ -165,3 +165,30 @@ def test_the_tracker_owns_every_privlab_tag() -> None:
     spelled = sorted(f"{path.relative_to(ROOT)}: {tag}" for path in _modules().values() if path.name != "tracking.py"
                      for tag in tags if f'"{tag}"' in path.read_text())
     assert not spelled, "use the constants of platform/tracking.py:\n" + "\n".join(spelled)
+
+
+#: scikit-learn APIs the code may use, with the release that introduced each.
+SKLEARN_API_SINCE = {"validate_data": (1, 6), "__sklearn_tags__": (1, 6), "__sklearn_clone__": (1, 3)}
+
+
+def _floor(requirements: list[str], name: str) -> tuple[int, ...]:
+    """The ``>=`` floor of ``name`` in a list of requirement strings."""
+    floors = [m.group(1) for r in requirements if (m := re.fullmatch(rf"{re.escape(name)}(?:\[[^]]*\])?>=([\d.]+)\S*", r))]
+    assert len(floors) == 1, f"expected one '{name}>=X' requirement, found {requirements}"
+    return tuple(int(part) for part in floors[0].split("."))
+
+
+def test_dependency_floors_cover_what_the_code_uses() -> None:
+    """Issue 34 item 13: the DP forests call scikit-learn 1.6's ``validate_data`` and
+    ``__sklearn_tags__``, so ``scikit-learn>=1.5`` installed a version they fail on; and
+    ``project.license`` is an SPDX string, which setuptools reads from 77 on (the table form is
+    deprecated, refused after 2027-02-18)."""
+    pyproject = _pyproject()
+    sources = "\n".join(path.read_text() for folder in MAPPED.values() for path in (ROOT / folder).rglob("*.py"))
+    used = {api: since for api, since in SKLEARN_API_SINCE.items() if re.search(rf"\b{api}\b", sources)}
+    assert {"validate_data", "__sklearn_tags__"} <= set(used)  # the scan sees the real code
+    floor = _floor(pyproject["project"]["dependencies"], "scikit-learn")
+    for api, since in used.items():
+        assert floor >= since, f"the code uses scikit-learn's {api} (new in {since}) but requires >= {floor}"
+    assert isinstance(pyproject["project"]["license"], str), "project.license must be an SPDX string"
+    assert _floor(pyproject["build-system"]["requires"], "setuptools") >= (77,)

@@ -789,6 +789,18 @@ def test_the_datasheet_example_comes_from_the_released_columns(released: tuple[P
     assert re.search(rf"^\| {column} \|", sheet, flags=re.M)  # a released column
 
 
+def test_the_datasheet_says_how_data_of_another_size_is_compared(released: tuple[Path, Path]) -> None:
+    # Issue 34 item 1: the release's record count is DP, so a comparison with the original
+    # (`privlab evaluate`) has two sizes; the datasheet says which criteria take any size and how
+    # the others resize, as evaluate does.
+    _, out = released
+    sheet = " ".join((out / "README.md").read_text().split())
+    assert ("marginals_absolute, parity_mean, birth_weight_mean, gestation_week_mean, regression_coefficients, "
+            "regression_mae are defined on proportions, means or regression fits") in sheet
+    assert "marginals_relative, faithfulness compare counts or match records one to one and need equal sizes" in sheet
+    assert "so this table is first resized to the other's size by a seeded draw" in sheet
+
+
 def _without_clock(text: str) -> str:
     """The text with creation times masked (the wall clock, not the data, sets them)."""
     return re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "<time>", text)

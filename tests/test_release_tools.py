@@ -82,9 +82,68 @@ def test_evaluate_refuses_release_mode_bad_files_and_unknown_configs(tmp_path: P
     assert main(["evaluate", str(spec), "--original", str(tmp_path / "nope.csv"), "--candidate", str(same)]) == 2
     assert main(["evaluate", str(spec), "--original", str(SAMPLE), "--candidate", str(same),
                  "--config", "degree-999"]) == 2
-    short = tmp_path / "short.csv"
-    pd.read_csv(same).head(100).to_csv(short, index=False)
-    assert main(["evaluate", str(spec), "--original", str(SAMPLE), "--candidate", str(short)]) == 2
+    empty = tmp_path / "empty.csv"
+    pd.read_csv(same).head(0).to_csv(empty, index=False)
+    assert main(["evaluate", str(spec), "--original", str(SAMPLE), "--candidate", str(empty)]) == 2
+
+
+#: The criteria of experiments/births/flow.toml that compare counts or match records one to one.
+EQUAL_SIZE_CRITERIA = ["marginals_relative", "faithfulness"]
+
+
+def test_evaluate_takes_a_file_against_itself_and_a_release_sized_candidate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 34 item 1: a release publishes a DP record count, so its output never has the original's
+    cleaned size, and the 10K file against itself was refused (10,000 vs 9,898 after cleaning). Now
+    rates, means and fits compare any sizes; counts and the matching compare the candidate resized
+    to the original's size by a seeded draw, and the output says which and how."""
+    spec = _spec(tmp_path)
+    assert main(["evaluate", str(spec), "--original", str(SAMPLE), "--candidate", str(SAMPLE), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["n"], result["candidate_n"]) == (9898, 10_000)
+    assert result["resize"]["to"] == 9898 and result["resize"]["seed"] == 0
+    assert result["resize"]["criteria"] == EQUAL_SIZE_CRITERIA and "without replacement" in result["resize"]["method"]
+    for row in result["criteria"]:
+        resized = row["name"] in EQUAL_SIZE_CRITERIA
+        assert (row["resized"], row["candidate_n"]) == ((True, 9898) if resized else (False, 10_000)), row
+    assert result["criteria"][0]["value"] < 0.01  # 102 extra records move no proportion by 1%
+
+    # A release-like candidate: the cleaned data decoded to representative values, resized to a
+    # DP record count below n (the release subtracts a public margin); plain-text output.
+    from privlab.mechanisms.release.flow import resolve_transformation
+
+    space = load_release_space(BIRTHS / "space.toml")
+    transformation = resolve_transformation(space, "mother_age=coarse,parity=coarse,gestation_week=coarse")
+    released = transformation.decode(transformation.apply(space.clean_raw(pd.read_csv(SAMPLE))))
+    released["date_of_birth"] = released["date_of_birth"].astype(str).str[:10]
+    path = tmp_path / "released.csv"
+    released.sample(n=9_305, random_state=1).to_csv(path, index=False)
+    assert main(["evaluate", str(spec), "--original", str(SAMPLE), "--candidate", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "sizes: original 9,898 records after cleaning, candidate 9,305" in text
+    assert f"compared with the candidate resized to 9,898 records (they need equal sizes): " \
+           f"{', '.join(EQUAL_SIZE_CRITERIA)}" in text
+    assert "seed 0 (--resize-seed)" in text and "accepted:" in text
+    assert main(["evaluate", str(spec), "--original", str(SAMPLE), "--candidate", str(path), "--json",
+                 "--resize-seed", "7"]) == 0
+    assert json.loads(capsys.readouterr().out)["resize"]["seed"] == 7
+
+
+def test_resize_candidate_is_deterministic_and_keeps_proportions() -> None:
+    from privlab.mechanisms.release.evaluate import resize_candidate
+
+    frame = pd.DataFrame({"x": range(10)})
+    assert resize_candidate(frame, 10) is frame  # equal sizes: no draw
+    up = resize_candidate(frame, 23, seed=4)
+    counts = up["x"].value_counts()
+    assert len(up) == 23 and set(counts) == {2, 3} and (counts == 3).sum() == 3  # each ⌊23/10⌋ or ⌈23/10⌉ times
+    pd.testing.assert_frame_equal(up, resize_candidate(frame, 23, seed=4))
+    down = resize_candidate(frame, 6, seed=4)
+    assert len(down) == 6 and down["x"].is_unique
+    assert not resize_candidate(frame, 6, seed=5).equals(down)
+    with pytest.raises(SpecError, match="no records"):
+        resize_candidate(frame.head(0), 3)
 
 
 def test_shortlist_writes_the_configurations_above_the_floor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

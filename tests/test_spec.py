@@ -725,6 +725,109 @@ def test_file_dataset_resolved_against_the_spec_folder(tmp_path: Path) -> None:
     assert math.isclose(float(dataset.load()["x"].sum()), 1.5)
 
 
+def _path_spec(root: Path) -> Path:
+    """``root/experiments/paths.toml`` naming ``data/x.csv`` beside it, with root/shared/y.csv too."""
+    for folder, name, values in (("experiments/data", "x.csv", [0.1, 0.5]), ("shared", "y.csv", [0.2, 0.4])):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        pd.DataFrame({"x": values}).to_csv(root / folder / name, index=False)
+    return write(root / "experiments", """
+        name = "paths"
+        seed = 1
+
+        [[study]]
+        name = "file"
+        workload = "column_mean"
+        [study.params]
+        column = "x"
+        lower = 0.0
+        upper = 1.0
+        n = 2
+        epsilon = 1.0
+        [study.dataset]
+        path = "data/x.csv"
+        [study.dataset.columns.x]
+        type = "float"
+        lower = 0.0
+        upper = 1.0
+
+        [[study]]
+        name = "param"
+        workload = "column_mean_path"
+        [study.params]
+        column = "x"
+        lower = 0.0
+        upper = 1.0
+        n = 2
+        path = "data/x.csv"
+        [study.grid]
+        epsilon = [0.5, 1.0]
+
+        [[study]]
+        name = "grid"
+        workload = "column_mean_path"
+        [study.params]
+        column = "x"
+        lower = 0.0
+        upper = 1.0
+        n = 2
+        epsilon = 1.0
+        [study.grid]
+        path = ["data/x.csv"]
+    """, "paths.toml")
+
+
+def test_set_paths_are_resolved_against_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 34 item 5: a path given with --set is the user's, typed from the working directory; a
+    path written in the spec file stays relative to the spec's folder."""
+    spec_path = _path_spec(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    plain = load_spec(spec_path)
+    in_folder = (tmp_path / "experiments" / "data" / "x.csv").resolve()
+    assert plain.study("file").dataset.path == in_folder
+    assert [Path(c.params["path"]) for c in plain.configurations if c.study == "param"] == [in_folder] * 2
+
+    spec = load_spec(spec_path, ["study.file.dataset.path=shared/y.csv", "study.param.params.path=shared/y.csv"])
+    from_cwd = (tmp_path / "shared" / "y.csv").resolve()
+    assert spec.study("file").dataset.path == from_cwd
+    assert [Path(c.params["path"]) for c in spec.configurations if c.study == "param"] == [from_cwd] * 2
+    # The logged document names the file relative to the spec's folder, as the file's own paths do.
+    studies = {s["name"]: s for s in spec.document["study"]}
+    assert studies["file"]["dataset"]["path"] == studies["param"]["params"]["path"] == "../shared/y.csv"
+    # Grid values and inline tables are paths too; absolute paths and other values stay as given.
+    grid = load_spec(spec_path, ["study.grid.grid.path=['shared/y.csv', 'experiments/data/x.csv']"])
+    assert [Path(c.params["path"]) for c in grid.configurations if c.study == "grid"] == [from_cwd, in_folder]
+    table = load_spec(spec_path, ["study.file.dataset={path = 'shared/y.csv', columns = {x = {type = 'float', "
+                                  "lower = 0.0, upper = 1.0}}}"])
+    assert table.study("file").dataset.path == from_cwd
+    absolute = load_spec(spec_path, [f"study.param.params.path={from_cwd}"])
+    assert {s["name"]: s for s in absolute.document["study"]}["param"]["params"]["path"] == str(from_cwd)
+    # Naming the spec's own file from the working directory keeps its configurations' seeds.
+    same = load_spec(spec_path, ["study.param.params.path=experiments/data/x.csv"])
+    assert [c.config_key for c in same.configurations] == [c.config_key for c in plain.configurations]
+    # From elsewhere, the same relative text names another file (or none): it is refused.
+    monkeypatch.chdir(tmp_path / "experiments")
+    with pytest.raises(SpecError, match="does not exist"):
+        load_spec(spec_path, ["study.file.dataset.path=shared/y.csv"])
+
+
+def test_the_cluster_readme_recipe_loads_as_written(nvss_10k: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """cluster/README.md §4's end-to-end recipe (issue 34 item 5): from the checkout's root,
+    ``DATA=../shared/...`` and ``--set study.*.params.data=$DATA`` name the NVSS 10K sample (it was
+    resolved against experiments/births/ and did not exist)."""
+    root = QUICKSTART.parents[1]
+    readme = (root / "cluster" / "README.md").read_text()
+    recipe = readme[readme.index("### End to end on one machine"):]
+    data = re.search(r"^DATA=(\S+)$", recipe, flags=re.M).group(1)
+    command = re.search(r"^privlab run (\S+) (.*?)\n(?!\s)", recipe, flags=re.M | re.S)
+    spec_file, rest = command.group(1), command.group(2).replace("\\\n", " ").replace("$DATA", data)
+    overrides = re.findall(r"--set (\S+)", rest)
+    assert len(overrides) == 6 and sum("params.data=" in o for o in overrides) == 2
+    monkeypatch.chdir(root)
+    spec = load_spec(spec_file, overrides)
+    assert len(spec.configurations) == 3
+    assert {Path(c.params["data"]) for c in spec.configurations} == {nvss_10k.resolve()}
+
+
 # --- grid size limit (issue 15 item 7) ---------------------------------------------------------
 
 def _grid_spec(extra: str = "") -> str:

@@ -78,6 +78,12 @@ class AcceptanceCriterion(abc.ABC):
     kind: ClassVar[str]
     #: What the error measure is, in plain language (datasheets); one line, no threshold.
     description: ClassVar[str] = ""
+    #: Whether :meth:`error` is defined on normalised quantities (proportions, means, regression
+    #: fits) and so compares an ``R`` and an ``S`` of any sizes (True), or compares counts or
+    #: matches records one to one and needs ``|R| = |S|`` (False, the safe default): research
+    #: tools (``privlab evaluate``) then resize the candidate to ``|R|`` first. Inside a flow both
+    #: have ``n`` rows and :meth:`release` keeps requiring it (its sensitivity is for ``n``).
+    any_size: ClassVar[bool] = False
 
     name: str
     threshold: float
@@ -170,6 +176,13 @@ class AcceptanceCriterion(abc.ABC):
         value = self.error(transformed, candidate, domain=domain)
         return release_laplace_measure(self, value, sensitivity=self.sensitivity(len(transformed)), source=source,
                                        ledger=ledger, scope=scope)
+
+
+def check_not_empty(transformed: pd.DataFrame, candidate: pd.DataFrame, *, name: str) -> None:
+    """An ``any_size`` criterion's :meth:`~AcceptanceCriterion.error` needs records on both sides."""
+    for frame, what in ((transformed, "transformed dataset"), (candidate, "candidate")):
+        if len(frame) == 0:
+            raise SpecError(f"criterion {name!r}: the {what} is empty; give it at least one record")
 
 
 def check_same_size(transformed: pd.DataFrame, candidate: pd.DataFrame, *, name: str) -> None:

@@ -70,6 +70,7 @@ from privlab.mechanisms.acceptance.base import (
     CriterionResult,
     check_bounds,
     check_column_names,
+    check_not_empty,
     check_same_size,
     codes_of,
     register_criterion,
@@ -175,6 +176,7 @@ class ConditionalMeanError(AcceptanceCriterion):
 
     kind: ClassVar[str] = "conditional_mean"
     description: ClassVar[str] = "means of a column within groups of other columns: largest absolute error"
+    any_size: ClassVar[bool] = True  # group means: R and S may have different sizes
 
     target: str
     target_bounds: tuple[float, float]
@@ -392,8 +394,11 @@ class ConditionalMeanError(AcceptanceCriterion):
         return (self.bounds[1] - self.bounds[0]) / min_m, min_m
 
     def error(self, transformed: pd.DataFrame, candidate: pd.DataFrame, *, domain: Domain) -> float:
-        """The exact ``E_ā(R, S)`` with plain means (groups empty in ``R`` or ``S`` skipped)."""
-        check_same_size(transformed, candidate, name=self.name)
+        """The exact ``E_ā(R, S)`` with plain means (groups empty in ``R`` or ``S`` skipped).
+
+        Means do not depend on the sizes, so ``R`` and ``S`` may differ in length (``any_size``).
+        """
+        check_not_empty(transformed, candidate, name=self.name)
         terms, xr, gr = self._prepare(transformed, domain, "transformed data")
         _, xs, gs = self._prepare(candidate, domain, "candidate")
         return self._exact(terms, xr, gr, xs, gs)

@@ -268,6 +268,7 @@ class FaithfulnessCriterion(AcceptanceCriterion):
     kind: ClassVar[str] = "faithfulness"
     description: ClassVar[str] = ("record-level faithfulness (share of records that cannot be matched to a close "
                                   "original record)")
+    any_size: ClassVar[bool] = False  # a one-to-one matching of records: |R| = |S| needed
 
     exact: Sequence[str]
     within_one_bin: Sequence[str]

@@ -5,7 +5,9 @@ Two criteria compare the transformed private dataset ``R`` with the public relea
 
 * ``marginals_absolute`` — :class:`MarginalsAbsoluteError`: the maximal absolute error of all
   k-way marginal counts, ``E_abs = (1/n) max_{k ≤ k_max} max_{q ∈ M_k} |q(R) − q(S)|``, over
-  every non-empty subset of the declared columns (63 subsets for the six birth columns).
+  every non-empty subset of the declared columns (63 subsets for the six birth columns). It is
+  an error of proportions, so it also compares datasets of different sizes (``q(R)/|R|``
+  against ``q(S)/|S|``; research use, ``privlab evaluate``).
 * ``marginals_relative`` — :class:`MarginalsRelativeError`: the maximal relative error of the
   add-one smoothed 1-way marginal counts, each ratio clipped to ``[1, λ]``,
   ``E_rel^λ = max_{q ∈ M_1} max{[q̂(R)/q̂(S)]_1^λ, [q̂(S)/q̂(R)]_1^λ}`` with ``q̂ = q + 1``.
@@ -53,6 +55,7 @@ from privlab.mechanisms.acceptance.base import (  # noqa: F401  (helpers re-expo
     CriterionResult,
     check_bounds,
     check_column_names,
+    check_not_empty,
     check_same_size,
     codes_of,
     register_criterion,
@@ -107,11 +110,13 @@ def _radix(codes: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
     return index
 
 
-def _subset_difference_max(r: np.ndarray, s: np.ndarray, sizes: Sequence[int], cell_limit: int) -> int:
-    """``max_cell |count_R − count_S|`` of one marginal given the subset's code columns."""
+def _subset_difference_max(r: np.ndarray, s: np.ndarray, sizes: Sequence[int], cell_limit: int,
+                           r_weight: int = 1, s_weight: int = 1) -> int:
+    """``max_cell |a·count_R − b·count_S|`` of one marginal given the subset's code columns."""
     cells = math.prod(sizes)
     if cells <= cell_limit:
-        diff = np.bincount(_radix(r, sizes), minlength=cells) - np.bincount(_radix(s, sizes), minlength=cells)
+        diff = (r_weight * np.bincount(_radix(r, sizes), minlength=cells)
+                - s_weight * np.bincount(_radix(s, sizes), minlength=cells))
         return int(np.abs(diff).max())
     stacked = np.concatenate([r, s])
     if cells < 2**62:
@@ -120,7 +125,8 @@ def _subset_difference_max(r: np.ndarray, s: np.ndarray, sizes: Sequence[int], c
         _, inverse = np.unique(stacked, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
     m = int(inverse.max()) + 1
-    diff = np.bincount(inverse[: len(r)], minlength=m) - np.bincount(inverse[len(r):], minlength=m)
+    diff = (r_weight * np.bincount(inverse[: len(r)], minlength=m)
+            - s_weight * np.bincount(inverse[len(r):], minlength=m))
     return int(np.abs(diff).max())
 
 
@@ -131,6 +137,8 @@ def max_abs_marginal_difference_per_subset(
     *,
     k_max: int,
     cell_limit: int = FULL_TABLE_CELL_LIMIT,
+    r_weight: int = 1,
+    s_weight: int = 1,
 ) -> int:
     """The reference for :func:`max_abs_marginal_difference`: every subset counted on its own.
 
@@ -148,7 +156,7 @@ def max_abs_marginal_difference_per_subset(
         for subset in combinations(range(d), k):
             cols = list(subset)
             best = max(best, _subset_difference_max(
-                r_codes[:, cols], s_codes[:, cols], [sizes[c] for c in cols], cell_limit))
+                r_codes[:, cols], s_codes[:, cols], [sizes[c] for c in cols], cell_limit, r_weight, s_weight))
     return best
 
 
@@ -179,11 +187,13 @@ def _cell_ids(codes: np.ndarray, sizes: Sequence[int]) -> tuple[np.ndarray, int]
     return ids, cells
 
 
-def _signed_rows(r_codes: np.ndarray, s_codes: np.ndarray, sizes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct full rows on which ``R`` and ``S`` differ, with ``w(u) = #_R(u) − #_S(u) ≠ 0``.
+def _signed_rows(r_codes: np.ndarray, s_codes: np.ndarray, sizes: Sequence[int], r_weight: int = 1,
+                 s_weight: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct full rows on which ``R`` and ``S`` differ, with ``w(u) = a·#_R(u) − b·#_S(u) ≠ 0``.
 
-    Every marginal count difference is a sum of ``w`` over the rows of its cell,
-    ``q_A(R)(a) − q_A(S)(a) = Σ_{u ∈ a} w(u)``: rows present equally often in both cancel.
+    Every (weighted) marginal count difference is a sum of ``w`` over the rows of its cell,
+    ``a·q_A(R)(a) − b·q_A(S)(a) = Σ_{u ∈ a} w(u)``: rows present equally often (after
+    weighting) in both cancel. ``a = b = 1`` for counts.
     """
     n = r_codes.shape[0]
     stacked = np.concatenate([r_codes, s_codes])
@@ -191,7 +201,7 @@ def _signed_rows(r_codes: np.ndarray, s_codes: np.ndarray, sizes: Sequence[int])
     _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
     m = first.size
-    weights = np.bincount(inverse[:n], minlength=m) - np.bincount(inverse[n:], minlength=m)
+    weights = r_weight * np.bincount(inverse[:n], minlength=m) - s_weight * np.bincount(inverse[n:], minlength=m)
     keep = np.flatnonzero(weights)
     return stacked[first[keep]], weights[keep]
 
@@ -220,7 +230,7 @@ class _Live:
 
 def _pruned_max_difference(
     r_codes: np.ndarray, s_codes: np.ndarray, sizes: Sequence[int], *, k_max: int,
-    live_rows_limit: int = LIVE_ROWS_LIMIT,
+    live_rows_limit: int = LIVE_ROWS_LIMIT, r_weight: int = 1, s_weight: int = 1,
 ) -> int:
     """``max_{1 ≤ |A| ≤ k_max} max_a |Σ_{u ∈ a} w(u)|`` by branch and bound over the subset lattice.
 
@@ -236,9 +246,10 @@ def _pruned_max_difference(
        ``B'`` and the rows of cells with ``max(P, N) > best``; if that bound is ``≤ best``, ``A``
        is dropped with every superset.
 
-    ``bincount`` sums the integer weights in float64, exactly (``|sums| ≤ 2n < 2⁵³``).
+    ``bincount`` sums the integer weights in float64, exactly (``|sums| ≤ a·|R| + b·|S| < 2⁵³``,
+    checked by :func:`max_abs_marginal_difference`).
     """
-    rows, w = _signed_rows(r_codes, s_codes, sizes)
+    rows, w = _signed_rows(r_codes, s_codes, sizes, r_weight, s_weight)
     m = w.size
     if m == 0:
         return 0
@@ -307,8 +318,15 @@ def max_abs_marginal_difference(
     *,
     k_max: int,
     cell_limit: int = FULL_TABLE_CELL_LIMIT,
+    r_weight: int = 1,
+    s_weight: int = 1,
 ) -> int:
-    """``max_{1 ≤ |A| ≤ k_max} max_cell |q_A(R) − q_A(S)|`` over column subsets ``A``.
+    """``max_{1 ≤ |A| ≤ k_max} max_cell |a·q_A(R) − b·q_A(S)|`` over column subsets ``A``.
+
+    With the default weights ``a = b = 1`` this is the largest marginal count difference; with
+    ``a = |S|/g`` and ``b = |R|/g`` (``g = gcd(|R|, |S|)``) it is ``lcm(|R|, |S|)`` times the
+    largest difference of marginal *proportions*, in exact integers, for datasets of different
+    sizes. Everything below holds for any positive integer weights (``w⁺, w⁻ ≥ 0`` still).
 
     Two exact methods, chosen by the size of the joint domain:
 
@@ -347,20 +365,34 @@ def max_abs_marginal_difference(
         k_max: Largest marginal order, ``1 ≤ k_max ≤ d``.
         cell_limit: Materialise the full ``d``-way difference table when it has at most this
             many cells; otherwise branch and bound.
+        r_weight, s_weight: The positive integer weights ``a`` and ``b`` of the two counts.
 
     Returns:
-        The maximal absolute count difference (an int; divide by ``n`` for ``E_abs``).
+        The maximal absolute (weighted) count difference (an int; divide by ``n`` for ``E_abs``,
+        by ``lcm(|R|, |S|)`` with the proportion weights).
+
+    Raises:
+        ValueError: ``k_max`` out of range, weights that are not positive ints, or weighted
+            totals too large for exact float64 sums (``a·|R| + b·|S| ≥ 2⁵³``).
     """
     d = len(sizes)
     if not 1 <= k_max <= d:
         raise ValueError(f"k_max ({k_max!r}) must be between 1 and the number of columns ({d})")
+    for label, weight in (("r_weight", r_weight), ("s_weight", s_weight)):
+        if isinstance(weight, bool) or not isinstance(weight, numbers.Integral) or weight < 1:
+            raise ValueError(f"{label} ({weight!r}) must be an int >= 1")
+    if r_weight * len(r_codes) + s_weight * len(s_codes) >= 2**53:
+        raise ValueError(
+            f"weighted totals ({r_weight} × {len(r_codes)} + {s_weight} × {len(s_codes)}) must stay below 2**53 "
+            "for exact sums; compare datasets whose sizes share a larger common divisor (resize one)")
     sizes = tuple(int(s) for s in sizes)
+    r_weight, s_weight = int(r_weight), int(s_weight)
     if math.prod(sizes) > cell_limit:
-        return _pruned_max_difference(r_codes, s_codes, sizes, k_max=k_max)
+        return _pruned_max_difference(r_codes, s_codes, sizes, k_max=k_max, r_weight=r_weight, s_weight=s_weight)
     best = 0
     cells = math.prod(sizes)
-    full = (np.bincount(_radix(r_codes, sizes), minlength=cells)
-            - np.bincount(_radix(s_codes, sizes), minlength=cells)).reshape(sizes)
+    full = (r_weight * np.bincount(_radix(r_codes, sizes), minlength=cells)
+            - s_weight * np.bincount(_radix(s_codes, sizes), minlength=cells)).reshape(sizes)
     level: dict[tuple[int, ...], np.ndarray] = {tuple(range(d)): full}
     if d <= k_max:
         best = int(np.abs(full).max())
@@ -432,6 +464,10 @@ class MarginalsAbsoluteError(AcceptanceCriterion):
     every cell count of every k-column marginal of ``columns``. The paper uses all six
     columns, ``k_max = d`` (63 marginals), ``T = 0.01`` and ``ε = 0.01``.
 
+    The measure is one of proportions, so :meth:`error` also compares datasets of different
+    sizes: ``max |q(R)/|R| − q(S)/|S||``, the same number when ``|R| = |S| = n`` (``any_size``;
+    research use — :meth:`release` is for the flow's equal sizes, where ``Δ = 1/n`` holds).
+
     Spec keys: ``name``, ``threshold``, ``epsilon``, ``columns`` (optional list; default all
     domain columns), ``k_max`` (optional int ≥ 1; default the number of columns).
 
@@ -447,6 +483,7 @@ class MarginalsAbsoluteError(AcceptanceCriterion):
     kind: ClassVar[str] = "marginals_absolute"
     description: ClassVar[str] = ("proportions (counts divided by n) of combinations of columns (k-way marginals): "
                                   "largest absolute error")
+    any_size: ClassVar[bool] = True
 
     columns: tuple[str, ...] | None = None
     k_max: int | None = None
@@ -465,13 +502,16 @@ class MarginalsAbsoluteError(AcceptanceCriterion):
             object.__setattr__(self, "k_max", int(self.k_max))
 
     def error(self, transformed: pd.DataFrame, candidate: pd.DataFrame, *, domain: Domain) -> float:
-        """``E_abs(R, S)``.
+        """``E_abs(R, S)``; for sizes ``|R| ≠ |S|``, the largest difference of marginal proportions.
+
+        ``q(R)/|R| − q(S)/|S| = (a·q(R) − b·q(S))/lcm(|R|, |S|)`` with ``a = |S|/g``,
+        ``b = |R|/g``, ``g = gcd(|R|, |S|)``: exact integers, and ``a = b = 1`` for equal sizes.
 
         Raises:
-            SpecError: Unknown column or ``k_max`` above the number of columns.
+            SpecError: Unknown column, ``k_max`` above the number of columns, or an empty frame.
             SchemaError: A frame does not hold valid codes of ``domain``.
         """
-        check_same_size(transformed, candidate, name=self.name)
+        check_not_empty(transformed, candidate, name=self.name)
         names = _selected(self.name, self.columns, domain)
         k_max = len(names) if self.k_max is None else self.k_max
         if k_max > len(names):
@@ -480,8 +520,10 @@ class MarginalsAbsoluteError(AcceptanceCriterion):
             )
         r = codes_of(transformed, domain, names, what=f"criterion {self.name!r}: transformed data")
         s = codes_of(candidate, domain, names, what=f"criterion {self.name!r}: candidate")
-        diff = max_abs_marginal_difference(r, s, [domain[c].size for c in names], k_max=k_max)
-        return diff / len(transformed)
+        g = math.gcd(len(transformed), len(candidate))
+        a, b = len(candidate) // g, len(transformed) // g
+        diff = max_abs_marginal_difference(r, s, [domain[c].size for c in names], k_max=k_max, r_weight=a, s_weight=b)
+        return diff / (a * len(transformed))
 
     def sensitivity(self, n: int) -> float:
         """``1/n`` (Section 4.5.2)."""
@@ -524,6 +566,7 @@ class MarginalsRelativeError(AcceptanceCriterion):
 
     kind: ClassVar[str] = "marginals_relative"
     description: ClassVar[str] = "proportions of each column's values (1-way marginals): largest relative error"
+    any_size: ClassVar[bool] = False  # ratios of add-one smoothed *counts*: |R| = |S| needed
 
     ratio_clip: float
     columns: tuple[str, ...] | None = None

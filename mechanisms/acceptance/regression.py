@@ -59,6 +59,7 @@ from privlab.mechanisms.acceptance.base import (
     CriterionResult,
     check_bounds,
     check_column_names,
+    check_not_empty,
     check_same_size,
     codes_of,
     register_criterion,
@@ -380,6 +381,7 @@ class RegressionCoefficientsError(_LinearRegressionCriterion):
 
     kind: ClassVar[str] = "regression_coefficients"
     description: ClassVar[str] = "linear regression coefficients: largest absolute error"
+    any_size: ClassVar[bool] = True  # fitted coefficients: R and S may have different sizes
 
     def shared_fit_provided(self) -> Any:
         """Its DP coefficients w^ε(R), reused by MAE criteria on the same columns (Section 4.14.1)."""
@@ -413,8 +415,8 @@ class RegressionCoefficientsError(_LinearRegressionCriterion):
         return float(np.abs(gap).sum() if self.norm == "l1" else np.abs(gap).max())
 
     def error(self, transformed: pd.DataFrame, candidate: pd.DataFrame, *, domain: Domain) -> float:
-        """The non-private measure: the OLS fit on ``R`` against the OLS fit on ``S``."""
-        check_same_size(transformed, candidate, name=self.name)
+        """The non-private measure: the OLS fit on ``R`` against the OLS fit on ``S`` (any sizes)."""
+        check_not_empty(transformed, candidate, name=self.name)
         xr, yr = self.data(transformed, domain=domain, what="transformed data")
         return self.distance(ols_coefficients(xr, yr), candidate, domain=domain)
 
@@ -503,6 +505,7 @@ class RegressionMAEError(_LinearRegressionCriterion):
 
     kind: ClassVar[str] = "regression_mae"
     description: ClassVar[str] = "mean absolute error of linear-regression predictions: difference"
+    any_size: ClassVar[bool] = True  # a fit on S, mean errors on R: R and S may have different sizes
     missing_fit_hint: ClassVar[str] = (
         "regression_mae uses the DP fit of a regression_coefficients criterion on the same response and "
         "covariates listed before it; add one, or set fit_epsilon to give it its own fit")
@@ -545,8 +548,9 @@ class RegressionMAEError(_LinearRegressionCriterion):
         return self._gap(coefficients, xr, yr, w_s)
 
     def error(self, transformed: pd.DataFrame, candidate: pd.DataFrame, *, domain: Domain) -> float:
-        """The non-private measure with the OLS fit on ``R`` in place of ``w^ε(R)``."""
-        check_same_size(transformed, candidate, name=self.name)
+        """The non-private measure with the OLS fit on ``R`` in place of ``w^ε(R)`` (any sizes: the
+        MAEs are means over ``R``, and ``w(S)`` is a fit)."""
+        check_not_empty(transformed, candidate, name=self.name)
         xr, yr = self.data(transformed, domain=domain, what="transformed data")
         w_s = ols_coefficients(*self.data(candidate, domain=domain, what="candidate"))
         return self._gap(ols_coefficients(xr, yr), xr, yr, w_s)

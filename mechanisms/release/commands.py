@@ -24,6 +24,22 @@ from privlab.platform.commands import (
 )
 
 
+def _sizes_text(result: dict[str, Any]) -> str:
+    """How ``privlab evaluate`` handled the two sizes, in words."""
+    n, m, resize = result["n"], result["candidate_n"], result["resize"]
+    if resize is None:
+        return f"sizes: original {n:,} records after cleaning, candidate {m:,}: equal, compared as they are"
+    as_is = [c["name"] for c in result["criteria"] if not c["resized"]]
+    lines = [f"sizes: original {n:,} records after cleaning, candidate {m:,}"]
+    if as_is:
+        lines.append(f"  compared as they are (proportions, means, fits): {', '.join(as_is)}")
+    if resize["criteria"]:
+        lines.append(f"  compared with the candidate resized to {n:,} records (they need equal sizes): "
+                     f"{', '.join(resize['criteria'])}")
+        lines.append(f"  resize: {resize['method']}; seed {resize['seed']} (--resize-seed)")
+    return "\n".join(lines)
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     from privlab.mechanisms.release.evaluate import evaluate_candidate, read_raw
     from privlab.mechanisms.release.workloads import flow_inputs
@@ -46,12 +62,14 @@ def _evaluate(args: argparse.Namespace) -> int:
     # or a synthesizer's output) is a plain CSV or parquet file with a header.
     original = space.read_raw(args.original, what=f"--original file {args.original!r}")
     result = evaluate_candidate(original, read_raw(args.candidate, what="--candidate"),
-                                space=space, settings=settings, transformation=transformation)
+                                space=space, settings=settings, transformation=transformation,
+                                resize_seed=args.resize_seed)
     result = {"config": config.id, **result}
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         print(f"{config.id}: transformation {result['transformation']}, n = {result['n']:,}")
+        print(_sizes_text(result))
         width = max(len(c["name"]) for c in result["criteria"])
         for c in result["criteria"]:
             print(f"  {c['name'].ljust(width)}  {c['value']:<12.6g} threshold {c['threshold']:<8g} "
@@ -154,6 +172,9 @@ def add_commands(sub: Any) -> None:
     evaluate.add_argument("--candidate", required=True, metavar="PATH", help="candidate data (raw schema)")
     evaluate.add_argument("--config", metavar="ID", help="configuration id (default: the spec's first)")
     evaluate.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value")
+    evaluate.add_argument("--resize-seed", type=int, default=0, metavar="SEED",
+                          help="seed of the draw that resizes the candidate to the original's size for the "
+                               "criteria that need equal sizes (default: 0)")
     evaluate.add_argument("--json", action="store_true", help="print JSON")
     evaluate.set_defaults(handler=_evaluate)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from privlab.mechanisms.release import record_count
@@ -99,6 +99,29 @@ def _criterion_line(criterion: Any) -> str:
     return f"- **{criterion.name}**: {text} below {criterion.threshold:g}" + (f" ({shown})" if shown else "")
 
 
+def sizes_note(criteria: Sequence[Any]) -> str:
+    """How the criteria compare this release with data of another size (``privlab evaluate``)."""
+    def names(items: list[Any]) -> str:
+        return ", ".join(c.name for c in items)
+
+    any_size = [c for c in criteria if c.any_size]
+    equal = [c for c in criteria if not c.any_size]
+    text = ("This table has a differentially private number of records, not the original's. To compare it with "
+            "data of another size (`privlab evaluate` does this): ")
+    if any_size:
+        text += (f"{names(any_size)} {'is' if len(any_size) == 1 else 'are'} defined on proportions, means or "
+                 "regression fits and compare datasets of any size as they are")
+    if any_size and equal:
+        text += "; "
+    if equal:
+        one = len(equal) == 1
+        text += (f"{names(equal)} {'compares' if one else 'compare'} counts or {'matches' if one else 'match'} "
+                 f"records one to one and {'needs' if one else 'need'} equal sizes, so this table is first "
+                 "resized to the other's size by a seeded draw (each of its m records repeated ⌊n/m⌋ times, plus "
+                 "a uniformly random subset of them drawn without replacement; the output states the seed)")
+    return text + "."
+
+
 def datasheet(spec: ReleaseSpec, shortlist: Shortlist, outcome: FlowOutcome, acceptance: Mapping[str, Any], *,
               n: int, created: str) -> str:
     """``README.md``: a datasheet for data users (Hod & Canetti 2024, Section 4.13)."""
@@ -181,6 +204,8 @@ means along these groupings, the linear regression of these covariates) are what
 `acceptance.md` and `acceptance.json` list each criterion's differentially private error, its
 threshold, its ε, mechanism, bounds, sensitivity and noise scale. The noisy values are estimates:
 a criterion's true error can differ from its noisy value by a few noise scales.
+
+{sizes_note(shortlist.settings.criteria)}
 
 ## Production
 

@@ -3,7 +3,11 @@
 * :func:`evaluate_candidate` computes every acceptance criterion's exact error measure between
   an original dataset and a candidate, both in the raw schema, after the configuration's
   transformation — for checking a flow and for tuning thresholds on public data. It is not DP
-  and is refused in release mode.
+  and is refused in release mode. The candidate may have any number of records (a release
+  publishes a DP record count, so its ``released.csv`` never has the original's cleaned size):
+  criteria defined on proportions, means and regression fits (``any_size``) compare the two as
+  they are; those that compare counts or match records one to one get the candidate resized to
+  the original's size by :func:`resize_candidate`, a draw keyed by a stated seed.
 * :func:`shortlist_from_summary` picks the configurations of a public-data grid search whose
   estimated acceptance probability reaches a floor (the paper's heuristic: 10%), to be taken to
   the private data (Hod & Canetti 2024, Section 4.10).
@@ -19,13 +23,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from privlab.mechanisms.synthesizers.base import hyperparameter_names
 from privlab.mechanisms.release.flow import FlowSettings, resolve_transformation
 from privlab.mechanisms.tabular.space import ReleaseSpace
 from privlab.platform.csv_fields import check_field_counts
-from privlab.platform.errors import SchemaError, SpecError
+from privlab.platform.errors import SpecError
 
 #: The workload parameters that define a configuration of the release scheme: the transformation,
 #: the synthesizer and its hyperparameters (any registered synthesizer's), the projection.
@@ -46,6 +51,41 @@ def read_raw(path: str | Path, *, what: str) -> pd.DataFrame:
     raise SpecError(f"{what} file {str(path)!r} must be .csv, .csv.gz or .parquet")
 
 
+#: The seed of :func:`resize_candidate` unless ``privlab evaluate --resize-seed`` gives another.
+RESIZE_SEED = 0
+
+#: How :func:`resize_candidate` resizes, in the words ``privlab evaluate`` prints.
+RESIZE_METHOD = ("every candidate record repeated floor(n/m) times, plus a uniformly random (n mod m)-subset of "
+                 "them drawn without replacement (n ≤ m: a uniform n-subset); m = candidate size, "
+                 "n = original size after cleaning")
+
+
+def resize_candidate(candidate: pd.DataFrame, n: int, *, seed: int = RESIZE_SEED) -> pd.DataFrame:
+    """``candidate`` resized to exactly ``n`` records, deterministically for a given ``seed``.
+
+    With ``m = len(candidate)`` and ``n = q·m + r`` (``0 ≤ r < m``): every record ``q`` times,
+    plus a uniformly random ``r``-subset drawn without replacement from
+    ``numpy.random.default_rng(seed)`` (:data:`RESIZE_METHOD`). Each record then appears
+    ``⌊n/m⌋`` or ``⌈n/m⌉`` times, so the candidate's proportions move as little as a resize to
+    ``n`` allows (by at most ``r/n`` for ``n < m``, in expectation not at all), unlike a
+    with-replacement bootstrap. Equal sizes return the candidate unchanged (no draw).
+
+    Raises:
+        SpecError: ``n < 1`` or an empty candidate.
+    """
+    m = len(candidate)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise SpecError(f"n ({n!r}) must be an int >= 1")
+    if m == 0:
+        raise SpecError("the candidate has no records; give a candidate with at least one record")
+    if m == n:
+        return candidate
+    copies, rest = divmod(n, m)
+    drawn = np.sort(np.random.default_rng(seed).permutation(m)[:rest])
+    index = np.concatenate([np.tile(np.arange(m), copies), drawn])
+    return candidate.iloc[index].reset_index(drop=True)
+
+
 def evaluate_candidate(
     original: pd.DataFrame,
     candidate: pd.DataFrame,
@@ -53,35 +93,45 @@ def evaluate_candidate(
     space: ReleaseSpace,
     settings: FlowSettings,
     transformation: str,
+    resize_seed: int = RESIZE_SEED,
 ) -> dict[str, Any]:
     """Every criterion's exact error between ``original`` and ``candidate`` (raw schema).
 
     The original is cleaned with the space's raw constraints, as a flow does; the candidate is
     validated against the raw schema (a synthetic record must already satisfy it). Both are
-    transformed with ``transformation``. The criteria require the same number of records.
+    transformed with ``transformation``. The two may differ in size (a release's output has a
+    DP record count): a criterion whose measure is defined on proportions, means or fits
+    (``any_size``) compares them as they are; any other compares the candidate resized to the
+    original's size ``n`` (:func:`resize_candidate` with ``resize_seed``).
 
     Returns:
-        ``{"transformation", "n", "criteria": [{name, kind, value, threshold, passed}], "accepted"}``.
+        ``{"transformation", "n", "candidate_n", "resize", "criteria": [{name, kind, value,
+        threshold, passed, candidate_n, resized}], "accepted"}``; ``resize`` is ``None`` when the
+        sizes are equal, else ``{"to", "seed", "method", "criteria"}`` (the names resized for).
 
     Raises:
-        SchemaError: A file breaks the schema, or the record counts differ after cleaning.
+        SchemaError: A file breaks the schema.
+        SpecError: The original has no records after cleaning, or the candidate has none.
     """
     chosen = resolve_transformation(space, transformation)
     cleaned = space.clean_raw(original, source="original")
     checked = space.schema.validate(candidate, source="candidate")
     r = chosen.apply(cleaned, source="original")
     s = chosen.apply(checked, source="candidate")
-    if len(r) != len(s):
-        raise SchemaError(
-            f"the candidate has {len(s)} records but the original has {len(r)} after cleaning with the raw "
-            "constraints; the criteria compare datasets of the same size n"
-        )
+    if len(r) == 0:
+        raise SpecError("the original has no records after cleaning with the raw constraints; check --original")
+    resized = resize_candidate(s, len(r), seed=resize_seed)
     rows = []
     for criterion in settings.criteria:
-        value = float(criterion.error(r, s, domain=chosen.domain))
+        compared = s if criterion.any_size else resized
+        value = float(criterion.error(r, compared, domain=chosen.domain))
         rows.append({"name": criterion.name, "kind": criterion.kind, "value": value,
-                     "threshold": float(criterion.threshold), "passed": bool(value < criterion.threshold)})
-    return {"transformation": chosen.id, "n": len(r), "criteria": rows,
+                     "threshold": float(criterion.threshold), "passed": bool(value < criterion.threshold),
+                     "candidate_n": len(compared), "resized": compared is not s})
+    resize = None if len(s) == len(r) else {
+        "to": len(r), "seed": resize_seed, "method": RESIZE_METHOD,
+        "criteria": [row["name"] for row in rows if row["resized"]]}
+    return {"transformation": chosen.id, "n": len(r), "candidate_n": len(s), "resize": resize, "criteria": rows,
             "accepted": all(row["passed"] for row in rows)}
 
 
