@@ -116,12 +116,11 @@ def finished_summary(tracker: Any, run_id: str, *, hint: str) -> tuple[Any, dict
 
 def toml_kind(path: Path) -> TomlKind | None:
     """The registered kind of a TOML file that is not an experiment spec (None: unknown)."""
-    import tomllib
+    from privlab.platform.toml_files import read_toml
 
     try:
-        with path.open("rb") as handle:
-            keys = set(tomllib.load(handle))
-    except (OSError, tomllib.TOMLDecodeError):
+        keys = set(read_toml(path, what="file")[0])
+    except PrivlabError:  # unreadable: reading it as a spec reports why
         return None
     if keys & {"workload", "study"}:
         return None

@@ -54,6 +54,7 @@ from privlab.platform.errors import LedgerError, PrivlabError, SpecError
 from privlab.platform.ledger import Ledger
 from privlab.platform.registry import Pattern
 from privlab.platform.seeding import canonical_params, grid_sampling_generator, stable_key
+from privlab.platform.toml_files import MAX_DEPTH, nesting_depth, read_toml
 
 TOP_KEYS = {
     "name", "description", "seed", "mode", "budget", "tracking", "execution", "dataset",
@@ -64,6 +65,7 @@ STUDY_KEYS = {
     "trials", "metrics", "dataset",
 }
 BUDGET_KEYS = {"epsilon", "delta", "accountant", "delta_slack"}
+MAX_EXPERIMENT_NAME = 500  # MLflow refuses longer experiment names (mlflow.utils.validation)
 TRACKING_KEYS = {"experiment", "uri", "artifacts", "plots", "checkpoint_interval_s", "outage_wait_s", "unit_runs",
                  "run_statistics"}
 EXECUTION_KEYS = {"batch_size", "target_task_seconds", "max_retries", "max_in_flight_per_worker", "max_configurations"}
@@ -187,13 +189,7 @@ def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> ExperimentSpec
     override, against the working directory (:func:`rebase_override_paths`).
     """
     path = Path(path)
-    if not path.is_file():
-        raise SpecError(f"spec file {str(path)!r} does not exist")
-    text = path.read_text()
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise SpecError(f"{path}: not valid TOML: {error}") from None
+    document, text = read_toml(path, what="spec file")
     written = [apply_override(document, override) for override in overrides]
     for owner, parts in written:
         rebase_override_paths(owner, parts, spec_dir=path.resolve().parent, cwd=Path.cwd())
@@ -264,6 +260,9 @@ def apply_override(document: dict[str, Any], override: str) -> tuple[dict[str, A
         value = tomllib.loads(f"v = {raw.strip()}")["v"]
     except tomllib.TOMLDecodeError:
         value = raw.strip()
+    except (RecursionError, ValueError):  # nested too deeply; an integer too long to convert
+        raise SpecError(f"--set {key}: the value nests too deeply or holds an integer too long to read; "
+                        "check it") from None
     parts = key.split(".")
     target: Any = document
     studies = document.get("study")
@@ -337,6 +336,9 @@ def _numeric_identity(value: Any) -> Any:
 
 
 def parse_spec(document: Mapping[str, Any], *, source: Path, text: str = "") -> ExperimentSpec:
+    if nesting_depth(document) > MAX_DEPTH:  # before anything recurses over it (deepcopy, JSON)
+        raise SpecError(f"spec: tables or arrays nest more than {MAX_DEPTH} levels deep (with --set values); "
+                        "no spec needs that many, check it")
     document = copy.deepcopy(dict(document))
     _unknown(document, TOP_KEYS, "spec")
     name = document.get("name")
@@ -450,6 +452,10 @@ def _parse_tracking(raw: Any, *, default_experiment: str) -> TrackingSpec:
     experiment = table.get("experiment", default_experiment)
     if not isinstance(experiment, str) or not experiment:
         raise SpecError("[tracking] experiment must be a non-empty string")
+    if len(experiment) > MAX_EXPERIMENT_NAME:
+        where = "[tracking] experiment" if "experiment" in table else "the spec's name (the default experiment)"
+        raise SpecError(f"{where} is {len(experiment):,} characters long; MLflow accepts experiment names of at "
+                        f"most {MAX_EXPERIMENT_NAME}: set a shorter [tracking] experiment")
     uri = table.get("uri")
     if uri is not None and not isinstance(uri, str):
         raise SpecError("[tracking] uri must be a string")
