@@ -62,7 +62,7 @@ def test_package_imports_from_the_repo_root() -> None:
 #
 # core        privlab.platform.{errors, ledger, composition, budget, randomness, secure_sampling,
 #             transcript, seeding, plugins, columns, estimator, validation, positional_split,
-#             dp_events, accountants, exact_sum, csv_fields}: imports only the core.
+#             dp_events, accountants, exact_sum, csv_fields, toml_files}: imports only the core.
 # mechanisms  every privlab.mechanisms module that is not an adapter: imports the core and
 #             other mechanisms' non-adapter modules.
 # adapters    mechanisms modules that connect a mechanism to the platform (workloads, studies,
@@ -75,7 +75,7 @@ def test_package_imports_from_the_repo_root() -> None:
 CORE = {f"privlab.platform.{name}" for name in (
     "errors", "ledger", "composition", "budget", "randomness", "secure_sampling", "transcript", "seeding",
     "plugins", "columns", "estimator", "validation", "positional_split", "dp_events", "accountants", "exact_sum",
-    "csv_fields")}
+    "csv_fields", "toml_files")}
 PLATFORM_INTERFACES = {f"privlab.platform.{name}" for name in ("registry", "audit", "reports", "commands")}
 ADAPTER_NAME = re.compile(r"^(workloads|\w+_workloads|studies|\w+_studies|audit|report|reports_\w+|commands)$")
 

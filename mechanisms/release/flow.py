@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,6 +43,7 @@ from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
 from privlab.mechanisms.tabular.space import ReleaseSpace
 from privlab.mechanisms.tabular.transforms import Transformation
 from privlab.platform.errors import SchemaError, SpecError
+from privlab.platform.toml_files import read_toml
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import RandomSource
 
@@ -315,10 +315,7 @@ def load_settings(path: str | Path) -> FlowSettings:
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"flow settings file {str(path)!r} does not exist")
-    try:
-        document = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as error:
-        raise SpecError(f"{path}: not valid TOML: {error}") from error
+    document = read_toml(path, what="flow settings file")[0]  # not UTF-8, not TOML, too deep: a SpecError
     allowed = {"epsilon_generation", "max_rounds", "criterion", "description"}
     unknown = sorted(set(document) - allowed)
     if unknown:

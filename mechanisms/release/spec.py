@@ -34,12 +34,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from privlab.mechanisms.selection.private_selection import PrivateSelectionParams
+from privlab.platform import toml_files
 from privlab.platform.errors import BudgetExceededError, SpecError
 
 DECODE_MODES = ("representative", "uniform")
@@ -56,12 +56,7 @@ def require_number(value: Any, what: str, *, positive: bool = False) -> float:
 
 
 def read_toml(path: Path, what: str) -> dict[str, Any]:
-    if not path.is_file():
-        raise SpecError(f"{what} {str(path)!r} does not exist")
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise SpecError(f"{path}: not valid TOML: {error}") from None
+    return toml_files.read_toml(path, what=what)[0]
 
 
 def require_regular_file(path: Path, what: str) -> None:

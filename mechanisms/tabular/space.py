@@ -49,7 +49,6 @@ section's keys.
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -62,6 +61,7 @@ from privlab.mechanisms.tabular.reader import ReaderOptions, read_raw_table
 from privlab.mechanisms.tabular.schema import RawSchema
 from privlab.mechanisms.tabular.transforms import Transformation, TransformationSpace
 from privlab.platform.errors import SpecError
+from privlab.platform.toml_files import read_toml
 
 _TOP_LEVEL = frozenset(
     {"name", "description", "reader", "schema", "transformations", "raw_constraints", "synthetic_constraints",
@@ -216,8 +216,5 @@ def load_release_space(path: str | Path) -> ReleaseSpace:
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"release space file {str(path)!r} does not exist")
-    try:
-        document = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as error:
-        raise SpecError(f"{path}: not valid TOML: {error}") from error
+    document = read_toml(path, what="release space file")[0]  # not UTF-8, not TOML, too deep: a SpecError
     return release_space_from_spec(document, where=str(path))
