@@ -285,6 +285,10 @@ class _Truncated(Exception):
 
 
 def _read_exact(stream: BinaryIO, size: int) -> bytes:
+    # A length field claims the size; one larger than what is left of the file (cut, or altered to
+    # claim 2**62 bytes) is a truncation, found before anything that size is allocated.
+    if size > os.fstat(stream.fileno()).st_size - stream.tell():
+        raise _Truncated
     data = stream.read(size)
     if len(data) != size:
         raise _Truncated
@@ -315,7 +319,7 @@ def _read_frame(stream: BinaryIO) -> tuple[dict[str, Any], bytes, bytes] | None:
 def _interrupted(path: Path) -> TranscriptError:
     return TranscriptError(
         f"transcript {str(path)!r} ends without its end record, so the run that wrote it was "
-        "interrupted (or the file was cut); it cannot be replayed"
+        "interrupted (or the file was cut, or a record's length altered); it cannot be replayed"
     )
 
 
