@@ -48,9 +48,19 @@ DEFAULT_CLUSTER_STATE = ".privlab/cluster"
 
 
 def _run_options(args: argparse.Namespace, *, report_dir: Path | None = None) -> Any:
-    """The runner options shared by `run` and `audit` (execution, tracking, resume, progress)."""
+    """The runner options shared by `run` and `audit` (execution, tracking, resume, progress).
+
+    Raises:
+        InputError: ``--max-units`` below 1, or ``--summary-json`` in a folder that does not exist
+            (found now, not after the run).
+    """
     from privlab.platform.runner import RunOptions
 
+    if args.max_units is not None and args.max_units < 1:
+        raise _InputError(f"--max-units ({args.max_units}) must be at least 1: the units of work to do before "
+                          "stopping (resumably)")
+    if args.summary_json and not Path(args.summary_json).absolute().parent.is_dir():
+        raise _InputError(f"--summary-json {args.summary_json!r}: its folder does not exist; create it first")
     return RunOptions(
         workers=args.workers,
         address=args.address,

@@ -40,14 +40,15 @@ from privlab.platform.configuration_state import (
     load_run_data,
     prepare_states,
 )
-from privlab.platform.errors import PrivlabError, TrackingOutage
+from privlab.platform.errors import PrivlabError, SpecError, TrackingOutage
 from privlab.platform.interrupts import shielded_cleanup
 from privlab.platform.liveness import this_driver
 from privlab.platform.parent_run import ParentRun, resume_parent_run, start_parent_run
 from privlab.platform.progress import Progress
 from privlab.platform.run_summary import RunTiming, finish_run
 from privlab.platform.spec import ExperimentSpec
-from privlab.platform.tracking import Tracker
+from privlab.platform.store_checks import check_resumable, check_store_uri, uri_source
+from privlab.platform.tracking import Tracker, resolve_tracking_uri
 from privlab.platform.tracking_outage import is_unreachable
 from privlab.platform.trial_scheduler import TrialScheduler, UnitLimit
 
@@ -68,6 +69,12 @@ class RunOptions:
     on_start: Callable[[str], None] | None = None  # told the parent run id as soon as it exists
     on_abandon: Callable[[str], None] | None = None  # told the run id when Ctrl-C abandons the cleanup
 
+    def __post_init__(self) -> None:
+        for name in ("workers", "stop_after_units"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise SpecError(f"{name} ({value!r}) must be a positive integer")
+
 
 class RunInterrupted(PrivlabError):
     """The run stopped before finishing (Ctrl-C or ``stop_after_units``); it can be resumed."""
@@ -78,8 +85,24 @@ class RunInterrupted(PrivlabError):
 
 
 def run_experiment(spec: ExperimentSpec, options: RunOptions) -> dict[str, Any]:
-    """Run every configuration of ``spec``; returns the run summary (see ``--summary-json``)."""
+    """Run every configuration of ``spec``; returns the run summary (see ``--summary-json``).
+
+    Raises:
+        NotFoundError, InputError: the tracking store's folder, or the run to resume, does not
+            exist, or the URI is no store's (:mod:`~privlab.platform.store_checks`); nothing is
+            created then.
+    """
+    check_store(spec, options)
     return _Driver(spec, options).run()
+
+
+def check_store(spec: ExperimentSpec, options: RunOptions) -> None:
+    """Check the tracking store and the run to resume before anything opens (and so creates) a store."""
+    source = uri_source(options.tracking_uri, spec.tracking.uri)
+    uri = resolve_tracking_uri(options.tracking_uri or spec.tracking.uri)
+    check_store_uri(uri, source=source)
+    if options.resume:
+        check_resumable(uri, options.resume, source=source)
 
 
 class _Driver:
