@@ -722,6 +722,50 @@ def test_verify_refuses_a_republished_bundle(released: tuple[Path, Path], tmp_pa
     assert "does not reproduce acceptance.json" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("edit", "named"), [
+    ("add", "evil.txt added"),  # was: "verified"
+    ("add-listed", "evil.txt added"),  # with a SHA256SUMS line for it
+    ("remove", "acceptance.md missing"),  # the file and its SHA256SUMS line: was a FileNotFoundError traceback
+    ("add-folder", "extra/ added"),
+    ("add-private", "private/notes.txt added"),
+])
+def test_verify_refuses_a_bundle_with_a_file_added_or_removed(
+    released: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: str, named: str,
+) -> None:
+    """Issue 30 item 4: the file list is the release's, not whatever SHA256SUMS (editable) says."""
+    ws, out = released
+    forged = tmp_path / "bundle"
+    shutil.copytree(out, forged)
+    sums = forged / bundle.CHECKSUMS
+    if edit in ("add", "add-listed"):
+        evil = b"not part of the release\n"
+        (forged / "evil.txt").write_bytes(evil)
+        if edit == "add-listed":
+            sums.write_text(sums.read_text() + f"{hashlib.sha256(evil).hexdigest()}  evil.txt\n")
+    elif edit == "add-folder":
+        (forged / "extra").mkdir()
+    elif edit == "add-private":
+        (forged / "private" / "notes.txt").write_text("x\n")
+    else:
+        (forged / "acceptance.md").unlink()
+        sums.write_text("".join(line for line in sums.read_text().splitlines(keepends=True)
+                                if not line.endswith("  acceptance.md\n")))
+    assert _verify(ws, forged, out / bundle.TRANSCRIPT) == EXIT_NOT_VERIFIED
+    err = capsys.readouterr().err
+    assert "NOT VERIFIED" in err and named in err and "Traceback" not in err
+
+
+def test_verify_accepts_a_published_copy_without_private(released: tuple[Path, Path], tmp_path: Path) -> None:
+    from privlab.mechanisms.release.verify import check_file_list
+
+    ws, out = released
+    published = tmp_path / "published"
+    shutil.copytree(out, published, ignore=shutil.ignore_patterns(bundle.PRIVATE_DIR))
+    check_file_list(published)  # the release's files without private/: nothing missing, nothing added
+    (published / bundle.PRIVATE_DIR).mkdir()
+    check_file_list(published)
+
+
 def test_replay_errors_withhold_values_counts_and_hashes(released: tuple[Path, Path], tmp_path: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     ws, out = released

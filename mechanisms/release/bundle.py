@@ -64,6 +64,11 @@ CHECKSUMS = "SHA256SUMS"
 PRIVATE_DIR = "private"
 TRANSCRIPT = "private/transcript.bin"
 PARTIAL_MARKER = ".partial-"
+#: Every file a release writes besides ``private/`` (which a published copy leaves out), as
+#: :func:`bundle_entries` names them.
+RELEASE_FILES = (*PUBLIC_FILES, CHECKSUMS)
+#: What a release bundle may also hold: the transcript in ``private/``, or ``private/`` emptied.
+PRIVATE_ENTRIES = (TRANSCRIPT, f"{PRIVATE_DIR}/")
 
 
 def partial_prefix(out: Path) -> str:
@@ -263,6 +268,29 @@ def verify_checksums(folder: Path) -> list[str]:
         if not target.is_file() or hashlib.sha256(target.read_bytes()).hexdigest() != digest:
             bad.append(name)
     return bad
+
+
+def bundle_entries(folder: Path) -> set[str]:
+    """Everything in ``folder``, as relative POSIX paths: each file (or link, pipe…), each empty
+    or linked folder with a trailing ``/`` (a linked folder is not followed)."""
+    folder = Path(folder)
+    found: set[str] = set()
+    for root, dirs, files in os.walk(folder):
+        base = Path(root).relative_to(folder)
+        found.update((base / name).as_posix() for name in files)
+        found.update(f"{(base / name).as_posix()}/" for name in dirs if (Path(root) / name).is_symlink())
+        if not dirs and not files and base != Path("."):
+            found.add(f"{base.as_posix()}/")
+    return found
+
+
+def file_list_differences(found: set[str], expected: Sequence[str],
+                          optional: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+    """The ``expected`` entries missing from ``found``, and the entries of ``found`` that are neither
+    expected nor ``optional`` (both sorted)."""
+    missing = sorted(set(expected) - found)
+    extra = sorted(found - set(expected) - set(optional))
+    return missing, extra
 
 
 # --- documents ---------------------------------------------------------------------------------
