@@ -243,6 +243,18 @@ def test_read_only_commands_do_not_create_a_store_in_the_working_directory(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_resume_of_an_unknown_run_changes_nothing_in_the_store(finished_uri: str, mini_spec: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 30 item 5: exit 2 before the experiment is created or anything is written."""
+    tracker = Tracker(finished_uri)
+    experiments = tracker.experiment_names()
+    spec = mini_spec.parent / "other.toml"
+    spec.write_text(mini_spec.read_text().replace('experiment = "mini"', 'experiment = "other"'))
+    assert main(["run", str(spec), "--serial", "--resume", "UNKNOWN", "--tracking-uri", finished_uri]) == 2
+    assert "--resume UNKNOWN: no such run in the tracking store" in capsys.readouterr().err
+    assert tracker.experiment_names() == experiments
+
+
 def test_runs_lists_the_ids_the_ledger_hint_points_to(finished_run: dict, finished_uri: str,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ledger", "0" * 32, "--tracking-uri", finished_uri]) == 4
