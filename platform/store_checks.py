@@ -20,6 +20,7 @@ from urllib.parse import urlparse
 
 from privlab.platform.commands import InputError
 from privlab.platform.errors import NotFoundError, TrackingError
+from privlab.platform.tracking import Tracker, sqlite_database
 
 #: The schemes of MLflow's own tracking stores (``mlflow.tracking._tracking_service.utils``);
 #: plug-ins add theirs under the ``mlflow.tracking_store`` entry points.
@@ -55,8 +56,8 @@ def local_store_path(uri: str) -> Path | None:
     """The file (sqlite) or folder (file store) of a local store; None for a server or an in-memory one."""
     scheme = uri_scheme(uri)
     if uri.startswith("sqlite:///"):
-        path = uri.removeprefix("sqlite:///").split("?", 1)[0]
-        return Path(path) if path and path != ":memory:" else None
+        path = sqlite_database(uri)
+        return path if str(path) not in (".", ":memory:") else None
     if scheme == "file":
         return Path(urlparse(uri).path)
     if scheme == "" and uri not in _NAMED_STORES:
@@ -108,8 +109,6 @@ def check_resumable(uri: str, run_id: str, *, source: str) -> None:
             f"--resume {run_id}: there is no tracking store at {str(path)!r} ({source}), so no run to resume; "
             "give the --tracking-uri of the store the run was started in (`privlab runs` there lists its ids)")
     from mlflow.exceptions import MlflowException
-
-    from privlab.platform.tracking import Tracker
 
     tracker = Tracker(uri)  # the store exists: opening it creates no new one
     try:
