@@ -266,7 +266,7 @@ def test_fuzz_spec_bytes(tmp_path: Path) -> None:
     rng = random.Random(20301)
     for name, raw in _fuzz_sources():
         path = tmp_path / name
-        for _ in range(150):
+        for _ in range(125):
             path.write_bytes(_mutate(raw, rng))
             _read_or_refuse(lambda: toml_kind(path))  # what `privlab validate` reads first
             _read_or_refuse(lambda: load_spec(path))
@@ -301,7 +301,7 @@ def test_fuzz_toml_shapes(tmp_path: Path) -> None:
     for name, raw in _fuzz_sources():
         document = tomllib.loads(raw.decode())
         paths = _paths(document)
-        for _ in range(150):  # one odd value at one place of a real spec
+        for _ in range(125):  # one odd value at one place of a real spec
             odd = _replaced(document, rng.choice(paths), rng.choice(ODD_VALUES))
             _read_or_refuse(lambda: parse_spec(odd, source=tmp_path / name))
         for key in ("name", "study", "params", "grid", "tracking", "budget", "execution", "dataset", "bogus"):
