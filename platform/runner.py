@@ -93,7 +93,9 @@ def run_experiment(spec: ExperimentSpec, options: RunOptions) -> dict[str, Any]:
             created then.
     """
     check_store(spec, options)
-    return _Driver(spec, options).run()
+    began = time.perf_counter()
+    data = load_run_data(spec)  # read and validated before a store is opened (and so created)
+    return _Driver(spec, options).run(data, began=began)
 
 
 def check_store(spec: ExperimentSpec, options: RunOptions) -> None:
@@ -118,10 +120,9 @@ class _Driver:
         self.closed = False
         self.tracking_down = False  # the tracking server went away: no more calls to it
 
-    def run(self) -> dict[str, Any]:
+    def run(self, data: Any, *, began: float) -> dict[str, Any]:
+        """Run with the run's ``data`` (:func:`load_run_data`), read since ``began``."""
         spec, options = self.spec, self.options
-        began = time.perf_counter()
-        data = load_run_data(spec)  # read and validated before anything is logged or started
         experiment_id = self.tracker.experiment_id(spec.tracking.experiment, create=True)
         checkpoint = self._open_parent(experiment_id)
         self.run_id = self.parent.run_id

@@ -63,6 +63,22 @@ def test_file_dataset_is_validated_and_shared(tmp_path: Path, tracking_uri: str)
     assert _parent_count(tracking_uri) == runs_before, "nothing may be logged before the data validates"
 
 
+def test_a_data_error_on_a_new_store_creates_no_store(tmp_path: Path) -> None:
+    # Issue 30: the driver opened (and so created) the tracking store before reading the data.
+    pd.DataFrame({"age": [17, 95]}).to_parquet(tmp_path / "people.parquet")
+    spec = tmp_path / "file.toml"
+    spec.write_text(
+        'name = "file"\nseed = 4\nworkload = "column_mean"\nrepetitions = 5\n'
+        '[params]\ncolumn = "age"\nlower = 17.0\nupper = 90.0\nn = 2\nepsilon = 1.0\n'
+        '[dataset]\npath = "people.parquet"\n[dataset.columns.age]\ntype = "integer"\nlower = 17\nupper = 90\n'
+    )
+    store = tmp_path / "store"
+    store.mkdir()
+    with pytest.raises(SchemaError, match=r"'age'.*outside its public bounds"):
+        _run(spec, f"sqlite:///{store / 'mlflow.db'}")
+    assert not list(store.iterdir())
+
+
 def _parent_count(uri: str) -> int:
     from privlab.platform.tracking import Tracker
 
