@@ -139,9 +139,9 @@ def _report(args: argparse.Namespace) -> int:
     from privlab.platform.configuration_log import RESERVOIR_PATH, logged_timing
     from privlab.platform.reports import build_reports, parquet_frame, write_report_dir
     from privlab.platform.run_summary import with_logged_timing
-    from privlab.platform.tracking import RunTags, Tracker
+    from privlab.platform.tracking import RunTags, Tracker, existing_store_uri
 
-    tracker = Tracker(args.tracking_uri)
+    tracker = Tracker(existing_store_uri(args.tracking_uri))  # only reads: never creates a store
     run, summary = finished_summary(tracker, args.run_id, hint="give the id `privlab run` printed")
     indexed = read_index(tracker, args.run_id)  # a finished run's index names its configuration runs
     if indexed is None:  # newest first, as a resume reads them back

@@ -237,7 +237,8 @@ def test_read_only_commands_do_not_create_a_store_in_the_working_directory(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.chdir(tmp_path)
-    for args in (["compare", "quickstart"], ["ledger", "0" * 32], ["runs"]):
+    for args in (["compare", "quickstart"], ["ledger", "0" * 32], ["runs"], ["report", "0" * 32, "--out", "r"],
+                 ["shortlist", "0" * 32, "--out", "s.toml"]):
         assert main(args) == 2, args
         assert "no MLflow tracking store" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []

@@ -86,9 +86,9 @@ def _shortlist(args: argparse.Namespace) -> int:
         workload_params,
         write_atomically,
     )
-    from privlab.platform.tracking import Tracker
+    from privlab.platform.tracking import Tracker, existing_store_uri
 
-    tracker = Tracker(args.tracking_uri)
+    tracker = Tracker(existing_store_uri(args.tracking_uri))  # only reads: never creates a store
     _, summary = finished_summary(tracker, args.run_id, hint="give the grid search's run id")
     entries = shortlist_from_summary(summary, min_prob=args.min_prob)
     if not entries:
