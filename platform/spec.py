@@ -161,6 +161,7 @@ class ExperimentSpec:
     source: Path
     document: Mapping[str, Any]  # the resolved TOML document (after --set)
     text: str = ""  # the spec as written (before --set), logged as spec.toml
+    overrides: tuple[str, ...] = ()  # the --set values applied to it, as given
 
     @property
     def sha256(self) -> str:
@@ -187,7 +188,7 @@ def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> ExperimentSpec
         raise SpecError(f"{path}: not valid TOML: {error}") from None
     for override in overrides:
         apply_override(document, override)
-    return parse_spec(document, source=path, text=text)
+    return parse_spec(document, source=path, text=text, overrides=overrides)
 
 
 def apply_override(document: dict[str, Any], override: str) -> None:
@@ -270,7 +271,8 @@ def _numeric_identity(value: Any) -> Any:
     return value
 
 
-def parse_spec(document: Mapping[str, Any], *, source: Path, text: str = "") -> ExperimentSpec:
+def parse_spec(document: Mapping[str, Any], *, source: Path, text: str = "",
+               overrides: Sequence[str] = ()) -> ExperimentSpec:
     document = copy.deepcopy(dict(document))
     _unknown(document, TOP_KEYS, "spec")
     name = document.get("name")
@@ -339,6 +341,7 @@ def parse_spec(document: Mapping[str, Any], *, source: Path, text: str = "") -> 
         source=source,
         document=document,
         text=text,
+        overrides=tuple(overrides),
     )
 
 
