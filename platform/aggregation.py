@@ -95,15 +95,18 @@ class MetricAccumulator:
         return self.res_value[np.argsort(self.res_index, kind="stable")]
 
     def summary(self) -> dict[str, float]:
+        """The metric's statistics. A rate's are ``trials`` (how many values: ``violation_trials``
+        = 2000), ``successes`` (how many were 1: the violations), ``rate`` and its Wilson
+        interval; a value's are ``count``, ``mean``, ``sd``, its t interval, extremes and quantiles."""
         n = self.count
         if n == 0:
-            return {"count": 0.0}
+            return {"trials" if self.kind is MetricKind.RATE else "count": 0.0}
         exact_mean = self.total.fraction() / n
         mean = float(exact_mean)
         if self.kind is MetricKind.RATE:
             successes = float(self.total.fraction())
             low, high = wilson_interval(successes, n)
-            return {"count": float(n), "rate": mean, "ci_low": low, "ci_high": high, "successes": successes}
+            return {"trials": float(n), "rate": mean, "ci_low": low, "ci_high": high, "successes": successes}
         if n > 1:
             variance = (self.total_sq.fraction() - self.total.fraction() * exact_mean) / (n - 1)
             sd = math.sqrt(max(float(variance), 0.0))

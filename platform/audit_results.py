@@ -50,7 +50,7 @@ def audit_result(auditable: Auditable, params: Any, metrics: Mapping[str, float]
               "params": values, "confidence": confidence, "run_id": run_id, "experiment": experiment,
               "root_seed": root_seed}
     if isinstance(auditable, SensitivityAuditable):
-        trials = int(metrics["violation_count"])
+        trials = int(metrics["violation_trials"])
         successes = int(round(metrics["violation_successes"]))
         claimed = auditable.claimed_sensitivity(params)
         low, high = clopper_pearson(successes, trials, confidence)

@@ -148,7 +148,8 @@ def run_audit(request: AuditRequest, options: RunOptions) -> tuple[AuditResult, 
     document = tomllib.loads(request.spec_text)
     for override in request.overrides:
         apply_override(document, override)
-    spec = parse_spec(document, source=Path(f"audit-{request.name}.toml"), text=request.spec_text)
+    spec = parse_spec(document, source=Path(f"audit-{request.name}.toml"), text=request.spec_text,
+                      overrides=request.overrides)
     summary = run_experiment(spec, options)
     config = spec.configurations[0]
     params = registry.build_params(registry.get_workload(config.workload).Params, config.params, where=config.id)

@@ -179,7 +179,7 @@ def thresholds_of(auditable: EpsilonAuditable, params: Any) -> list[float]:
 def bound_from(auditable: EpsilonAuditable, params: Any, metric: Callable[[str, str], float]) -> EpsilonBound:
     """The ε bound from aggregated event counts (``metric(name, statistic)``)."""
     thresholds = thresholds_of(auditable, params)
-    trials = int(metric("event_d_00", "count"))
+    trials = int(metric("event_d_00", "trials"))
     events_d = [int(round(metric(f"event_d_{j:02d}", "successes"))) for j in range(len(thresholds))]
     events_dp = [int(round(metric(f"event_d_prime_{j:02d}", "successes"))) for j in range(len(thresholds))]
     return epsilon_lower_bound(events_d, events_dp, trials, thresholds, confidence=params.confidence,

@@ -94,7 +94,7 @@ class _SensitivityAudit(_AuditWorkload):
 
     def derive(self, params: Any, summary: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
         violation = summary["violation"]
-        trials, successes = int(violation["count"]), int(round(violation.get("successes", 0.0)))
+        trials, successes = int(violation["trials"]), int(round(violation.get("successes", 0.0)))
         low, high = clopper_pearson(successes, trials, params.confidence) if trials else (math.nan, math.nan)
         return {"claimed_sensitivity": self.auditable().claimed_sensitivity(params),
                 "max_abs_diff": summary["abs_diff"].get("max", math.nan),

@@ -43,6 +43,7 @@ from privlab.platform.commands import (  # noqa: F401 (exit codes: the command's
     toml_kind,
 )
 from privlab.platform.interrupts import sigterm_as_interrupt
+from privlab.platform.ui_command import add_ui_command
 
 DEFAULT_CLUSTER_STATE = ".privlab/cluster"
 
@@ -510,6 +511,8 @@ def build_parser() -> argparse.ArgumentParser:
               cluster_sub.add_parser("status", help="show the recorded cluster")):
         p.add_argument("--state-dir", default=DEFAULT_CLUSTER_STATE, help="where the cluster's state is kept")
     cluster.set_defaults(handler=_cluster)
+
+    add_ui_command(sub)  # privlab ui: platform/ui_command.py
 
     for _, add_commands in COMMANDS.items():  # subcommands that mechanisms bring (privlab.commands)
         add_commands(sub)

@@ -169,7 +169,7 @@ def _frame(logged: Sequence[tuple[str, Any]]) -> pd.DataFrame:
     return frame
 
 
-COUNT_SUFFIXES = ("_count", "_successes")
+COUNT_SUFFIXES = ("_count", "_trials", "_successes")
 
 
 def _parse(value: str) -> Any:

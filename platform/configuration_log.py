@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -142,7 +143,8 @@ class ConfigurationLog:
                 name=entry["label"][:250], params=run_params,
                 metrics={k: v for k, v in run_metrics.items() if k not in skipped}, files=files,
                 config_id=entry_id, group=config.id, study=config.study, workload=config.workload,
-                root_seed=self.parent.root_seed, mode=self.spec.mode,
+                root_seed=self.parent.root_seed, mode=self.spec.mode, standard_tags=self.parent.standard_tags,
+                datasets=[self.parent.datasets[config.id]] if config.id in self.parent.datasets else [],
             )
             self.writer.submit(functools.partial(self._send, entry_id, row, upload), keep=upload)
             entries.append(entry)
@@ -175,6 +177,7 @@ class ConfigurationLog:
                 params=config.flat_params() | {"workload": config.workload, "study": config.study, "unit": index},
                 metrics=metrics, files={}, config_id=config.id, group=config.id, study=config.study,
                 workload=config.workload, root_seed=self.parent.root_seed, mode=self.spec.mode, unit=index,
+                standard_tags=self.parent.standard_tags,
             )
             self.writer.submit(functools.partial(self.tracker.send, upload), keep=upload)
 
@@ -249,4 +252,8 @@ def _facet_label(params: Mapping[str, Any]) -> str:
 
 
 def _metric_safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "_-./ " else "_" for c in name)
+    """``name`` as part of a metric name: ASCII letters, digits, ``_ - .`` only (MLflow also
+    allows spaces, colons and slashes, but a space makes a name hard to use in a search filter
+    or a column and a slash makes it a path), each run of other characters one ``_``:
+    ``pd.entropy H(age)`` → ``pd.entropy_H_age``."""
+    return re.sub(r"[^A-Za-z0-9_.\-]+", "_", name).strip("_") or "step"

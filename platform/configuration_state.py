@@ -21,6 +21,7 @@ from privlab.platform import registry
 from privlab.platform.aggregation import ConfigAggregate
 from privlab.platform.datasets import FileDataset, GeneratedDataset
 from privlab.platform.ledger import Ledger
+from privlab.platform.run_datasets import DatasetDescription, describe_files, describe_generated
 from privlab.platform.spec import Configuration, ExperimentSpec
 from privlab.platform.worker_tasks import UnitContext
 
@@ -45,6 +46,14 @@ class RunData:
     study_frames: Mapping[str, pd.DataFrame]  # study name → its file dataset
     workload_frames: Mapping[str, pd.DataFrame]  # data key → a dataset a workload's parameters name
     config_data_key: Mapping[str, str]  # configuration id → its workload's data key
+    # What each configuration read, for MLflow's dataset inputs (run_datasets): configuration id → its
+    # dataset's description (configurations on data drawn per trial are not in it).
+    config_datasets: Mapping[str, DatasetDescription] = dataclasses.field(default_factory=dict)
+
+    @property
+    def datasets(self) -> list[DatasetDescription]:
+        """Every dataset the run read, each once, in spec order."""
+        return list({(d.name, d.digest): d for d in self.config_datasets.values()}.values())
 
 
 def load_run_data(spec: ExperimentSpec) -> RunData:
@@ -52,10 +61,18 @@ def load_run_data(spec: ExperimentSpec) -> RunData:
     study_frames = {
         study.name: study.dataset.load() for study in spec.studies if isinstance(study.dataset, FileDataset)
     }
+    described: dict[str, DatasetDescription] = {}  # data key (or a study's file) → its description
     workload_frames: dict[str, pd.DataFrame] = {}
     config_data_key: dict[str, str] = {}
+    config_datasets: dict[str, DatasetDescription] = {}
     for config in spec.configurations:
-        if spec.study(config.study).dataset is not None:
+        study = spec.study(config.study)
+        if isinstance(study.dataset, FileDataset):
+            path = str(study.dataset.path)
+            if path not in described:
+                described[path] = describe_files(path, [study.dataset.path], study_frames[study.name])
+            config_datasets[config.id] = described[path]
+        if study.dataset is not None:
             continue
         workload = registry.get_workload(config.workload)
         params = registry.build_params(workload.Params, config.params, where=config.id)
@@ -64,8 +81,13 @@ def load_run_data(spec: ExperimentSpec) -> RunData:
             continue
         if key not in workload_frames:
             workload_frames[key] = workload.load_data(params)
+            files = workload.data_files(params)
+            described[key] = (describe_files(key, files, workload_frames[key]) if files
+                              else describe_generated(key, workload_frames[key]))
         config_data_key[config.id] = key
-    return RunData(study_frames=study_frames, workload_frames=workload_frames, config_data_key=config_data_key)
+        config_datasets[config.id] = described[key]
+    return RunData(study_frames=study_frames, workload_frames=workload_frames, config_data_key=config_data_key,
+                   config_datasets=config_datasets)
 
 
 def prepare_states(

@@ -31,7 +31,7 @@ def _centre(metrics: Mapping[str, float], name: str) -> tuple[float, float, floa
 
 
 STATISTIC_SUFFIXES = (
-    "_count", "_sd", "_ci_low", "_ci_high", "_min", "_max", "_p05", "_p50", "_p95", "_successes",
+    "_count", "_trials", "_sd", "_ci_low", "_ci_high", "_min", "_max", "_p05", "_p50", "_p95", "_successes",
 )
 
 

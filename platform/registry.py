@@ -165,6 +165,12 @@ class Workload(abc.ABC):
         """Load and validate the dataset named by :meth:`data_key` (errors name the problem)."""
         raise NotImplementedError(f"workload {self.name!r} names a dataset but does not implement load_data")
 
+    def data_files(self, params: Any) -> tuple[str, ...]:
+        """The files :meth:`load_data` reads the data from (not the files describing it: a
+        space, a settings file); the run logs them, hashed, as the MLflow dataset its runs read.
+        Default: none (the data is generated, or the workload does not say)."""
+        return ()
+
     def metric_kinds(self, params: Any) -> Mapping[str, MetricKind]:
         """The metrics one trial returns for ``params``. Default: the class's ``metrics``.
 

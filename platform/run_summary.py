@@ -1,8 +1,12 @@
 """The end of a ``privlab run``: its summary, results table, plots and study reports.
 
-The summary lists every configuration's entries in spec order; the run's ``eps_total`` is the
-largest configuration total (configurations are alternatives, not compositions). The parent run
-gets the totals and is marked complete, then receives ``summary.json``, the index of its
+The summary lists every configuration's entries in spec order; the run's ε is the largest
+configuration total (configurations are alternatives, not compositions), which the parent run
+logs as ``eps_max_configuration`` (and ``delta_max_configuration``), with the number of
+configurations (``configurations_done``, as the ``configurations`` parameter counts them) and of
+configuration runs (``configuration_runs``: one per facet, the pMSE Table-1 study's eight
+settings of one executed configuration being eight runs). It is marked complete, then receives
+``summary.json``, the index of its
 configuration runs (``configurations.parquet``, what ``privlab compare`` reads) and, with
 artifacts, the results table, plots and reports in one upload.
 """
@@ -76,8 +80,9 @@ def finish_run(
     parent_began = time.perf_counter()
     table = results_table(ordered)
     tracker.mark_complete(parent.run_id, {
-        "eps_total": summary["epsilon_total"], "delta_total": summary["delta_total"],
-        "configurations_done": float(len(ordered)), "timing_wall_seconds": timing.wall_seconds,
+        "eps_max_configuration": summary["epsilon_total"], "delta_max_configuration": summary["delta_total"],
+        "configurations_done": float(sum(c.id in configuration_log.results for c in spec.configurations)),
+        "configuration_runs": float(len(ordered)), "timing_wall_seconds": timing.wall_seconds,
     })
     files: dict[str, str | bytes] = {"summary.json": json.dumps(summary, indent=2, default=str)}
     index = configuration_log.index_rows([e["id"] for e in ordered])

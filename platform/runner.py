@@ -35,6 +35,7 @@ from privlab.platform.checkpoints import Checkpointer, checkpoint_payload, read_
 from privlab.platform.configuration_log import ConfigurationLog
 from privlab.platform.configuration_state import (
     ConfigState,
+    RunData,
     cost_class_of,
     is_actor_pool,
     load_run_data,
@@ -124,7 +125,7 @@ class _Driver:
         """Run with the run's ``data`` (:func:`load_run_data`), read since ``began``."""
         spec, options = self.spec, self.options
         experiment_id = self.tracker.experiment_id(spec.tracking.experiment, create=True)
-        checkpoint = self._open_parent(experiment_id)
+        checkpoint = self._open_parent(experiment_id, data)
         self.run_id = self.parent.run_id
         if options.on_start is not None:
             options.on_start(self.run_id)
@@ -179,15 +180,15 @@ class _Driver:
         finally:
             self._close(backend, status)
 
-    def _open_parent(self, experiment_id: str) -> dict[str, Any] | None:
+    def _open_parent(self, experiment_id: str, data: RunData) -> dict[str, Any] | None:
         """Start or resume the parent run; returns the checkpoint to go on from (None: none)."""
         resume = self.options.resume
         if resume:
             self.parent: ParentRun = resume_parent_run(self.tracker, self.spec, experiment_id, self.driver,
-                                                       run_id=resume)
+                                                       run_id=resume, datasets=data.config_datasets)
         else:
             self.parent = start_parent_run(self.tracker, self.spec, experiment_id, self.driver,
-                                           command=self.options.command)
+                                           command=self.options.command, datasets=data.config_datasets)
         self.configuration_log = ConfigurationLog(self.tracker, self.writer, self.spec, self.parent)
         if not resume:
             return None

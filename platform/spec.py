@@ -168,6 +168,7 @@ class ExperimentSpec:
     source: Path
     document: Mapping[str, Any]  # the resolved TOML document (after --set)
     text: str = ""  # the spec as written (before --set), logged as spec.toml
+    overrides: tuple[str, ...] = ()  # the --set values applied to it, as given
 
     @property
     def sha256(self) -> str:
@@ -193,7 +194,7 @@ def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> ExperimentSpec
     written = [apply_override(document, override) for override in overrides]
     for owner, parts in written:
         rebase_override_paths(owner, parts, spec_dir=path.resolve().parent, cwd=Path.cwd())
-    return parse_spec(document, source=path, text=text)
+    return parse_spec(document, source=path, text=text, overrides=overrides)
 
 
 def rebase_override_paths(owner: dict[str, Any], parts: tuple[str, ...], *, spec_dir: Path, cwd: Path) -> None:
@@ -335,7 +336,8 @@ def _numeric_identity(value: Any) -> Any:
     return value
 
 
-def parse_spec(document: Mapping[str, Any], *, source: Path, text: str = "") -> ExperimentSpec:
+def parse_spec(document: Mapping[str, Any], *, source: Path, text: str = "",
+               overrides: Sequence[str] = ()) -> ExperimentSpec:
     if nesting_depth(document) > MAX_DEPTH:  # before anything recurses over it (deepcopy, JSON)
         raise SpecError(f"spec: tables or arrays nest more than {MAX_DEPTH} levels deep (with --set values); "
                         "no spec needs that many, check it")
@@ -407,6 +409,7 @@ def parse_spec(document: Mapping[str, Any], *, source: Path, text: str = "") -> 
         source=source,
         document=document,
         text=text,
+        overrides=tuple(overrides),
     )
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 MAX_METRIC_COLUMNS = 14
 """A study with more metrics shows the first ones only, and says how to see the rest."""
-STATISTICS = {"sd", "min", "max", "p05", "p50", "p95", "count", "successes", "low", "high"}
+STATISTICS = {"sd", "min", "max", "p05", "p50", "p95", "count", "trials", "successes", "low", "high"}
 VERDICT_NOTE = ("checks against theory: {checks} ({ok} ok, {off} OFF; about {chance:.1f} OFF expected by chance). "
                 "expected = theory's value; ok when the 95% CI contains it (≥/≤: reaches it), OFF when not: "
                 "a test at level 5%, so a correct mechanism is OFF about once in 20 checks")

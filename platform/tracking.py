@@ -32,6 +32,7 @@ from typing import Any
 
 from privlab.platform.errors import NotFoundError, TrackingError
 from privlab.platform.moved_store import Rebased, experiment_folder, rebase_moved_store
+from privlab.platform.run_datasets import DatasetDescription
 from privlab.platform.tracking_outage import bound_http_retries
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,37 @@ WORKLOAD_TAG = "privlab.workload"
 DRIVER_TAG = "privlab.driver"  # the lease: who drives the run (platform/liveness.py)
 HEARTBEAT_TAG = "privlab.heartbeat"
 PARENT_TAG = "mlflow.parentRunId"
+# MLflow's own tags, which its UI shows (the User and Source columns) and its fluent API sets.
+USER_TAG = "mlflow.user"
+SOURCE_NAME_TAG = "mlflow.source.name"
+SOURCE_TYPE_TAG = "mlflow.source.type"
+SOURCE_GIT_COMMIT_TAG = "mlflow.source.git.commit"
+SOURCE_TAGS = (USER_TAG, SOURCE_NAME_TAG, SOURCE_TYPE_TAG, SOURCE_GIT_COMMIT_TAG)
+# An experiment's kind decides where MLflow 3's UI opens it: without it an experiment with no
+# traces opens in the GenAI view ("Traces 0"), privlab's runs hidden behind a toggle.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
 MAX_PARAM_LENGTH = 6000
+
+
+def source_tags(*, source_name: str, git_commit: str | None, source_type: str = "LOCAL") -> dict[str, str]:
+    """MLflow's standard tags of a run: who ran it (``mlflow.user``), from what (the spec's path,
+    or the command), how (``LOCAL``) and at which git commit (when known)."""
+    import getpass
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name and no passwd entry (some containers)
+        user = "unknown"
+    tags = {USER_TAG: user, SOURCE_NAME_TAG: source_name[:500], SOURCE_TYPE_TAG: source_type}
+    if git_commit and git_commit != "unknown":
+        tags[SOURCE_GIT_COMMIT_TAG] = git_commit
+    return tags
+
+
+def source_tags_of(run: Any) -> dict[str, str]:
+    """The standard tags a run records (:func:`source_tags`), to give its child runs the same."""
+    return {key: run.data.tags[key] for key in SOURCE_TAGS if key in run.data.tags}
 
 
 def driver_tags(driver: Mapping[str, Any], *, now: float | None = None) -> dict[str, str]:
@@ -249,6 +280,8 @@ class Tracker:
         if experiment is not None:
             if experiment.lifecycle_stage == "deleted":
                 raise TrackingError(f"experiment {name!r} is deleted in {self.uri}; restore it or use another name")
+            if create and EXPERIMENT_KIND_TAG not in experiment.tags:  # made before privlab set it
+                self.client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
             return experiment.experiment_id
         if not create:
             raise TrackingError(f"no experiment named {name!r} in {self.uri}; `privlab run` a spec first")
@@ -256,7 +289,8 @@ class Tracker:
             experiment = self.client.get_experiment_by_name(name)
             if experiment is not None:
                 return experiment.experiment_id
-            return self.client.create_experiment(name, artifact_location=artifact_location(self.uri, name))
+            return self.client.create_experiment(name, artifact_location=artifact_location(self.uri, name),
+                                                 tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
 
     def experiment_names(self) -> list[str]:
         """The names of the store's active experiments, MLflow's empty ``Default`` left out."""
@@ -331,9 +365,13 @@ class Tracker:
         version: str,
         git_commit: str,
         driver: Mapping[str, Any],
+        standard_tags: Mapping[str, str] | None = None,
+        datasets: Iterable[DatasetDescription] = (),
     ) -> str:
-        """The parent run of a ``privlab run``, marked running and driven by ``driver``."""
+        """The parent run of a ``privlab run``, marked running and driven by ``driver``, with
+        MLflow's ``standard_tags`` (:func:`source_tags`) and the ``datasets`` the run read."""
         tags = {
+            **(standard_tags or {}),
             KIND_TAG: "parent",
             VERSION_TAG: version,
             GIT_COMMIT_TAG: git_commit,
@@ -348,7 +386,17 @@ class Tracker:
         }
         run = self.client.create_run(experiment_id, run_name=name, tags=tags)
         self._log_batch(run.info.run_id, params=params)
+        self._log_datasets(run.info.run_id, datasets)
         return run.info.run_id
+
+    def _log_datasets(self, run_id: str, datasets: Iterable[DatasetDescription]) -> None:
+        """Log ``datasets`` as the run's MLflow dataset inputs (one call; the Dataset column)."""
+        from mlflow.entities import Dataset, DatasetInput
+
+        inputs = [DatasetInput(Dataset(name=d.name, digest=d.digest, source_type=d.source_type, source=d.source,
+                                       schema=d.schema, profile=d.profile)) for d in datasets]
+        if inputs:
+            self.client.log_inputs(run_id, datasets=inputs)
 
     @_timed
     def claim_parent_run(self, run_id: str, driver: Mapping[str, Any]) -> None:
@@ -386,8 +434,15 @@ class Tracker:
 
     @_timed
     def close_parent_run(self, run_id: str, status: str) -> None:
-        """Release the driver's lease and end the run with MLflow ``status``."""
-        self._log_batch(run_id, tags={DRIVER_TAG: ""})
+        """Release the driver's lease (its tag is deleted: no driver) and end the run with MLflow
+        ``status``."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            self.client.delete_tag(run_id, DRIVER_TAG)
+        except MlflowException as error:
+            if error.error_code != "RESOURCE_DOES_NOT_EXIST":  # released already (a retried close)
+                raise
         self.client.set_terminated(run_id, status=status)
 
     def result_upload(
@@ -406,27 +461,34 @@ class Tracker:
         root_seed: int,
         mode: str,
         unit: int | None = None,
+        standard_tags: Mapping[str, str] | None = None,
+        datasets: Iterable[DatasetDescription] = (),
     ) -> ResultRunUpload:
         """A finished child run, ready for :meth:`send`: the result of a configuration (or of
-        one facet of it, in ``group``), or with ``unit`` of one unit of a ``unit_runs`` workload."""
-        tags = {KIND_TAG: "configuration" if unit is None else "unit", CONFIG_TAG: config_id, GROUP_TAG: group,
-                STUDY_TAG: study, WORKLOAD_TAG: workload, ROOT_SEED_TAG: str(root_seed), MODE_TAG: mode,
-                PARENT_TAG: parent_id}
+        one facet of it, in ``group``), or with ``unit`` of one unit of a ``unit_runs`` workload;
+        with its parent's ``standard_tags`` and the ``datasets`` it read."""
+        tags = {**(standard_tags or {}), KIND_TAG: "configuration" if unit is None else "unit", CONFIG_TAG: config_id,
+                GROUP_TAG: group, STUDY_TAG: study, WORKLOAD_TAG: workload, ROOT_SEED_TAG: str(root_seed),
+                MODE_TAG: mode, PARENT_TAG: parent_id}
         if unit is not None:
             tags[UNIT_TAG] = str(unit)
         return ResultRunUpload(experiment_id=experiment_id, name=name, tags=tags, params=dict(params),
-                               metrics=dict(metrics), files=dict(files))
+                               metrics=dict(metrics), files=dict(files),
+                               datasets=[d.to_record() for d in datasets])
 
     @_timed
     def send(self, upload: ResultRunUpload) -> str:
-        """Log ``upload`` in four calls (create, one batch, one upload, terminate), going on from
-        the step a failed earlier attempt reached; returns the run id."""
+        """Log ``upload`` in four calls (create, one batch, one upload, terminate; a fifth for its
+        dataset inputs), going on from the step a failed earlier attempt reached; returns the run id."""
         if upload.run_id is None:
             upload.run_id = self.client.create_run(upload.experiment_id, run_name=upload.name,
                                                    tags=upload.tags).info.run_id
         if not upload.logged:
             self._log_batch(upload.run_id, params=upload.params, metrics=upload.metrics)
             upload.logged = True
+        if not upload.inputs_logged:
+            self._log_datasets(upload.run_id, map(DatasetDescription.from_record, upload.datasets))
+            upload.inputs_logged = True
         if not upload.uploaded:
             self._log_texts(upload.run_id, upload.files)
             upload.uploaded = True
@@ -452,6 +514,16 @@ class Tracker:
 
     def parent_runs(self, experiment_id: str) -> list[Any]:
         return self._search([experiment_id], f"tags.`{KIND_TAG}` = 'parent'")
+
+    def latest_parent_run(self) -> Any | None:
+        """The most recently started privlab parent run of any active experiment (None: none)."""
+        try:
+            ids = [e.experiment_id for e in self.client.search_experiments()]
+            runs = self.client.search_runs(ids, filter_string=f"tags.`{KIND_TAG}` = 'parent'", max_results=1,
+                                           order_by=["attributes.start_time DESC"]) if ids else []
+        except Exception as error:
+            raise TrackingError(f"cannot reach the MLflow tracking store {self.uri!r}: {error}") from None
+        return runs[0] if runs else None
 
     def configuration_runs(self, experiment_id: str, parent_id: str, *, finished: bool = True) -> list[Any]:
         """The configuration child runs of ``parent_id`` (only FINISHED ones unless ``finished=False``),
@@ -506,8 +578,10 @@ class ResultRunUpload:
     params: dict[str, Any]
     metrics: dict[str, float]
     files: dict[str, str | bytes]
+    datasets: list[dict[str, str]] = dataclasses.field(default_factory=list)  # DatasetDescription records
     run_id: str | None = None  # once created
     logged: bool = False  # params and metrics
+    inputs_logged: bool = False  # datasets
     uploaded: bool = False  # files
 
     @property

@@ -208,7 +208,10 @@ def test_rate_summary_uses_the_wilson_interval() -> None:
     accumulator = MetricAccumulator(kind=MetricKind.RATE)
     accumulator.add(np.array([1.0] * 8 + [0.0] * 2), np.arange(10), salt=1)
     summary = accumulator.summary()
-    assert summary["count"] == 10 and summary["successes"] == 8 and summary["rate"] == 0.8
+    # Issue 34 item 8: a rate's number of values is its trials (violation_trials = 2000), not a
+    # "count" that reads as the number of events (those are its successes).
+    assert summary["trials"] == 10 and summary["successes"] == 8 and summary["rate"] == 0.8
+    assert "count" not in summary
     assert summary["ci_low"] == pytest.approx(0.4902, abs=1e-4)
     assert summary["ci_high"] == pytest.approx(0.9433, abs=1e-4)
 
@@ -363,7 +366,7 @@ def test_state_round_trip_is_exact() -> None:
 def test_state_round_trip_of_an_empty_aggregate() -> None:
     empty = ConfigAggregate.empty(KINDS, salt=3, reservoir_size=7)
     restored = roundtrip(empty)
-    assert restored.summary() == {"value": {"count": 0.0}, "rate": {"count": 0.0}}
+    assert restored.summary() == {"value": {"count": 0.0}, "rate": {"trials": 0.0}}
     accumulator = restored.metrics["value"]
     assert accumulator.minimum == math.inf and accumulator.maximum == -math.inf
     assert accumulator.reservoir_size == 7 and restored.salt == 3

@@ -64,7 +64,11 @@ def test_mlflow_holds_parent_children_params_metrics_artifacts_and_tags(finished
                 "privlab.ray_nodes", "privlab.spec_sha256"):
         assert key in tags, key
     assert tags["privlab.root_seed"] == "7" and tags["privlab.mode"] == "research"
-    assert parent.data.metrics["eps_total"] == 1.0
+    # Issue 34 item 8: the parent's ε is the largest configuration's, named so (not a total);
+    # configurations_done counts configurations as the `configurations` param does.
+    assert parent.data.metrics["eps_max_configuration"] == 1.0 and "eps_total" not in parent.data.metrics
+    assert parent.data.metrics["configurations_done"] == float(parent.data.params["configurations"]) == 5
+    assert parent.data.metrics["configuration_runs"] == 5
     artifacts = set(tracker.list_artifacts(parent.info.run_id))
     assert {"results.parquet", "summary.json", "spec.toml", "plots"} <= artifacts
     plots = tracker.list_artifacts(parent.info.run_id, "plots")
@@ -80,13 +84,13 @@ def test_mlflow_holds_parent_children_params_metrics_artifacts_and_tags(finished
     assert any(k.startswith("eps_step_00_") for k in metrics)
     # MLflow holds the summary statistics ([tracking] run_statistics = "summary", the default);
     # every statistic is in result.json and the run's index.
-    assert "in_event_d_count" not in metrics and "in_event_d_successes" not in metrics
+    assert "in_event_d_trials" not in metrics and "in_event_d_successes" not in metrics
     result = json.loads(tracker.read_text(child.info.run_id, "result.json"))
-    assert result["metrics"]["in_event_d_count"] == 3000
+    assert result["metrics"]["in_event_d_trials"] == 3000
     assert {k: result["metrics"][k] for k in metrics if not k.startswith("timing_")} == \
         {k: v for k, v in metrics.items() if not k.startswith("timing_")}
     (indexed,) = [row for row in read_index(tracker, parent.info.run_id) if row.config_id == "loss-001"]
-    assert indexed.metrics["in_event_d_count"] == 3000 and indexed.metrics["in_event_d_rate"] == metrics["in_event_d_rate"]
+    assert indexed.metrics["in_event_d_trials"] == 3000 and indexed.metrics["in_event_d_rate"] == metrics["in_event_d_rate"]
     child_artifacts = set(tracker.list_artifacts(child.info.run_id))
     assert {"ledger.json", "result.json", "reservoir.parquet"} <= child_artifacts
 
@@ -326,7 +330,7 @@ def test_compare_csv_is_one_table_per_study_and_keeps_integers(
     tables = read_csv_tables(text)
     assert not any(c.startswith(("in_event", "plausible")) for c in tables["mean"].columns)  # no other study's columns
     assert tables["mean"]["params.n"].tolist() == [50, 50] and ",50," in text and ",50.0," not in text
-    assert tables["loss"]["in_event_d_count"].tolist() == [3000, 3000]
+    assert tables["loss"]["in_event_d_trials"].tolist() == [3000, 3000]
     assert main(["compare", "mini", "--format", "csv", "--study", "loss", "--tracking-uri", finished_uri]) == 0
     only = pd.read_csv(io.StringIO(capsys.readouterr().out))  # one study: a plain CSV table
     assert list(only["config_id"]) == ["loss-000", "loss-001"]

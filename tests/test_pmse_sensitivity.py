@@ -72,7 +72,7 @@ def test_sensitivity_spec_runs_and_is_reproducible(tmp_path: Path, monkeypatch: 
     assert set(entries) == {(d, c) for d in (1, 2, 5, "unlimited") for c in (0.01, 0.001)}
     for entry in entries.values():
         metrics = entry["metrics"]
-        assert metrics["violation_count"] == 60
+        assert metrics["violation_trials"] == 60
         assert metrics["violation_ci_low"] <= metrics["violation_rate"] <= metrics["violation_ci_high"]
         assert metrics["bound"] == 1 / 300
     for j, (depth, cp) in enumerate(TABLE1_CONFIGS):

@@ -343,7 +343,7 @@ def test_the_grid_logs_one_run_per_configuration_with_a_row_per_attempt(
     for entry in entries:
         assert entry["units"] == 2 and entry["params"]["params.data"] == str(SAMPLE)
         metrics = entry["metrics"]
-        assert metrics["accepted_count"] == 2.0 and metrics["eps_total"] == 4.99
+        assert metrics["accepted_trials"] == 2.0 and metrics["eps_total"] == 4.99
         low, high = wilson_interval(metrics["accepted_successes"], 2)
         assert (metrics["accepted_ci_low"], metrics["accepted_ci_high"]) == (low, high)
         assert low <= metrics["accepted_rate"] <= high

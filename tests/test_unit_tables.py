@@ -126,7 +126,7 @@ def test_the_unit_runs_option_must_be_a_boolean(spec_path: Path) -> None:
         load_spec(spec_path, ["tracking.unit_runs=yes"])
 
 
-BEYOND_SUMMARY = ("_count", "_sd", "_min", "_max", "_p05", "_p50", "_p95")
+BEYOND_SUMMARY = ("_count", "_trials", "_sd", "_min", "_max", "_p05", "_p50", "_p95")
 
 
 def test_configuration_runs_log_the_summary_statistics_and_the_index_holds_every_statistic(

@@ -137,6 +137,9 @@ class ColumnMeanFromPath(ColumnMean):
     def data_key(self, params: ColumnMeanPathParams) -> str:
         return str(Path(params.path).resolve())
 
+    def data_files(self, params: ColumnMeanPathParams) -> tuple[str, ...]:
+        return (params.path,)
+
     def load_data(self, params: ColumnMeanPathParams) -> pd.DataFrame:
         path = Path(params.path)
         if not path.is_file():

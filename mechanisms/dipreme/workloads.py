@@ -214,6 +214,9 @@ class ForestStudy(Workload):
     def data_key(self, params: ForestStudyParams) -> str:
         return f"{params.reader}|{params.data}"
 
+    def data_files(self, params: ForestStudyParams) -> tuple[str, ...]:
+        return (params.data,)
+
     def load_data(self, params: ForestStudyParams) -> pd.DataFrame:
         frame = read_dataset(params.reader, params.data)
         columns = [c for c in frame.columns if c != TARGET]

@@ -79,6 +79,9 @@ class PlausibleDeniabilityGeneration(ActorPoolWorkload):
         check_against_table(params, table)
         return table.codes
 
+    def data_files(self, params: GenerationParams) -> tuple[str, ...]:
+        return () if params.toy_records is not None else params.data_paths()
+
     def partitions(self, params: GenerationParams) -> list[tuple[str, tuple[str, ...]]]:
         return [SPLIT_PARTITION]
 
@@ -173,6 +176,9 @@ class PlausibleDeniabilityEvaluation(Workload):
 
     def load_data(self, params: EvaluationParams) -> pd.DataFrame:
         return PlausibleDeniabilityGeneration.load_data(self, params)  # type: ignore[arg-type]
+
+    def data_files(self, params: EvaluationParams) -> tuple[str, ...]:
+        return PlausibleDeniabilityGeneration.data_files(self, params)  # type: ignore[arg-type]
 
     def partitions(self, params: EvaluationParams) -> list[tuple[str, tuple[str, ...]]]:
         return [SPLIT_PARTITION]

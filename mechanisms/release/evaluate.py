@@ -163,7 +163,7 @@ def shortlist_from_summary(summary: Mapping[str, Any], *, min_prob: float) -> li
                 config_id=entry["id"],
                 configuration={k: v for k, v in workload_params(entry).items() if k in configuration_keys() and v is not None},
                 acceptance_rate=float(m["accepted_rate"]), ci_low=float(m["accepted_ci_low"]),
-                ci_high=float(m["accepted_ci_high"]), attempts=int(m["accepted_count"]),
+                ci_high=float(m["accepted_ci_high"]), attempts=int(m.get("accepted_trials", m.get("accepted_count", 0))),  # _count: older runs
             ))
     return sorted(chosen, key=lambda e: -e.acceptance_rate)
 

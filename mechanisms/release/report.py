@@ -34,7 +34,7 @@ def grid_frame(entries: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         for factor in FACTORS:
             if params.get(factor) is not None:
                 row[factor] = params[factor]
-        row["attempts"] = int(metrics["accepted_count"])
+        row["attempts"] = int(metrics.get("accepted_trials", metrics.get("accepted_count", 0)))  # _count: before 0.1 renamed it
         row["accepted"] = metrics["accepted_rate"]
         row["ci_low"] = metrics["accepted_ci_low"]
         row["ci_high"] = metrics["accepted_ci_high"]

@@ -134,6 +134,9 @@ class ReleaseFlow(Workload):
     def data_key(self, params: ReleaseFlowParams) -> str:
         return f"{params.space}|{params.data}"
 
+    def data_files(self, params: ReleaseFlowParams) -> tuple[str, ...]:
+        return (params.data,)
+
     def load_data(self, params: ReleaseFlowParams) -> pd.DataFrame:
         frame = _cleaned(params.space, params.data)
         self._check(params, frame)
