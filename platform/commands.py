@@ -24,6 +24,10 @@ from privlab.platform.plugins import Registry
 
 EXIT_OK, EXIT_BUG, EXIT_INPUT, EXIT_BUDGET, EXIT_EXECUTION, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 EXIT_NOT_VERIFIED = 5
+EXIT_VIOLATION = 6  # `privlab audit` found a violation of the claimed sensitivity or ε
+EXIT_CODES_HELP = ("Exit codes: 0 ok (also a run stopped by --max-units: resumable), 2 bad input, 3 budget "
+                   "exceeded, 4 execution/tracking failure, 5 not verified (verify), 6 violation found (audit), "
+                   "130 interrupted by Ctrl-C or SIGTERM (resumable).")
 
 #: ``add(subparsers)`` functions, by plug-in name; each adds parsers with ``set_defaults(handler=...)``.
 COMMANDS: Registry[Callable[[Any], None]] = Registry("command plug-in", groups=("privlab.commands",))

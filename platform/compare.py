@@ -70,9 +70,7 @@ def comparison_frame(
         keep = [c for c in known if any(c == m or c.startswith(f"{m}_") for m in metrics)]
         missing = [m for m in metrics if not any(c == m or c.startswith(f"{m}_") for c in known)]
         if missing:
-            bases = sorted({c.rsplit("_", 1)[0] if c.endswith(("_mean", "_rate")) else c for c in known
-                            if not c.startswith("timing_")})
-            raise TrackingError(f"unknown metric(s) {', '.join(map(repr, missing))}; available: {', '.join(bases)}")
+            raise NotFoundError(_unknown_metrics(missing, known, experiment))
         has_metric = frame[keep].notna().any(axis=1)
         order = list(dict.fromkeys(frame["study"]))
         with_metric = set(frame.loc[has_metric, "study"])
@@ -81,6 +79,24 @@ def comparison_frame(
         frame = frame.dropna(axis=1, how="all").reset_index(drop=True)
     frame.attrs["studies_without_metric"] = without
     return frame
+
+
+def _unknown_metrics(missing: Sequence[str], columns: Sequence[str], experiment: str) -> str:
+    """What to say about metrics a comparison does not record: the closest names it does
+    record (not all of them: a run may record hundreds), and how many there are."""
+    import difflib
+    import shlex
+
+    from privlab.platform.tables import metric_order
+
+    names = sorted({metric_order(c)[0] for c in columns})
+    parts = []
+    for name in missing:
+        close = [n for n in names if name.lower() in n.lower()][:5]
+        close += [n for n in difflib.get_close_matches(name, names, n=5, cutoff=0.6) if n not in close]
+        parts.append(f"unknown metric {name!r}" + (f"; closest: {', '.join(close[:5])}" if close else ""))
+    return (f"{'; '.join(parts)} ({len(names)} metric names recorded in {experiment!r}; "
+            f"`privlab compare {shlex.quote(experiment)} --format csv` has them all)")
 
 
 def configuration_table(tracker: Tracker, experiment_id: str, parent: Any) -> Any:

@@ -70,11 +70,16 @@ class RunOptions:
 
 
 class RunInterrupted(PrivlabError):
-    """The run stopped before finishing (Ctrl-C or ``stop_after_units``); it can be resumed."""
+    """The run stopped before finishing (Ctrl-C or ``stop_after_units``); it can be resumed.
 
-    def __init__(self, run_id: str, message: str) -> None:
+    ``requested`` is True when the stop was the one asked for (``stop_after_units``), False for
+    an interruption (Ctrl-C, SIGTERM).
+    """
+
+    def __init__(self, run_id: str, message: str, *, requested: bool = False) -> None:
         super().__init__(message)
         self.run_id = run_id
+        self.requested = requested
 
 
 def run_experiment(spec: ExperimentSpec, options: RunOptions) -> dict[str, Any]:
@@ -270,7 +275,8 @@ class _Driver:
         self.progress.update(units, cost_class=state.cost_class, seconds=seconds)
         self._maybe_complete(state)
         if self.limit.reached:
-            raise RunInterrupted(self.run_id, f"stopped after {self.limit.units_seen:,} units of work as asked")
+            raise RunInterrupted(self.run_id, f"after {self.limit.units_seen:,} units of work, as --max-units asked",
+                                  requested=True)
 
     def _maybe_complete(self, state: ConfigState) -> None:
         if state.finished or state.aggregate.done.covered() < state.config.units:

@@ -113,8 +113,11 @@ def test_compare_csv_table_parquet_and_plot(finished_run: dict, finished_uri: st
     assert len(pd.read_parquet(out)) == 5
     assert main(["compare", "mini", "--format", "parquet", "--tracking-uri", finished_uri]) == 2
     assert "--output" in capsys.readouterr().err
-    assert main(["compare", "mini", "--metric", "nope", "--tracking-uri", finished_uri]) == 4
-    assert "available" in capsys.readouterr().err
+    # issue 34 item 3: bad input (2, not 4), naming the closest metrics and the count, not all of them
+    assert main(["compare", "mini", "--metric", "abs_eror", "--tracking-uri", finished_uri]) == 2
+    err = capsys.readouterr().err
+    assert "unknown metric 'abs_eror'; closest: abs_error" in err and "metric names recorded in 'mini'" in err
+    assert "eps_step_" not in err and len(err) < 400
 
 
 def read_csv_tables(text: str) -> dict[str, pd.DataFrame]:
@@ -190,6 +193,26 @@ def test_console_script_help_and_subcommands() -> None:
                                 capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stderr
         assert "usage: privlab" in result.stdout
+
+
+def test_help_lists_every_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 34 items 2 and 3: 5 (not verified) and 6 (an audit's violation) were missing
+    from privlab.platform import commands
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    codes = {value for name, value in vars(commands).items() if name.startswith("EXIT_") and isinstance(value, int)}
+    for code in codes - {commands.EXIT_BUG}:
+        assert f" {code} " in out, code
+    assert "6 violation found (audit)" in out and "5 not verified (verify)" in out
+
+
+def test_cluster_status_without_a_cluster_is_an_answer_not_a_failure(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 34 item 3: it exited 4 ("execution/tracking failure")
+    assert main(["cluster", "status", "--state-dir", str(tmp_path / "none")]) == 0
+    assert "no local cluster is running" in capsys.readouterr().out
 
 
 def _subparsers(parser: argparse.ArgumentParser, path: str = "privlab"):
