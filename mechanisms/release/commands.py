@@ -122,7 +122,8 @@ def _release(args: argparse.Namespace) -> int:
     # SIGTERM raises KeyboardInterrupt here (privlab.platform.interrupts.sigterm_as_interrupt, set
     # by the command line), which unwinds through the staging folder's cleanup: no partial bundle.
     result = run_release(args.spec, data=args.data, out=out, budget=args.budget, replay=args.replay,
-                         progress=lambda message: print(f"privlab: {message}", file=sys.stderr, flush=True))
+                         progress=lambda message: print(f"privlab: {message}", file=sys.stderr, flush=True),
+                         force=args.force)
     print(f"release bundle written to {result.out} (ε = {result.total_epsilon:g} within budget {result.budget:g})")
     print(f"  selected configuration: {result.configuration.as_dict()}")
     for name in result.public_files:
@@ -199,6 +200,9 @@ def add_commands(sub: Any) -> None:
     release.add_argument("--out", required=True, metavar="DIR", help="bundle folder to create (must not exist)")
     release.add_argument("--budget", type=float, metavar="EPS", help="ε cap (default: the spec's budget)")
     release.add_argument("--replay", metavar="TRANSCRIPT", help="replay a release's private/transcript.bin")
+    release.add_argument("--force", action="store_true",
+                         help="write the bundle even inside a git work tree that does not ignore its private "
+                              "transcript (refused otherwise: one `git add .` would commit it)")
     release.set_defaults(handler=_release)
 
     verify = sub.add_parser(
