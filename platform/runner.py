@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,6 +40,7 @@ from privlab.platform.configuration_state import (
     is_actor_pool,
     load_run_data,
     prepare_states,
+    warm_up_workloads,
 )
 from privlab.platform.errors import PrivlabError, TrackingOutage
 from privlab.platform.interrupts import shielded_cleanup
@@ -82,6 +84,10 @@ class RunInterrupted(PrivlabError):
         self.requested = requested
 
 
+def _to_stderr(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)  # beside the progress bar, which stderr also shows
+
+
 def run_experiment(spec: ExperimentSpec, options: RunOptions) -> dict[str, Any]:
     """Run every configuration of ``spec``; returns the run summary (see ``--summary-json``)."""
     return _Driver(spec, options).run()
@@ -120,6 +126,7 @@ class _Driver:
                                                  nodes=backend.nodes, backend=backend.name))
             self.states = prepare_states(spec, root_seed=self.parent.root_seed, data=data, put=backend.put,
                                          results=self.configuration_log.results, checkpoint=checkpoint)
+            warm_up_workloads(self.states.values(), say=_to_stderr if options.progress else None)
             self._start_progress()
             startup_seconds = time.perf_counter() - began
             executing = time.perf_counter()
