@@ -184,11 +184,18 @@ def _print_summary(summary: dict) -> None:
           f"{summary['timing']['workers']} worker(s) on {summary['timing']['ray_nodes']} node(s))")
     print(f"privacy: ε per configuration ≤ {summary['epsilon_total']:.6g}, δ ≤ {summary['delta_total']:.3g}")
     # the same tables as `privlab compare`: configuration ids, varying parameters, mean [95% CI]
-    print("\n" + render_studies(summary["configurations"]))
+    print("\n" + render_studies(summary["configurations"], experiment=summary["experiment"], width=_terminal_width()))
     tracking = summary.get("tracking", {})
     print(f"\nresults: tracking store {tracking.get('uri', '?')}\n"
           f"         artifacts of run {summary['run_id']}: {tracking.get('artifacts', '?')}")
     print(f"compare: privlab compare {summary['experiment']!r}    ledger: privlab ledger {summary['run_id']}")
+
+
+def _terminal_width() -> int | None:
+    """The terminal's width when stdout is one (tables fit it), else None (no limit)."""
+    import shutil
+
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -231,7 +238,8 @@ def _compare(args: argparse.Namespace) -> int:
             raise _InputError("--format parquet needs --output PATH (parquet is binary)")
         frame.to_parquet(args.output, index=False)
     else:
-        text = render_table(frame)
+        text = render_table(frame, experiment=args.experiment,
+                            width=None if args.output else _terminal_width())
         if args.output:
             Path(args.output).write_text(text + "\n")
         else:

@@ -96,7 +96,8 @@ def test_compare_csv_table_parquet_and_plot(finished_run: dict, finished_uri: st
     assert main(["compare", "mini", "--format", "csv", "--tracking-uri", finished_uri]) == 0
     # issue 14 item 9: one CSV table per study (it was one table with every study's columns)
     tables = read_csv_tables(capsys.readouterr().out)
-    assert [list(t["config_id"]) for t in tables.values()] == [["loss-000", "loss-001"], ["mean-000", "mean-001"],
+    # issue 34 item 11: in the spec's order, as `privlab run` prints them
+    assert [list(t["config_id"]) for t in tables.values()] == [["mean-000", "mean-001"], ["loss-000", "loss-001"],
                                                                 ["seeds-000"]]
     row = tables["mean"].set_index("config_id").loc["mean-001"]
     expected = next(e for e in finished_run["configurations"] if e["id"] == "mean-001")["metrics"]
@@ -297,7 +298,7 @@ def test_run_and_compare_print_the_same_tables(mini_spec: Path, tracking_uri: st
     ran = _blocks(capsys.readouterr().out)
     assert main(["compare", "mini", "--tracking-uri", tracking_uri]) == 0
     compared = _blocks(capsys.readouterr().out)
-    assert set(ran) == {"mean", "loss", "seeds"} and ran == compared
+    assert list(ran) == list(compared) == ["mean", "loss", "seeds"] and ran == compared  # the spec's order
     mean = ran["mean"]
     assert mean[0].split()[:3] == ["config", "epsilon", "abs_error"]  # varying parameter as its own column
     assert mean[2].startswith("mean-000  0.5 ") and "[" in mean[2]  # the configuration id, as in compare
@@ -306,6 +307,16 @@ def test_run_and_compare_print_the_same_tables(mini_spec: Path, tracking_uri: st
     loss = ran["loss"]
     kl = 0.5 + math.exp(-0.5) - 1
     assert f"= {kl:.4g} " in loss[2]
+
+
+def test_compare_orders_an_unfinished_run_as_its_spec(mini_spec: Path, tracking_uri: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 34 item 11: a run that has not finished has no index; its child runs come from a search
+    assert main(["run", str(mini_spec), "--serial", "--no-progress", "--tracking-uri", tracking_uri,
+                 "--max-units", str(2 * 24 + 2 * 3000)]) == 0  # mean and loss done, seeds not started
+    capsys.readouterr()
+    assert main(["compare", "mini", "--tracking-uri", tracking_uri]) == 0
+    assert list(_blocks(capsys.readouterr().out)) == ["mean", "loss"]
 
 
 def test_compare_metric_plot_has_one_panel_per_study_with_the_metric(
