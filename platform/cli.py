@@ -44,6 +44,7 @@ from privlab.platform.commands import (  # noqa: F401 (exit codes: the command's
     add_run_reading_command,
     add_tracking_argument,
     finished_summary,
+    for_people,
     toml_kind,
 )
 from privlab.platform.interrupts import sigterm_as_interrupt
@@ -210,9 +211,14 @@ def _validate(args: argparse.Namespace) -> int:
         raise _InputError(f"{args.spec} is a {kind.kind}, not an experiment or release spec; it is read by "
                           f"{kind.command}")
     spec = load_spec(args.spec, args.set or [])
-    print(f"{spec.name}: valid; {len(spec.configurations)} configuration(s)")
-    for config in spec.configurations:
-        print(f"  {config.id}  {config.workload}  {config.label()}  units={config.units}")
+    configs = spec.configurations
+    print(f"{spec.name}: valid; {len(configs)} configuration(s), {sum(c.units for c in configs):,} unit(s) of work")
+    rows = [("config", "workload", "units", "grid point"), *(
+        (c.id, c.workload, f"{c.units:,}", ", ".join(f"{k}={v}" for k, v in c.grid_point.items()) or "-")
+        for c in configs)]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for config_id, workload, units, point in rows:  # aligned: units to the right, as numbers are
+        print(f"  {config_id.ljust(widths[0])}  {workload.ljust(widths[1])}  {units.rjust(widths[2])}  {point}")
     return EXIT_OK
 
 
@@ -312,7 +318,7 @@ def _describe_workload(workload: Any) -> str:
     from privlab.platform import registry
 
     lines = [f"{workload.name}  ({workload.pattern.value} pattern{', test-only' if workload.hidden else ''})"]
-    doc = inspect.cleandoc(type(workload).__doc__ or "")
+    doc = for_people(inspect.cleandoc(type(workload).__doc__ or ""))
     lines += [textwrap.indent(doc, "    ")] if doc else []
     metrics = [f"{name} ({kind.value})" for name, kind in workload.metrics.items()]
     metrics += [f"{name} (derived)" for name in workload.derived_metrics]

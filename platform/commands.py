@@ -118,6 +118,17 @@ def finished_summary(tracker: Any, run_id: str, *, hint: str) -> tuple[Any, dict
     return run, json.loads(text)
 
 
+def for_people(text: str) -> str:
+    """A docstring as help text: reStructuredText's ````code```` as `code`, a role such as
+    ``:meth:`Workload.facets``` as `Workload.facets`, and references to the source
+    ("(module docstring)") left out."""
+    import re
+
+    text = re.sub(r":[a-z]+:`[~.]*([^`]+)`", r"`\1`", text)
+    text = re.sub(r"``([^`]+)``", r"`\1`", text)
+    return re.sub(r" ?\((?:see )?(?:the )?module docstring\)", "", text)
+
+
 def toml_kind(path: Path) -> TomlKind | None:
     """The registered kind of a TOML file that is not an experiment spec (None: unknown)."""
     import tomllib

@@ -234,6 +234,38 @@ def test_every_subcommand_and_argument_has_a_help_line() -> None:
     assert missing == []
 
 
+def test_help_renders_for_people_and_lists_every_file_a_command_writes(capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 34 item 12: raw reStructuredText and "a privlab.commands plug-in" in user help, and
+    # `release --help` did not name transcript-seal.txt.
+    from privlab.mechanisms.plausible_deniability.generation_run import BUNDLE_FILES
+    from privlab.mechanisms.release import bundle
+    from privlab.platform.cli import build_parser
+
+    helps = {path: " ".join(parser.format_help().split()) for path, parser in _subparsers(build_parser())}
+    for path, text in helps.items():
+        assert "``" not in text and "plug-in" not in text and ":meth:" not in text, path
+    for name in (*bundle.PUBLIC_FILES, bundle.CHECKSUMS, bundle.TRANSCRIPT):
+        assert name in helps["privlab release"], name
+    for name in (*BUNDLE_FILES, bundle.CHECKSUMS):
+        assert name in helps["privlab pd-generate"], name
+    assert main(["workloads", "--all"]) == 0
+    out = capsys.readouterr().out
+    assert "``" not in out and ":mod:" not in out and ":meth:" not in out and "module docstring" not in out
+
+
+def test_validate_lists_the_configurations_in_aligned_columns(capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 34 item 12: "  laplace_mean-000  laplace_mean  laplace_mean[epsilon=0.1, n=100]  units=300"
+    assert main(["validate", str(Path(__file__).resolve().parents[1] / "experiments" / "quickstart.toml")]) == 0
+    first, header, *rows = capsys.readouterr().out.splitlines()
+    assert first == "quickstart: valid; 16 configuration(s), 127,008 unit(s) of work"
+    assert header.split() == ["config", "workload", "units", "grid", "point"]
+    starts = [header.index(word) for word in ("workload", "grid point")]
+    for row in rows:
+        assert all(row[start - 2:start] == "  " and row[start] != " " for start in starts), row
+        assert row[header.index("grid point") - 3] != " "  # units are right-aligned
+    assert rows[0].split()[-2:] == ["epsilon=0.1,", "n=100"] and rows[-1].split()[-2:] == ["4,000", "-"]
+
+
 def test_workloads_hides_test_only_workloads_and_describes_the_rest(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["workloads"]) == 0
     out = capsys.readouterr().out

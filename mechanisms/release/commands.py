@@ -190,9 +190,11 @@ def add_commands(sub: Any) -> None:
     release = sub.add_parser(
         "release", help="run the release scheme on private data (release mode, one machine) and write a bundle",
         description="Private selection over a release spec's shortlist with OS-CSPRNG noise, recorded in a "
-                    "transcript; writes DIR atomically: released.csv/.parquet, acceptance.json/.md, config.toml, "
-                    "ledger.json, privacy-statement.md, README.md, SHA256SUMS and private/transcript.bin. "
-                    "Refuses to start when the spec's total ε exceeds the budget.",
+                    "transcript; writes DIR atomically: released.csv, released.parquet, acceptance.json, "
+                    "acceptance.md, config.toml, ledger.json, privacy-statement.md, README.md, transcript-seal.txt, "
+                    "SHA256SUMS and private/transcript.bin (as sensitive as the data). Refuses to start when the "
+                    "spec's total ε exceeds the budget, or when DIR is in a git work tree that does not ignore "
+                    "the transcript.",
         epilog="replay: privlab release SPEC --data PRIVATE.csv --out DIR2 --replay DIR/private/transcript.bin "
                "reproduces DIR's public files byte for byte")
     release.add_argument("spec", help="release spec TOML (format: README, 'The final release')")
