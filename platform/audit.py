@@ -84,6 +84,10 @@ class Auditable(abc.ABC):
     def neighbours(self, params: Any, rng: np.random.Generator) -> tuple[Any, Any]:
         """A neighbouring pair ``(D, D′)``: drawn from ``rng``, or fixed by public parameters."""
 
+    def warm_up(self, params: Any) -> None:
+        """As :meth:`privlab.platform.registry.Workload.warm_up` (JIT compilation before any
+        trial is timed; must return at once when repeated). Default: nothing."""
+
 
 class SensitivityAuditable(Auditable):
     """A statistic whose claimed sensitivity Δ is audited on neighbouring pairs."""

@@ -51,6 +51,9 @@ class _AuditWorkload(Workload):
     auditable: ClassVar[type[Auditable]]
     pattern = Pattern.TRIALS
 
+    def warm_up(self, params: Any) -> None:
+        self.auditable().warm_up(params)
+
     def report(self, results: Any) -> dict[str, str | bytes]:
         """``audit.md``: the audit table of every configuration (as ``privlab audit`` prints it)."""
         lines = [f"# {results.study}: {self.__doc__}", "",

@@ -1,8 +1,10 @@
 """The ``privlab`` command.
 
-Exit codes: 0 success; 1 internal error (a bug: please report it with the traceback);
-2 bad input (spec, schema, arguments, unknown names); 3 privacy budget exceeded;
-4 execution or tracking failure; 130 interrupted (the run is resumable with ``--resume``).
+Exit codes: 0 success (also a run that ``--max-units`` stopped as asked: resumable); 1 internal
+error (a bug: please report it with the traceback); 2 bad input (spec, schema, arguments, unknown
+names); 3 privacy budget exceeded; 4 execution or tracking failure; 5 ``privlab verify``: not
+verified; 6 ``privlab audit``: a violation of the claim was found; 130 interrupted by Ctrl-C or
+SIGTERM (the run is resumable with ``--resume``).
 """
 
 from __future__ import annotations
@@ -31,15 +33,18 @@ from privlab.platform.commands import (  # noqa: F401 (exit codes: the command's
     COMMANDS,
     EXIT_BUDGET,
     EXIT_BUG,
+    EXIT_CODES_HELP,
     EXIT_EXECUTION,
     EXIT_INPUT,
     EXIT_INTERRUPTED,
     EXIT_NOT_VERIFIED,
     EXIT_OK,
+    EXIT_VIOLATION,
     InputError,
     add_run_reading_command,
     add_tracking_argument,
     finished_summary,
+    for_people,
     toml_kind,
 )
 from privlab.platform.interrupts import sigterm_as_interrupt
@@ -93,6 +98,18 @@ def _say_abandoned(args: argparse.Namespace, run_id: str) -> None:
           f"resume with: {_resume_command(args, run_id)}", file=sys.stderr, flush=True)
 
 
+def _say_stopped(args: argparse.Namespace, stop: Any) -> int:
+    """A run that stopped before finishing (resumable): exit 0 when ``--max-units`` asked for
+    the stop, 130 when it was interrupted (Ctrl-C, SIGTERM)."""
+    _ignore_further_interrupts()
+    print(
+        f"\nprivlab: run {stop.run_id} stopped ({stop}); finished work is saved.\n"
+        f"resume with: {_resume_command(args, stop.run_id)}",
+        file=sys.stderr,
+    )
+    return EXIT_OK if stop.requested else EXIT_INTERRUPTED
+
+
 def _say_outage(args: argparse.Namespace, outage: TrackingOutage) -> int:
     resume = f"\nresume with: {_resume_command(args, outage.run_id)}" if outage.run_id else ""
     print(f"\nprivlab: run {outage.run_id} stopped: {outage}{resume}", file=sys.stderr)
@@ -118,13 +135,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         summary = run_experiment(spec, options)
     except RunInterrupted as stop:
-        _ignore_further_interrupts()
-        print(
-            f"\nprivlab: run {stop.run_id} stopped ({stop}); finished work is saved.\n"
-            f"resume with: {_resume_command(args, stop.run_id)}",
-            file=sys.stderr,
-        )
-        return EXIT_INTERRUPTED
+        return _say_stopped(args, stop)
     except TrackingOutage as outage:
         return _say_outage(args, outage)
     if args.summary_json:
@@ -185,11 +196,18 @@ def _print_summary(summary: dict) -> None:
           f"{summary['timing']['workers']} worker(s) on {summary['timing']['ray_nodes']} node(s))")
     print(f"privacy: ε per configuration ≤ {summary['epsilon_total']:.6g}, δ ≤ {summary['delta_total']:.3g}")
     # the same tables as `privlab compare`: configuration ids, varying parameters, mean [95% CI]
-    print("\n" + render_studies(summary["configurations"]))
+    print("\n" + render_studies(summary["configurations"], experiment=summary["experiment"], width=_terminal_width()))
     tracking = summary.get("tracking", {})
     print(f"\nresults: tracking store {tracking.get('uri', '?')}\n"
           f"         artifacts of run {summary['run_id']}: {tracking.get('artifacts', '?')}")
     print(f"compare: privlab compare {summary['experiment']!r}    ledger: privlab ledger {summary['run_id']}")
+
+
+def _terminal_width() -> int | None:
+    """The terminal's width when stdout is one (tables fit it), else None (no limit)."""
+    import shutil
+
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -204,9 +222,14 @@ def _validate(args: argparse.Namespace) -> int:
         raise _InputError(f"{args.spec} is a {kind.kind}, not an experiment or release spec; it is read by "
                           f"{kind.command}")
     spec = load_spec(args.spec, args.set or [])
-    print(f"{spec.name}: valid; {len(spec.configurations)} configuration(s)")
-    for config in spec.configurations:
-        print(f"  {config.id}  {config.workload}  {config.label()}  units={config.units}")
+    configs = spec.configurations
+    print(f"{spec.name}: valid; {len(configs)} configuration(s), {sum(c.units for c in configs):,} unit(s) of work")
+    rows = [("config", "workload", "units", "grid point"), *(
+        (c.id, c.workload, f"{c.units:,}", ", ".join(f"{k}={v}" for k, v in c.grid_point.items()) or "-")
+        for c in configs)]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for config_id, workload, units, point in rows:  # aligned: units to the right, as numbers are
+        print(f"  {config_id.ljust(widths[0])}  {workload.ljust(widths[1])}  {units.rjust(widths[2])}  {point}")
     return EXIT_OK
 
 
@@ -232,7 +255,8 @@ def _compare(args: argparse.Namespace) -> int:
             raise _InputError("--format parquet needs --output PATH (parquet is binary)")
         frame.to_parquet(args.output, index=False)
     else:
-        text = render_table(frame)
+        text = render_table(frame, experiment=args.experiment,
+                            width=None if args.output else _terminal_width())
         if args.output:
             Path(args.output).write_text(text + "\n")
         else:
@@ -305,7 +329,7 @@ def _describe_workload(workload: Any) -> str:
     from privlab.platform import registry
 
     lines = [f"{workload.name}  ({workload.pattern.value} pattern{', test-only' if workload.hidden else ''})"]
-    doc = inspect.cleandoc(type(workload).__doc__ or "")
+    doc = for_people(inspect.cleandoc(type(workload).__doc__ or ""))
     lines += [textwrap.indent(doc, "    ")] if doc else []
     metrics = [f"{name} ({kind.value})" for name, kind in workload.metrics.items()]
     metrics += [f"{name} (derived)" for name in workload.derived_metrics]
@@ -339,19 +363,13 @@ def _audit(args: argparse.Namespace) -> int:
     try:
         result, summary = audit_run.run_audit(request, options)
     except RunInterrupted as stop:
-        _ignore_further_interrupts()
-        print(
-            f"\nprivlab: run {stop.run_id} stopped ({stop}); finished work is saved.\n"
-            f"resume with: {_resume_command(args, stop.run_id)}",
-            file=sys.stderr,
-        )
-        return EXIT_INTERRUPTED
+        return _say_stopped(args, stop)
     except TrackingOutage as outage:
         return _say_outage(args, outage)
     if args.summary_json:
         Path(args.summary_json).write_text(json.dumps(summary | {"audit": result.to_dict()}, indent=2, default=str))
     print(audit_results.render_result(result, summary))
-    return EXIT_OK
+    return EXIT_VIOLATION if result.violation else EXIT_OK
 
 
 def _without_options(argv: Sequence[str], options: set[str]) -> list[str]:
@@ -383,9 +401,10 @@ def _cluster(args: argparse.Namespace) -> int:
         print(f"stopped {stopped} process(es)")
     else:
         status = local_cluster.local_cluster_status(state_dir=state_dir)
-        if status is None:
-            print("no local cluster recorded in " + str(state_dir))
-            return EXIT_EXECUTION
+        if status is None:  # an answer, not a failure: nothing is running
+            print(f"no local cluster is running (none recorded in {state_dir}, or its nodes have stopped); "
+                  "start one with `privlab cluster up`")
+            return EXIT_OK
         print(f"{status.nodes} node(s) at {status.address}; pids {', '.join(map(str, status.pids))}")
     return EXIT_OK
 
@@ -398,7 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="privlab",
         description="Differentially private synthetic-data research on Ray, tracked in MLflow: run "
                     "experiment specs, compare their results, and audit mechanisms' DP claims.",
-        epilog="Exit codes: 0 ok, 2 bad input, 3 budget exceeded, 4 execution/tracking failure, 130 interrupted.",
+        epilog=EXIT_CODES_HELP,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -479,7 +498,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "  ε audit: a lower confidence bound on ε from events fixed in advance (Clopper-Pearson,\n"
                     "    Bonferroni over the events); a bound above the claimed ε is a violation.",
         epilog="examples:\n  privlab audit --list\n  privlab audit laplace --set epsilon=1 --seed 7\n"
-               "  privlab audit pmse --set n=1000 --set depth=unlimited --trials 2000 --workers 2",
+               "  privlab audit pmse --set n=1000 --set depth=unlimited --trials 2000 --workers 2\n\n"
+               "exit codes: 0 no violation detected, 6 a violation found (the verdict says which), 2 bad input,\n"
+               "4 execution/tracking failure, 130 interrupted (resumable)",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     audit.add_argument("name", nargs="?", metavar="NAME", help="the auditable (see --list)")
     audit.add_argument("--list", action="store_true", help="list the auditables: kind, claim, parameters, defaults")

@@ -24,6 +24,10 @@ from privlab.platform.plugins import Registry
 
 EXIT_OK, EXIT_BUG, EXIT_INPUT, EXIT_BUDGET, EXIT_EXECUTION, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 EXIT_NOT_VERIFIED = 5
+EXIT_VIOLATION = 6  # `privlab audit` found a violation of the claimed sensitivity or ε
+EXIT_CODES_HELP = ("Exit codes: 0 ok (also a run stopped by --max-units: resumable), 2 bad input, 3 budget "
+                   "exceeded, 4 execution/tracking failure, 5 not verified (verify), 6 violation found (audit), "
+                   "130 interrupted by Ctrl-C or SIGTERM (resumable).")
 
 #: ``add(subparsers)`` functions, by plug-in name; each adds parsers with ``set_defaults(handler=...)``.
 COMMANDS: Registry[Callable[[Any], None]] = Registry("command plug-in", groups=("privlab.commands",))
@@ -112,6 +116,17 @@ def finished_summary(tracker: Any, run_id: str, *, hint: str) -> tuple[Any, dict
     if text is None:
         raise TrackingError(f"run {run_id} has no summary.json: it did not finish (resume it first)")
     return run, json.loads(text)
+
+
+def for_people(text: str) -> str:
+    """A docstring as help text: reStructuredText's ````code```` as `code`, a role such as
+    ``:meth:`Workload.facets``` as `Workload.facets`, and references to the source
+    ("(module docstring)") left out."""
+    import re
+
+    text = re.sub(r":[a-z]+:`[~.]*([^`]+)`", r"`\1`", text)
+    text = re.sub(r"``([^`]+)``", r"`\1`", text)
+    return re.sub(r" ?\((?:see )?(?:the )?module docstring\)", "", text)
 
 
 def toml_kind(path: Path) -> TomlKind | None:

@@ -62,7 +62,7 @@ def comparison_frame(
             raise NotFoundError(f"no study {', '.join(map(repr, unknown))} in {experiment!r}; "
                                 f"its studies: {', '.join(known)}")
         frame = frame[frame["study"].isin(studies)].dropna(axis=1, how="all")
-    frame = frame.sort_values(["parent_run_id", "config_id"], kind="stable").reset_index(drop=True)
+    frame = _in_spec_order(frame, [p.info.run_id for p in parents])
     frame = frame[_column_order(frame.columns)]
     without: list[str] = []
     if metrics:
@@ -70,9 +70,7 @@ def comparison_frame(
         keep = [c for c in known if any(c == m or c.startswith(f"{m}_") for m in metrics)]
         missing = [m for m in metrics if not any(c == m or c.startswith(f"{m}_") for c in known)]
         if missing:
-            bases = sorted({c.rsplit("_", 1)[0] if c.endswith(("_mean", "_rate")) else c for c in known
-                            if not c.startswith("timing_")})
-            raise TrackingError(f"unknown metric(s) {', '.join(map(repr, missing))}; available: {', '.join(bases)}")
+            raise NotFoundError(_unknown_metrics(missing, known, experiment))
         has_metric = frame[keep].notna().any(axis=1)
         order = list(dict.fromkeys(frame["study"]))
         with_metric = set(frame.loc[has_metric, "study"])
@@ -83,16 +81,72 @@ def comparison_frame(
     return frame
 
 
+def _unknown_metrics(missing: Sequence[str], columns: Sequence[str], experiment: str) -> str:
+    """What to say about metrics a comparison does not record: the closest names it does
+    record (not all of them: a run may record hundreds), and how many there are."""
+    import difflib
+    import shlex
+
+    from privlab.platform.tables import metric_order
+
+    names = sorted({metric_order(c)[0] for c in columns})
+    parts = []
+    for name in missing:
+        close = [n for n in names if name.lower() in n.lower()][:5]
+        close += [n for n in difflib.get_close_matches(name, names, n=5, cutoff=0.6) if n not in close]
+        parts.append(f"unknown metric {name!r}" + (f"; closest: {', '.join(close[:5])}" if close else ""))
+    return (f"{'; '.join(parts)} ({len(names)} metric names recorded in {experiment!r}; "
+            f"`privlab compare {shlex.quote(experiment)} --format csv` has them all)")
+
+
 def configuration_table(tracker: Tracker, experiment_id: str, parent: Any) -> Any:
-    """A parent run's configuration runs as logged, as an index table: the run's own index
-    when it is complete (one artifact), else its child runs (one search and one result.json
-    each, slow for thousands)."""
+    """A parent run's configuration runs as logged, as an index table in the spec's order (as
+    ``privlab run`` printed them): the run's own index when it is complete (one artifact,
+    written in that order), else its child runs (one search and one result.json each, slow
+    for thousands), put in the order of the studies in the run's ``spec.toml``, then of their
+    configuration ids (numbers compared as numbers)."""
     if RunTags.of(parent).status == "complete":
         indexed = read_index_table(tracker, parent.info.run_id)
         if indexed is not None:
             return indexed
-    return index_table(IndexRow.read(tracker, child)
-                       for child in tracker.configuration_runs(experiment_id, parent.info.run_id, finished=False))
+    table = index_table(IndexRow.read(tracker, child)
+                        for child in tracker.configuration_runs(experiment_id, parent.info.run_id, finished=False))
+    if not table.num_rows:
+        return table
+    studies = _spec_studies(tracker, parent.info.run_id)
+    rows = table.column("study").to_pylist()
+    ids = table.column("config_id").to_pylist()
+    order = sorted(range(table.num_rows), key=lambda i: (studies.get(rows[i], len(studies)), rows[i],
+                                                          _natural(ids[i])))
+    return table.take(order)
+
+
+def _spec_studies(tracker: Tracker, run_id: str) -> dict[str, int]:
+    """The position of each ``[[study]]`` in a run's logged ``spec.toml`` (empty when unreadable)."""
+    import tomllib
+
+    try:
+        text = tracker.read_text(run_id, "spec.toml")
+        spec = tomllib.loads(text) if text else {}
+    except (tomllib.TOMLDecodeError, TrackingError, OSError):
+        return {}
+    studies = spec.get("study")
+    if not isinstance(studies, list):
+        return {}
+    return {str(s.get("name")): i for i, s in enumerate(studies) if isinstance(s, dict)}
+
+
+def _natural(text: str) -> tuple[Any, ...]:
+    """``study-2`` before ``study-10``: digit runs compared as numbers."""
+    import re
+
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
+
+
+def _in_spec_order(frame: pd.DataFrame, parents: Sequence[str]) -> pd.DataFrame:
+    """The rows grouped by parent run (newest first), each run's rows in the order logged."""
+    rank = {run_id: i for i, run_id in enumerate(parents)}
+    return frame.sort_values("parent_run_id", key=lambda ids: ids.map(rank), kind="stable").reset_index(drop=True)
 
 
 RUN_PARAMS = {"workload", "study", "units"}  # logged on every child run; not the configuration's parameters
@@ -225,16 +279,17 @@ def table_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
-def render_table(frame: pd.DataFrame) -> str:
+def render_table(frame: pd.DataFrame, *, experiment: str | None = None, width: int | None = None) -> str:
     """One aligned text table per study: its varying parameters, then ``mean [95% CI]`` or
     ``rate [95% CI]`` per metric (with theory's value and a verdict where the workload states
-    one), then derived metrics and ε."""
+    one), then derived metrics and ε; at most ``width`` characters wide (None: no limit), the
+    hint about metrics left out naming ``experiment``."""
     from privlab.platform.tables import render_studies
 
     runs = frame.groupby("study", sort=False)["parent_run_id"].nunique()
     suffix = {study: f", {count} runs" for study, count in runs.items() if count > 1}
     shown = [c for c in frame.columns if c in ID_COLUMNS or _is_param(c) or _rendered(c, frame.columns)]
-    return render_studies(table_rows(frame[shown]), title_suffix=suffix)
+    return render_studies(table_rows(frame[shown]), title_suffix=suffix, experiment=experiment, width=width)
 
 
 def _rendered(column: str, columns: Sequence[str]) -> bool:
@@ -245,6 +300,8 @@ def _rendered(column: str, columns: Sequence[str]) -> bool:
 
     if column == "eps_total" or (column.endswith(("_mean", "_rate")) and not column.startswith("eps_step_")):
         return True
+    if column.endswith("_count") and f"{column.removesuffix('_count')}_mean" in columns:
+        return True  # a mean over too few values is shown with its n instead of an interval
     for end in ("_ci_low", "_ci_high"):
         base = column.removesuffix(end)
         if column.endswith(end) and not base.startswith("eps_step_") and \

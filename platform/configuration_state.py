@@ -12,7 +12,8 @@ one trial checked against the ``[budget]`` cap before any work.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -152,6 +153,29 @@ def prepare_states(
         state.cursor = aggregate.done.missing(config.units)
         states[config.id] = state
     return states
+
+
+def warm_up_workloads(states: Iterable[ConfigState], *, say: Callable[[str], None] | None = None) -> None:
+    """Every configuration's :meth:`~privlab.platform.registry.Workload.warm_up`, on the driver,
+    before the progress bar starts: a kernel compiled here is in numba's on-disk cache when the
+    workers load it, and no study stalls behind a compilation. ``say`` is told which workload
+    is warming up when that takes more than a second (a first compilation)."""
+    by_workload: dict[str, list[ConfigState]] = {}
+    for state in states:
+        by_workload.setdefault(state.config.workload, []).append(state)
+    for name, members in by_workload.items():
+        workload = registry.get_workload(name)
+        note = threading.Timer(1.0, say, args=[f"privlab: preparing {name} (compiling its code the first time; "
+                                                 "cached for later runs)"]) if say is not None else None
+        if note is not None:
+            note.daemon = True
+            note.start()
+        try:
+            for state in members:
+                workload.warm_up(registry.build_params(workload.Params, state.config.params, where=state.config.id))
+        finally:
+            if note is not None:
+                note.cancel()
 
 
 def cost_class_of(config: Configuration) -> str:

@@ -10,6 +10,14 @@ at 56 h when its Metropolis chains needed 6 h and its closed-form methods minute
 starts from the costs its earlier sessions measured; a class nobody has timed yet is named in
 the line rather than guessed into the ETA. The bar shows 100% only when every configuration is
 complete.
+
+A class's first measured batch pays what only the first pays (JIT compilation, imports, caches
+loaded): the first quickstart spent 27 s of a 72 s run compiling the pMSE trees inside its first
+batch, and the ETA jumped to 5:59:40. So that batch prices the class for the bar only; the
+class is "not yet timed" for the ETA until its second batch, whose cost replaces the first's
+rather than being averaged with it. The rate of work is the compute seconds measured per
+second of wall time (how many workers are busy), which a slow batch does not distort: its
+seconds count as the work they were.
 """
 
 from __future__ import annotations
@@ -63,6 +71,9 @@ class Progress:
         self.class_done = {name: 0 for name in self.class_totals}
         self.start_class_done = dict(self.class_done)
         self.seconds_per_unit = UnitCosts()
+        self.provisional: set[str] = set()  # classes priced by their first batch only (not in the ETA yet)
+        self.measured_seconds = 0.0  # compute seconds of the units done in this session
+        self.unmeasured_done: dict[str, int] = {}  # units done in this session without a time
         self._shown_fraction = 0.0
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
@@ -93,7 +104,16 @@ class Progress:
         if units:
             self.class_done[cost_class] = self.class_done.get(cost_class, 0) + units
             if seconds is not None and seconds > 0:
-                self.seconds_per_unit.measure(cost_class, seconds / units)
+                self.measured_seconds += seconds
+                if cost_class in self.provisional:  # the second batch: replaces the first's price
+                    self.provisional.discard(cost_class)
+                    self.seconds_per_unit[cost_class] = seconds / units
+                else:
+                    if cost_class not in self.seconds_per_unit:
+                        self.provisional.add(cost_class)
+                    self.seconds_per_unit.measure(cost_class, seconds / units)
+            else:
+                self.unmeasured_done[cost_class] = self.unmeasured_done.get(cost_class, 0) + units
         if configs_done is not None:
             self.configs_done = configs_done
         now = time.perf_counter()
@@ -109,23 +129,29 @@ class Progress:
         return sum(n * self.seconds_per_unit.get(name, fallback) for name, n in counts.items())
 
     def untimed(self) -> list[str]:
-        """The classes with units left whose cost per unit nobody has measured yet."""
+        """The classes with units left whose cost per unit nobody has measured yet, beyond a
+        first batch (module docstring)."""
         if not self.seconds_per_unit:  # nothing timed at all: the bar counts units
             return []
         return [name for name, units in self.class_totals.items()
-                if units > self.class_done.get(name, 0) and name not in self.seconds_per_unit]
+                if units > self.class_done.get(name, 0)
+                and (name not in self.seconds_per_unit or name in self.provisional)]
 
     def fraction_and_remaining(self, now: float | None = None) -> tuple[float, float]:
         """(share of the work done, estimated seconds left); below 100% until every configuration is done.
 
         The share prices an untimed class like the dearest timed one; the time left counts the
         timed classes only (the line adds how many are untimed), because a guess at a cost
-        nobody has measured can be wrong by orders of magnitude either way.
+        nobody has measured can be wrong by orders of magnitude either way, and so can a
+        first batch's (module docstring).
         """
         now = time.perf_counter() if now is None else now
         elapsed = max(now - self.started, 1e-9)
         total, done = self._work(self.class_totals), self._work(self.class_done)
-        rate = (done - self._work(self.start_class_done)) / elapsed
+        if self.measured_seconds > 0:  # compute seconds per wall second: the busy workers
+            rate = (self.measured_seconds + self._work(self.unmeasured_done)) / elapsed
+        else:
+            rate = (done - self._work(self.start_class_done)) / elapsed
         fraction = min(done / total, 1.0) if total > 0 else 1.0
         untimed = set(self.untimed())
         left = {name: max(units - self.class_done.get(name, 0), 0)

@@ -152,6 +152,16 @@ class Workload(abc.ABC):
         """
         return ""
 
+    def warm_up(self, params: Any) -> None:
+        """Pay in this process, before any unit is timed, what only a process's first unit would
+        pay: compiling JIT kernels (numba), loading large tables. Default: nothing.
+
+        The runner calls it on the driver for every configuration before the progress bar
+        starts, and in a worker before each range of units it times, so it must return at
+        once when repeated (cache what it did, e.g. with ``functools.cache``). A first unit
+        that compiles would stall inside a study and price every unit left at its cost.
+        """
+
     def data_key(self, params: Any) -> str | None:
         """A key naming the dataset :meth:`load_data` reads for ``params`` (None: no dataset).
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +41,7 @@ from privlab.platform.configuration_state import (
     is_actor_pool,
     load_run_data,
     prepare_states,
+    warm_up_workloads,
 )
 from privlab.platform.errors import PrivlabError, SpecError, TrackingOutage
 from privlab.platform.interrupts import shielded_cleanup
@@ -78,11 +80,20 @@ class RunOptions:
 
 
 class RunInterrupted(PrivlabError):
-    """The run stopped before finishing (Ctrl-C or ``stop_after_units``); it can be resumed."""
+    """The run stopped before finishing (Ctrl-C or ``stop_after_units``); it can be resumed.
 
-    def __init__(self, run_id: str, message: str) -> None:
+    ``requested`` is True when the stop was the one asked for (``stop_after_units``), False for
+    an interruption (Ctrl-C, SIGTERM).
+    """
+
+    def __init__(self, run_id: str, message: str, *, requested: bool = False) -> None:
         super().__init__(message)
         self.run_id = run_id
+        self.requested = requested
+
+
+def _to_stderr(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)  # beside the progress bar, which stderr also shows
 
 
 def run_experiment(spec: ExperimentSpec, options: RunOptions) -> dict[str, Any]:
@@ -140,6 +151,7 @@ class _Driver:
                                                  nodes=backend.nodes, backend=backend.name))
             self.states = prepare_states(spec, root_seed=self.parent.root_seed, data=data, put=backend.put,
                                          results=self.configuration_log.results, checkpoint=checkpoint)
+            warm_up_workloads(self.states.values(), say=_to_stderr if options.progress else None)
             self._start_progress()
             startup_seconds = time.perf_counter() - began
             executing = time.perf_counter()
@@ -295,7 +307,8 @@ class _Driver:
         self.progress.update(units, cost_class=state.cost_class, seconds=seconds)
         self._maybe_complete(state)
         if self.limit.reached:
-            raise RunInterrupted(self.run_id, f"stopped after {self.limit.units_seen:,} units of work as asked")
+            raise RunInterrupted(self.run_id, f"after {self.limit.units_seen:,} units of work, as --max-units asked",
+                                  requested=True)
 
     def _maybe_complete(self, state: ConfigState) -> None:
         if state.finished or state.aggregate.done.covered() < state.config.units:

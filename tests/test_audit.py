@@ -313,8 +313,10 @@ def test_interrupted_audit_resumes_to_the_uninterrupted_result(uri: str, capsys:
     full = tmp_path / "full.json"
     assert main([*base, "--summary-json", str(full)]) == 0
     capsys.readouterr()
-    assert main([*base, "--max-units", "2"]) == 130
-    hint = capsys.readouterr().err.strip().splitlines()[-1]
+    assert main([*base, "--max-units", "2"]) == 0  # the stop asked for is no interruption (issue 34 item 3)
+    err = capsys.readouterr().err
+    assert "stopped (after 2 units of work, as --max-units asked); finished work is saved" in err
+    hint = err.strip().splitlines()[-1]
     assert hint.startswith("resume with: privlab audit laplace") and "--max-units" not in hint
     resumed = tmp_path / "resumed.json"
     assert main([*shlex.split(hint.removeprefix("resume with: "))[1:], "--summary-json", str(resumed)]) == 0
@@ -346,6 +348,15 @@ def test_audit_run_is_logged_to_mlflow_with_its_report(uri: str, capsys: pytest.
     assert child.data.params["params.confidence"] == "0.99"
     report = tracker.read_text(summary["run_id"], "report/audit-pmse/audit.md")
     assert report is not None and "largest |f(D) − f(D′)|" in report
+
+
+def test_a_violation_has_its_own_exit_code(uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 34 item 2: `verdict VIOLATION` exited 0, so scripts could not tell
+    from privlab.platform.cli import EXIT_VIOLATION
+
+    assert main(["audit", "pmse", "--set", "n=200", "--set", "depth=unlimited", "--trials", "40", "--seed", "1",
+                 "--serial", "--no-progress", "--tracking-uri", uri]) == EXIT_VIOLATION == 6
+    assert "verdict                     VIOLATION" in capsys.readouterr().out
 
 
 def test_help_describes_the_command(capsys: pytest.CaptureFixture[str]) -> None:

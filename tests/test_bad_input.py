@@ -215,7 +215,7 @@ def test_verify_knows_a_pd_generate_bundle(tmp_path: Path, capsys: pytest.Captur
     (folder / "summary.json").unlink()
     _refused(_verify(folder, absent), capsys, "summary.json missing", code=EXIT_NOT_VERIFIED)
     (folder / "summary.json").write_text("altered\n")
-    _refused(_verify(folder, absent), capsys, "summary.json do(es) not match its SHA256SUMS", code=EXIT_NOT_VERIFIED)
+    _refused(_verify(folder, absent), capsys, "summary.json does not match its SHA256SUMS", code=EXIT_NOT_VERIFIED)
 
 
 # --- fuzz: mutated bytes of real specs, odd TOML shapes ---------------------------------------------

@@ -100,7 +100,8 @@ def test_compare_csv_table_parquet_and_plot(finished_run: dict, finished_uri: st
     assert main(["compare", "mini", "--format", "csv", "--tracking-uri", finished_uri]) == 0
     # issue 14 item 9: one CSV table per study (it was one table with every study's columns)
     tables = read_csv_tables(capsys.readouterr().out)
-    assert [list(t["config_id"]) for t in tables.values()] == [["loss-000", "loss-001"], ["mean-000", "mean-001"],
+    # issue 34 item 11: in the spec's order, as `privlab run` prints them
+    assert [list(t["config_id"]) for t in tables.values()] == [["mean-000", "mean-001"], ["loss-000", "loss-001"],
                                                                 ["seeds-000"]]
     row = tables["mean"].set_index("config_id").loc["mean-001"]
     expected = next(e for e in finished_run["configurations"] if e["id"] == "mean-001")["metrics"]
@@ -117,8 +118,11 @@ def test_compare_csv_table_parquet_and_plot(finished_run: dict, finished_uri: st
     assert len(pd.read_parquet(out)) == 5
     assert main(["compare", "mini", "--format", "parquet", "--tracking-uri", finished_uri]) == 2
     assert "--output" in capsys.readouterr().err
-    assert main(["compare", "mini", "--metric", "nope", "--tracking-uri", finished_uri]) == 4
-    assert "available" in capsys.readouterr().err
+    # issue 34 item 3: bad input (2, not 4), naming the closest metrics and the count, not all of them
+    assert main(["compare", "mini", "--metric", "abs_eror", "--tracking-uri", finished_uri]) == 2
+    err = capsys.readouterr().err
+    assert "unknown metric 'abs_eror'; closest: abs_error" in err and "metric names recorded in 'mini'" in err
+    assert "eps_step_" not in err and len(err) < 400
 
 
 def read_csv_tables(text: str) -> dict[str, pd.DataFrame]:
@@ -196,6 +200,26 @@ def test_console_script_help_and_subcommands() -> None:
         assert "usage: privlab" in result.stdout
 
 
+def test_help_lists_every_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 34 items 2 and 3: 5 (not verified) and 6 (an audit's violation) were missing
+    from privlab.platform import commands
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    codes = {value for name, value in vars(commands).items() if name.startswith("EXIT_") and isinstance(value, int)}
+    for code in codes - {commands.EXIT_BUG}:
+        assert f" {code} " in out, code
+    assert "6 violation found (audit)" in out and "5 not verified (verify)" in out
+
+
+def test_cluster_status_without_a_cluster_is_an_answer_not_a_failure(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 34 item 3: it exited 4 ("execution/tracking failure")
+    assert main(["cluster", "status", "--state-dir", str(tmp_path / "none")]) == 0
+    assert "no local cluster is running" in capsys.readouterr().out
+
+
 def _subparsers(parser: argparse.ArgumentParser, path: str = "privlab"):
     yield path, parser
     for action in parser._actions:
@@ -212,6 +236,38 @@ def test_every_subcommand_and_argument_has_a_help_line() -> None:
     missing = [f"{path}: {action.dest}" for path, parser in _subparsers(build_parser()) for action in parser._actions
                if not isinstance(action, argparse._SubParsersAction) and not action.help]
     assert missing == []
+
+
+def test_help_renders_for_people_and_lists_every_file_a_command_writes(capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 34 item 12: raw reStructuredText and "a privlab.commands plug-in" in user help, and
+    # `release --help` did not name transcript-seal.txt.
+    from privlab.mechanisms.plausible_deniability.generation_run import BUNDLE_FILES
+    from privlab.mechanisms.release import bundle
+    from privlab.platform.cli import build_parser
+
+    helps = {path: " ".join(parser.format_help().split()) for path, parser in _subparsers(build_parser())}
+    for path, text in helps.items():
+        assert "``" not in text and "plug-in" not in text and ":meth:" not in text, path
+    for name in (*bundle.PUBLIC_FILES, bundle.CHECKSUMS, bundle.TRANSCRIPT):
+        assert name in helps["privlab release"], name
+    for name in (*BUNDLE_FILES, bundle.CHECKSUMS):
+        assert name in helps["privlab pd-generate"], name
+    assert main(["workloads", "--all"]) == 0
+    out = capsys.readouterr().out
+    assert "``" not in out and ":mod:" not in out and ":meth:" not in out and "module docstring" not in out
+
+
+def test_validate_lists_the_configurations_in_aligned_columns(capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 34 item 12: "  laplace_mean-000  laplace_mean  laplace_mean[epsilon=0.1, n=100]  units=300"
+    assert main(["validate", str(Path(__file__).resolve().parents[1] / "experiments" / "quickstart.toml")]) == 0
+    first, header, *rows = capsys.readouterr().out.splitlines()
+    assert first == "quickstart: valid; 16 configuration(s), 127,008 unit(s) of work"
+    assert header.split() == ["config", "workload", "units", "grid", "point"]
+    starts = [header.index(word) for word in ("workload", "grid point")]
+    for row in rows:
+        assert all(row[start - 2:start] == "  " and row[start] != " " for start in starts), row
+        assert row[header.index("grid point") - 3] != " "  # units are right-aligned
+    assert rows[0].split()[-2:] == ["epsilon=0.1,", "n=100"] and rows[-1].split()[-2:] == ["4,000", "-"]
 
 
 def test_workloads_hides_test_only_workloads_and_describes_the_rest(capsys: pytest.CaptureFixture[str]) -> None:
@@ -291,7 +347,7 @@ def test_run_and_compare_print_the_same_tables(mini_spec: Path, tracking_uri: st
     ran = _blocks(capsys.readouterr().out)
     assert main(["compare", "mini", "--tracking-uri", tracking_uri]) == 0
     compared = _blocks(capsys.readouterr().out)
-    assert set(ran) == {"mean", "loss", "seeds"} and ran == compared
+    assert list(ran) == list(compared) == ["mean", "loss", "seeds"] and ran == compared  # the spec's order
     mean = ran["mean"]
     assert mean[0].split()[:3] == ["config", "epsilon", "abs_error"]  # varying parameter as its own column
     assert mean[2].startswith("mean-000  0.5 ") and "[" in mean[2]  # the configuration id, as in compare
@@ -300,6 +356,16 @@ def test_run_and_compare_print_the_same_tables(mini_spec: Path, tracking_uri: st
     loss = ran["loss"]
     kl = 0.5 + math.exp(-0.5) - 1
     assert f"= {kl:.4g} " in loss[2]
+
+
+def test_compare_orders_an_unfinished_run_as_its_spec(mini_spec: Path, tracking_uri: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 34 item 11: a run that has not finished has no index; its child runs come from a search
+    assert main(["run", str(mini_spec), "--serial", "--no-progress", "--tracking-uri", tracking_uri,
+                 "--max-units", str(2 * 24 + 2 * 3000)]) == 0  # mean and loss done, seeds not started
+    capsys.readouterr()
+    assert main(["compare", "mini", "--tracking-uri", tracking_uri]) == 0
+    assert list(_blocks(capsys.readouterr().out)) == ["mean", "loss"]
 
 
 def test_compare_metric_plot_has_one_panel_per_study_with_the_metric(

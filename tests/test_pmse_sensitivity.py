@@ -123,3 +123,25 @@ def test_privlab_report_redraws_a_finished_run(tmp_path: Path, monkeypatch: pyte
     assert main(["report", run_id, "--out", "mine", "--tracking-uri", uri]) == 2
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
     assert main(["report", "0" * 32, "--out", "x", "--tracking-uri", uri]) != 0
+
+
+def _compiled() -> dict[str, tuple]:
+    from numba.core.dispatcher import Dispatcher
+
+    from privlab.mechanisms.pmse import cart, rpart_tree
+
+    return {f"{module.__name__}.{name}": tuple(value.signatures) for module in (cart, rpart_tree)
+            for name, value in vars(module).items() if isinstance(value, Dispatcher)}
+
+
+@pytest.mark.parametrize("tree", ["rpart", "greedy"])
+def test_the_warm_up_compiles_everything_a_trial_runs(tree: str) -> None:
+    # Issue 34 item 7: the first quickstart stalled 27 s inside the study while numba compiled
+    # the trees; the workload's warm-up (on the driver before the progress bar, and in each
+    # worker before its first timed unit) leaves nothing for a trial to compile.
+    studies.PMSESensitivity().warm_up(SensitivityParams(n=100, tree=tree))
+    warm = _compiled()
+    assert any(warm.values())
+    for n in (50, 400):
+        table1_trial(SensitivityParams(n=n, tree=tree), np.random.default_rng(n))
+    assert _compiled() == warm

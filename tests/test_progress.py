@@ -21,10 +21,12 @@ def test_cheap_units_do_not_make_the_bar_look_almost_done() -> None:
     progress = _progress()
     progress.update(1000, cost_class="cheap", seconds=0.001)  # 1 µs a unit
     progress.update(1, cost_class="dear", seconds=1.0)  # 1 s a unit
-    fraction, remaining = progress.fraction_and_remaining(progress.started + 2.0)
-    assert fraction < 0.05  # (1000 µs + 1 s) of (1000 µs + 30 s) of work
-    assert 40 < remaining < 80  # 29 s of work at the 0.5 s/s observed: about 58 s
-    assert "ETA 00:00" not in progress.line(progress.started + 2.0)
+    assert progress.fraction_and_remaining(progress.started + 2.0)[0] < 0.05  # (1000 µs + 1 s) of (1000 µs + 30 s)
+    progress.update(1, cost_class="dear", seconds=1.0)  # a second batch: the ETA counts "dear" from now on
+    fraction, remaining = progress.fraction_and_remaining(progress.started + 4.0)
+    assert fraction < 0.1
+    assert 40 < remaining < 80  # 28 s of work at the 0.5 s/s observed: about 56 s
+    assert "ETA 00:00" not in progress.line(progress.started + 4.0)
 
 
 def test_the_bar_stays_below_100_percent_until_every_configuration_is_done() -> None:
@@ -53,8 +55,9 @@ def test_a_resume_counts_earlier_work_without_inflating_the_rate() -> None:
     progress.resume_from(500, classes={"cheap": 500, "dear": 0})
     progress.update(500, cost_class="cheap", seconds=0.0005)
     progress.update(1, cost_class="dear", seconds=1.0)
-    fraction, remaining = progress.fraction_and_remaining(progress.started + 2.0)
-    assert fraction < 0.05 and remaining > 40  # the 500 units done before do not count as speed
+    progress.update(1, cost_class="dear", seconds=1.0)
+    fraction, remaining = progress.fraction_and_remaining(progress.started + 4.0)
+    assert fraction < 0.1 and remaining > 40  # the 500 units done before do not count as speed
 
 
 def test_a_resume_starts_from_the_costs_earlier_sessions_measured() -> None:
@@ -70,12 +73,30 @@ def test_a_resume_starts_from_the_costs_earlier_sessions_measured() -> None:
 
 def test_an_untimed_class_is_shown_as_such_rather_than_guessed_into_the_eta() -> None:
     progress = Progress(20, stream=io.StringIO(), classes={"a": 10, "b": 10})
-    progress.update(5, cost_class="a", seconds=5.0)
+    progress.update(1, cost_class="a", seconds=1.0)  # a first batch prices the bar, not the ETA
+    assert "ETA 00:00 + 2 kind(s) of configuration not yet timed" in progress.line(progress.started + 1.0)
+    progress.update(4, cost_class="a", seconds=4.0)
     fraction, remaining = progress.fraction_and_remaining(progress.started + 5.0)
     assert fraction == pytest.approx(5 / 20)  # the bar prices b like a, the dearest timed class
     assert remaining == pytest.approx(5.0)  # a's 5 units left at 1 s/s; b's cost is unknown
     assert "ETA 00:05 + 1 kind(s) of configuration not yet timed" in progress.line(progress.started + 5.0)
-    progress.update(5, cost_class="b", seconds=0.05)
+    progress.update(1, cost_class="b", seconds=0.01)
+    progress.update(4, cost_class="b", seconds=0.04)
     fraction, remaining = progress.fraction_and_remaining(progress.started + 5.05)
     assert fraction == pytest.approx(5.05 / 10.1) and remaining == pytest.approx(5.05)
     assert "not yet timed" not in progress.line(progress.started + 5.05)
+
+
+def test_a_slow_first_batch_does_not_make_the_eta_explode() -> None:
+    # Issue 34 item 7: the first quickstart stalled 27 s at 90.5% while numba compiled the pMSE
+    # trees inside the class's first batch, and the ETA jumped to 5:59:40 (the slow batch's cost
+    # per unit, then averaged with the real one, priced every unit left).
+    progress = Progress(1000, stream=io.StringIO(), classes={"pmse": 1000})
+    progress.update(4, cost_class="pmse", seconds=27.0)  # the pilot, compiling: 6.75 s a unit
+    assert "ETA 00:00 + 1 kind(s) of configuration not yet timed" in progress.line(progress.started + 27.0)
+    progress.update(96, cost_class="pmse", seconds=0.96)  # 10 ms a unit
+    fraction, remaining = progress.fraction_and_remaining(progress.started + 28.0)
+    assert remaining == pytest.approx(900 * 0.01 / (27.96 / 28.0))  # 9 s of work, one busy worker
+    for second in range(29, 36):  # and it stays there
+        progress.update(100, cost_class="pmse", seconds=1.0)
+        assert progress.fraction_and_remaining(progress.started + second)[1] < 10.0

@@ -716,7 +716,13 @@ def test_verify_refuses_a_republished_bundle(released: tuple[Path, Path], tmp_pa
     document["criteria"][0]["dp_value"] = document["criteria"][0]["dp_value"] / 2  # a forged, better-looking result
     (forged / "acceptance.json").write_text(json.dumps(document, indent=1) + "\n")
     assert _verify(ws, forged, out / bundle.TRANSCRIPT) == EXIT_NOT_VERIFIED
-    assert "acceptance.json do(es) not match its SHA256SUMS" in capsys.readouterr().err
+    assert "the bundle's acceptance.json does not match its SHA256SUMS; the published file was" in \
+        capsys.readouterr().err  # issue 34 item 12: it said "do(es)"
+    (forged / "acceptance.md").write_text("forged\n")
+    assert _verify(ws, forged, out / bundle.TRANSCRIPT) == EXIT_NOT_VERIFIED
+    assert "acceptance.json and acceptance.md do not match its SHA256SUMS; the published files were" in \
+        capsys.readouterr().err
+    (forged / "acceptance.md").write_bytes((out / "acceptance.md").read_bytes())
     bundle.write_checksums(forged)  # the forger also rewrites the checksums
     assert _verify(ws, forged, out / bundle.TRANSCRIPT) == EXIT_NOT_VERIFIED
     assert "does not reproduce acceptance.json" in capsys.readouterr().err

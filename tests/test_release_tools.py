@@ -228,3 +228,17 @@ def test_min_count_comes_from_the_space(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["validate", str(spec)]) == 2
     error = capsys.readouterr().err
     assert "min_count 4 is not in the space 'births'" in error and "min_count = [2, 3]" in error
+
+
+def test_the_grid_figure_labels_every_level_of_every_factor() -> None:
+    # Issue 34 item 12: θ's log axis showed only 10¹ and 10², min_count 2.0, 2.2, … 3.0.
+    from privlab.mechanisms.release.report import grid_figure
+
+    thetas = [2.0, 4.0, 8.0, 16.0, 25.0, 50.0, 100.0]
+    rows = [{"config": f"c{i}", "transformation": "a=coarse", "epsilon_split": split, "theta": theta,
+             "min_count": count, "attempts": 1, "accepted": 0.5, "ci_low": 0.1, "ci_high": 0.9, "marginals": 0.7}
+            for i, (split, theta, count) in enumerate((s, t, c) for s in (0.1, 0.5) for t in thetas for c in (2, 3))]
+    figure = grid_figure(pd.DataFrame(rows))
+    labels = [[tick.get_text() for tick in ax.get_xticklabels()] for ax in figure.axes]
+    assert labels == [["0.1", "0.5"], ["2", "4", "8", "16", "25", "50", "100"], ["2", "3"]]
+    assert not any(ax.get_xticklabels(minor=True) for ax in figure.axes)

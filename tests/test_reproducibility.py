@@ -97,8 +97,9 @@ def test_max_units_stops_after_exactly_that_many_units_and_resumes_identically(
 ) -> None:
     # Issue 14 item 2: --max-units counted result batches (a limit of 5 ran 1,200 units).
     reference = _run(mini_spec, tracking_uri, f"execution.batch_size={batch}")
-    with pytest.raises(RunInterrupted, match=r"stopped after 30 units of work") as stopped:
+    with pytest.raises(RunInterrupted, match=r"^after 30 units of work, as --max-units asked$") as stopped:
         _run(mini_spec, tracking_uri, f"execution.batch_size={batch}", stop_after_units=30)
+    assert stopped.value.requested  # the stop asked for: `privlab run` exits 0, not 130 (issue 34 item 3)
     run_id = stopped.value.run_id
     checkpoint = json.loads(Tracker(tracking_uri).read_text(run_id, "checkpoint/checkpoint.json"))
     units = {c.id: c.units for c in load_spec(mini_spec).configurations}

@@ -6,8 +6,14 @@ test_reproducibility.py."""
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
+import pytest
+
 from privlab.platform.reports import StudyResults
 from privlab.platform.run_summary import with_logged_timing
+from privlab.platform.spec import load_spec
 
 
 def _summary(timed: dict[str, dict[str, float]], **timing: object) -> dict:
@@ -43,3 +49,33 @@ def test_the_wall_time_sentence_tells_a_resumed_run_from_a_whole_one() -> None:
     assert resumed is not None and "whole run" not in resumed
     assert "last session took 4.0 min on 2 worker(s)" in resumed and "over all sessions was 2.5 h" in resumed
     assert _results({}).wall_time_sentence() is None
+
+
+def test_the_warm_up_runs_before_the_progress_bar_and_outside_the_timed_units(
+        tmp_path: Path, tracking_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 34 item 7: a unit that compiles its kernels stalled inside a study and set its ETA.
+    from privlab.platform import registry, runner
+
+    workload = type(registry.get_workload("laplace_mean"))
+    calls: list[str] = []
+
+    def slow_the_first_time(self: object, params: object) -> None:
+        if not calls:
+            time.sleep(0.5)  # a compilation
+        calls.append("warm_up")
+
+    class Bar(runner.Progress):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            calls.append("progress")
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(workload, "warm_up", slow_the_first_time, raising=False)
+    monkeypatch.setattr(runner, "Progress", Bar)
+    spec = tmp_path / "s.toml"
+    spec.write_text('name = "warm"\nseed = 1\nworkload = "laplace_mean"\nrepetitions = 20\n'
+                    '[params]\nepsilon = 1.0\nn = 10\n[grid]\nlower = [0.0, -1.0]\n[tracking]\nplots = false\n')
+    summary = runner.run_experiment(load_spec(spec), runner.RunOptions(serial=True, tracking_uri=tracking_uri,
+                                                                       progress=False))
+    assert calls[:3] == ["warm_up", "warm_up", "progress"]  # each configuration, on the driver, first
+    assert calls.count("warm_up") > 3  # and again before each range a worker times (at once by then)
+    assert all(t["compute_seconds"] < 0.4 for t in summary["timing"]["configurations"].values())

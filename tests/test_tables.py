@@ -72,3 +72,48 @@ def test_a_study_with_many_metrics_shows_the_first_and_names_the_rest() -> None:
     assert "--study wide --metric NAME" in text
     narrow = render_studies([laplace_row(0, 0.1, 100, 0.95, 0.9, 1.01)])
     assert "more metrics" not in narrow
+
+
+def _facet_row(depth: object, cp: float, label: str) -> dict:
+    return {"id": f"pmse_sensitivity-000.{label}", "config": "pmse_sensitivity-000", "study": "pmse_sensitivity",
+            "workload": "pmse_sensitivity", "facet": label,
+            "params": {"params.n": 1000, "depth": depth, "cp": cp},
+            "metrics": {"violation_rate": 0.01, "violation_ci_low": 0.0, "violation_ci_high": 0.02}}
+
+
+def test_facets_are_in_the_numeric_order_of_their_parameters() -> None:
+    # Issue 34 item 11: `run` showed the facets as declared (cp 0.01 first), `compare` by their labels' text.
+    declared = [_facet_row(d, cp, f"d{'inf' if d == 'unlimited' else d}_cp{str(cp)[2:]}")
+                for cp in (0.01, 0.001) for d in (1, 10, 2, "unlimited")]
+    rows = render_study(declared).splitlines()[2:]
+    assert [r.split()[0].split(".")[1] for r in rows] == [
+        "d1_cp001", "d2_cp001", "d10_cp001", "dinf_cp001", "d1_cp01", "d2_cp01", "d10_cp01", "dinf_cp01"]
+
+
+def test_a_mean_of_too_few_values_shows_its_n_instead_of_an_interval() -> None:
+    # Issue 34 item 11: with 2 repetitions, "faithfulness_dp 0.3896 [-0.3477, 1.127]" for a metric in [0, 1].
+    few = laplace_row(0, 0.1, 100, 0.3896, -0.3477, 1.127)
+    few["metrics"]["error_over_scale_count"] = 2.0
+    enough = laplace_row(1, 0.5, 100, 0.95, 0.9, 1.01)
+    text = render_studies([few, enough])
+    row_few, row_enough = text.splitlines()[3:5]
+    assert "0.3896 (n=2)" in row_few and "-0.3477" not in row_few and " ok" not in row_few and "OFF" not in row_few
+    assert "0.95 [0.9, 1.01]" in row_enough and "= 1 ok" in row_enough
+    assert "fewer than 5 values, shown without a 95% CI" in text
+    assert "checks against theory: 1 (1 ok" in text  # a mean without an interval is no check
+    assert "fewer than" not in render_studies([enough])
+
+
+def test_a_wide_table_fits_the_width_and_its_hint_names_the_experiment() -> None:
+    # Issue 34 item 11: the births grid's table was 454 characters wide, and its hint said EXPERIMENT.
+    metrics = {f"criterion_{i:02d}_rate": 0.5 for i in range(12)}
+    metrics |= {f"criterion_{i:02d}_ci_low": 0.25 for i in range(12)} | {f"criterion_{i:02d}_ci_high": 0.75
+                                                                          for i in range(12)}
+    row = {"id": "flows-000", "study": "flows", "workload": "w", "params": {}, "metrics": metrics | {"eps_total": 1.0}}
+    text = render_studies([row, {**row, "id": "flows-001"}], experiment="births grid", width=100)
+    table, hint = text.split("\n… and ")
+    assert max(len(line) for line in table.splitlines()) <= 100
+    assert table.splitlines()[1].split()[-1] == "ε"
+    assert hint.startswith("8 more metrics (criterion_04, criterion_05, criterion_06, …)")
+    assert "`privlab compare 'births grid' --study flows --format csv` all of them" in hint
+    assert "more metrics" not in render_studies([row], width=None)

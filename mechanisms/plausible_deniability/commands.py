@@ -1,5 +1,5 @@
 """``privlab pd-generate``: one plausible-deniability generation written as a bundle (a
-``privlab.commands`` plug-in).
+``privlab.commands`` plug-in; :data:`DESCRIPTION` is its help).
 
     privlab pd-generate SPEC --out DIR [--config ID] [--set KEY=VALUE]
 
@@ -16,11 +16,16 @@ from pathlib import Path
 
 from privlab.platform.commands import EXIT_OK, InputError, register_commands
 
+DESCRIPTION = ("Generate one pd_generation configuration of an experiment spec (the first, or --config) exactly as "
+               "`privlab run` draws it, and write a new folder: released.csv and released.parquet (the released "
+               "synthetic records), ledger.json, ledger.txt, privacy-statement.md, summary.json, config.toml and "
+               "SHA256SUMS. Every input is checked, and --out refused if it exists, before any work.")
+
 
 def _generate(args: argparse.Namespace) -> int:
     from privlab.mechanisms.plausible_deniability.generation_params import GenerationParams, coded_table
-    from privlab.mechanisms.plausible_deniability.generation_run import generate, write_bundle
-    from privlab.mechanisms.release.bundle import check_destination
+    from privlab.mechanisms.plausible_deniability.generation_run import BUNDLE_FILES, generate, write_bundle
+    from privlab.mechanisms.release.bundle import CHECKSUMS, check_destination
     from privlab.platform.registry import build_params
     from privlab.platform.seeding import trial_generator
     from privlab.platform.spec import load_spec
@@ -50,7 +55,7 @@ def _generate(args: argparse.Namespace) -> int:
     print(f"{config.id}: {released:,} of {candidates:,} candidates passed ({released / candidates:.1%}); "
           f"ledger ε = {total.epsilon:.6g}, δ = {total.delta:.3g}; model fit {generation.seconds['model_fit']:.1f} s, "
           f"synthesis and test {generation.seconds['synthesis_and_test']:.1f} s")
-    print(f"wrote {out}/ (released.csv, released.parquet, ledger, privacy-statement.md, summary.json, SHA256SUMS)")
+    print(f"wrote {out}/ ({', '.join((*BUNDLE_FILES, CHECKSUMS))})")
     if params.public_records is None:
         print("note: the split sizes are fractions of the data's record count, which the ledger's entropy "
               "sensitivities reveal; set public_records in the spec to fix them by the spec "
@@ -61,7 +66,7 @@ def _generate(args: argparse.Namespace) -> int:
 def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     command = sub.add_parser(
         "pd-generate", help="generate a synthetic table with plausible deniability and write it as a bundle",
-        description=__doc__.split("\n\n")[0].replace("\n", " "))
+        description=DESCRIPTION)
     command.add_argument("spec", help="an experiment spec with a pd_generation study")
     command.add_argument("--out", required=True, help="the bundle folder to create (must not exist)")
     command.add_argument("--config", help="the configuration id (default: the first pd_generation one)")

@@ -99,6 +99,11 @@ class PMSEAudit(SensitivityAuditable):
     def claimed_sensitivity(self, params: PMSEAuditParams) -> float:
         return 1.0 / params.n
 
+    def warm_up(self, params: PMSEAuditParams) -> None:
+        from privlab.mechanisms.pmse.propensity import warm_up  # numba: compiles (or loads) the trees once
+
+        warm_up(params.tree)  # type: ignore[arg-type]
+
     def neighbours(self, params: PMSEAuditParams, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         return section5_pair(params, rng)
 

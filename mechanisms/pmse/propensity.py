@@ -41,6 +41,7 @@ References:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -240,6 +241,27 @@ def pmse_neighbour_pair(
             "must have the same shape"
         )
     return cart._pair_checked(x, x_prime, s, depths, cps, rule)
+
+
+@functools.cache
+def warm_up(tree: Tree = "rpart") -> None:
+    """Compile ``tree``'s numba kernels (or load them from numba's on-disk cache) in this process.
+
+    The first tree fit of a process otherwise pays for it inside a timed unit of work: 20 s or
+    more for rpart's kernels on a cold cache (then written next to the modules, or under
+    ``NUMBA_CACHE_DIR``), about a second to load them from the cache. Runs every public
+    entry point once on a tiny input, with the dtypes a real fit uses; once per process and
+    tree (later calls return at once).
+    """
+    rng = np.random.default_rng(0)
+    real, synthetic = rng.normal(size=(30, 2)), rng.normal(size=(30, 2))
+    neighbour = real.copy()
+    neighbour[3] += 1.0
+    configs = [(1, 0.01), (None, 0.001)]
+    pmse(real, synthetic, max_depth=None, cp=0.001, tree=tree)
+    propensity_scores(real, synthetic, max_depth=None, cp=0.001, tree=tree)
+    pmse_configurations(real, synthetic, configs, tree=tree)
+    pmse_neighbour_pair(real, neighbour, synthetic, configs, tree=tree)
 
 
 def sklearn_pmse(real: np.ndarray, synthetic: np.ndarray, *, max_depth: int | None, cp: float) -> float:

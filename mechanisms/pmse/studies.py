@@ -94,6 +94,11 @@ class PMSESensitivity(Workload):
     }
     derived_metrics = ("bound", *(f"{config_label(d, c)}/max_abs_diff" for d, c in TABLE1_CONFIGS))
 
+    def warm_up(self, params: SensitivityParams) -> None:
+        from privlab.mechanisms.pmse.propensity import warm_up  # numba: compiles (or loads) the trees once
+
+        warm_up(params.tree)  # type: ignore[arg-type]
+
     def facets(self, params: SensitivityParams) -> dict[str, dict[str, object]]:
         return {config_label(d, c): {"depth": "unlimited" if d is None else d, "cp": c} for d, c in TABLE1_CONFIGS}
 

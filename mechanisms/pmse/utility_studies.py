@@ -421,8 +421,17 @@ def ols(data: np.ndarray) -> np.ndarray:
 class _UtilityWorkload(Workload):
     pattern = Pattern.GRID
 
+    #: Whether every method's trials fit trees (the pMSE metric), or only the pMSE mechanism's.
+    every_method_fits_trees: ClassVar[bool] = False
+
     def plan(self, params: UtilityParams) -> list[PrivacyEvent]:
         return planned_events(params)
+
+    def warm_up(self, params: UtilityParams) -> None:
+        if self.every_method_fits_trees or params.variant.name == "pmse_mechanism":
+            from privlab.mechanisms.pmse.propensity import warm_up  # numba: compiles (or loads) the trees once
+
+            warm_up(params.tree)  # type: ignore[arg-type]
 
     def cost_class(self, params: UtilityParams) -> str:
         """The method family, and for the pMSE mechanism its depth: a simulation of the mechanism
@@ -445,6 +454,7 @@ class PMSEComparison(_UtilityWorkload):
 
     name = "pmse_comparison"
     Params = ComparisonParams
+    every_method_fits_trees = True  # the pMSE metric
     metrics = {
         "pmse": MetricKind.VALUE,
         "pmse_single": MetricKind.VALUE,

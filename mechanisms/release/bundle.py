@@ -11,6 +11,7 @@ Layout of ``DIR`` (written by :func:`privlab.mechanisms.release.run_release.run_
                             flow's own split of ε₁
     privacy-statement.md    the ε and the argument, in plain language
     README.md               the datasheet for data users (Section 4.13)
+    transcript-seal.txt     the head of the transcript's hash chain (what ``privlab verify`` checks)
     SHA256SUMS              ``sha256sum -c`` lines for every public file above
     private/transcript.bin  every random draw of the run; as sensitive as the private data
 
@@ -39,6 +40,7 @@ import json
 import math
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -99,6 +101,66 @@ def check_destination(out: Path) -> None:
     except OSError as error:
         raise SpecError(f"--out {str(out)!r} cannot be created: {str(ancestor)!r} is not writable "
                         f"({error.strerror or type(error).__name__}); choose a writable folder") from None
+
+
+def unignored_transcript_paths(out: Path) -> list[str]:
+    """Where a release into ``out`` would write its transcript inside a git work tree that does
+    not ignore it, as the ``.gitignore`` lines that would (empty: nothing exposed, git is not
+    installed, or ``out`` is in no work tree).
+
+    The transcript, as sensitive as the private data, is written to three places a ``git add .``
+    would pick up: ``out/private/transcript.bin``; the staging folder's copy while the release
+    runs (``.<name>.partial-*``, which a killed release leaves behind); and
+    ``<name>.transcript.bin`` beside ``out`` when writing the bundle fails after the seal
+    (:func:`keep_transcript`). Each is asked of ``git check-ignore``.
+    """
+    git = shutil.which("git")
+    if git is None:
+        return []
+    out = Path(out).absolute()
+    folder = out.parent
+    while not folder.exists():
+        folder = folder.parent
+    try:
+        top = subprocess.run([git, "-C", str(folder), "rev-parse", "--show-toplevel"], capture_output=True,
+                             text=True, timeout=60)
+        if top.returncode != 0 or not top.stdout.strip():
+            return []  # not a work tree (or git cannot tell): nothing to check
+        root = Path(top.stdout.strip()).resolve()
+        relative = (folder.resolve() / out.relative_to(folder)).relative_to(root)
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return []
+    parent = "/" if relative.parent == Path(".") else f"/{relative.parent.as_posix()}/"
+    places = {  # .gitignore line → a path it must cover
+        f"/{relative.as_posix()}/": (relative / TRANSCRIPT).as_posix(),
+        f"{parent}{partial_prefix(out)}*/": (relative.parent / f"{partial_prefix(out)}0" / TRANSCRIPT).as_posix(),
+        f"{parent}{out.name}.transcript*.bin": (relative.parent / f"{out.name}.transcript.bin").as_posix(),
+    }
+    try:
+        checked = subprocess.run([git, "-C", str(root), "check-ignore", "--", *places.values()],
+                                 capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if checked.returncode not in (0, 1):  # 128: git could not check (a path outside the tree)
+        return []
+    ignored = set(checked.stdout.splitlines())
+    return [line for line, path in places.items() if path not in ignored]
+
+
+def check_transcript_ignored(out: Path) -> None:
+    """Refuse a release whose transcript git would not ignore (:func:`unignored_transcript_paths`).
+
+    Raises:
+        SpecError: Some place the transcript is written is in a git work tree and not ignored;
+            the message says how to fix it.
+    """
+    lines = unignored_transcript_paths(out)
+    if lines:
+        raise SpecError(
+            f"--out {str(out)!r} is inside a git work tree that does not ignore the release's private "
+            f"transcript (private/transcript.bin, as sensitive as the data: one `git add .` would commit it). "
+            f"Choose an --out outside the repository, or add to its .gitignore: {'  '.join(lines)}  "
+            "(or give --force to write it there anyway). Nothing was read or spent.")
 
 
 def _fsync_tree(root: Path) -> None:

@@ -122,7 +122,8 @@ def _release(args: argparse.Namespace) -> int:
     # SIGTERM raises KeyboardInterrupt here (privlab.platform.interrupts.sigterm_as_interrupt, set
     # by the command line), which unwinds through the staging folder's cleanup: no partial bundle.
     result = run_release(args.spec, data=args.data, out=out, budget=args.budget, replay=args.replay,
-                         progress=lambda message: print(f"privlab: {message}", file=sys.stderr, flush=True))
+                         progress=lambda message: print(f"privlab: {message}", file=sys.stderr, flush=True),
+                         force=args.force)
     print(f"release bundle written to {result.out} (ε = {result.total_epsilon:g} within budget {result.budget:g})")
     print(f"  selected configuration: {result.configuration.as_dict()}")
     for name in result.public_files:
@@ -189,9 +190,11 @@ def add_commands(sub: Any) -> None:
     release = sub.add_parser(
         "release", help="run the release scheme on private data (release mode, one machine) and write a bundle",
         description="Private selection over a release spec's shortlist with OS-CSPRNG noise, recorded in a "
-                    "transcript; writes DIR atomically: released.csv/.parquet, acceptance.json/.md, config.toml, "
-                    "ledger.json, privacy-statement.md, README.md, SHA256SUMS and private/transcript.bin. "
-                    "Refuses to start when the spec's total ε exceeds the budget.",
+                    "transcript; writes DIR atomically: released.csv, released.parquet, acceptance.json, "
+                    "acceptance.md, config.toml, ledger.json, privacy-statement.md, README.md, transcript-seal.txt, "
+                    "SHA256SUMS and private/transcript.bin (as sensitive as the data). Refuses to start when the "
+                    "spec's total ε exceeds the budget, or when DIR is in a git work tree that does not ignore "
+                    "the transcript.",
         epilog="replay: privlab release SPEC --data PRIVATE.csv --out DIR2 --replay DIR/private/transcript.bin "
                "reproduces DIR's public files byte for byte")
     release.add_argument("spec", help="release spec TOML (format: README, 'The final release')")
@@ -199,6 +202,9 @@ def add_commands(sub: Any) -> None:
     release.add_argument("--out", required=True, metavar="DIR", help="bundle folder to create (must not exist)")
     release.add_argument("--budget", type=float, metavar="EPS", help="ε cap (default: the spec's budget)")
     release.add_argument("--replay", metavar="TRANSCRIPT", help="replay a release's private/transcript.bin")
+    release.add_argument("--force", action="store_true",
+                         help="write the bundle even inside a git work tree that does not ignore its private "
+                              "transcript (refused otherwise: one `git add .` would commit it)")
     release.set_defaults(handler=_release)
 
     verify = sub.add_parser(

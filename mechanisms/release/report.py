@@ -18,6 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.ticker import NullLocator  # noqa: E402
 
 from privlab.platform.reports import StudyResults, figure_png  # noqa: E402
 
@@ -98,6 +99,12 @@ def grid_markdown(frame: pd.DataFrame, *, title: str, header: Sequence[str], top
 
 def grid_png(frame: pd.DataFrame) -> bytes:
     """Per-criterion pass rates and acceptance, by the levels of each synthesizer factor."""
+    return figure_png(grid_figure(frame))
+
+
+def grid_figure(frame: pd.DataFrame) -> Any:
+    """:func:`grid_png`'s figure: a panel per factor, each level a labelled tick (θ's levels on a
+    log axis, min_count's integers as integers)."""
     criteria = [*_criteria(frame), "accepted"]
     factors = [f for f in ("epsilon_split", "theta", "degree", "min_count") if f in frame and not frame[f].isna().all()]
     figure, axes = plt.subplots(1, max(len(factors), 1), figsize=(4.6 * max(len(factors), 1), 3.8), dpi=110,
@@ -112,8 +119,12 @@ def grid_png(frame: pd.DataFrame) -> bytes:
         ax.set_ylabel("pass rate")
         if factor == "theta":
             ax.set_xscale("log")
+        levels = [float(level) for level in grouped.index]
+        ax.xaxis.set_minor_locator(NullLocator())  # a log axis's 2×10, 3×10… would crowd the levels
+        ax.set_xticks(levels, [f"{level:g}" for level in levels], rotation=45 if len(levels) > 6 else 0,
+                      fontsize=8)
     axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    return figure_png(figure)
+    return figure
 
 
 def study_report(results: StudyResults) -> dict[str, str | bytes]:

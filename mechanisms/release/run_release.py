@@ -173,6 +173,7 @@ def run_release(
     budget: float | None = None,
     replay: str | Path | None = None,
     progress: Callable[[str], None] | None = None,
+    force: bool = False,
 ) -> ReleaseResult:
     """Run the release (see the module docstring) and write the bundle to ``out``.
 
@@ -183,13 +184,16 @@ def run_release(
         budget: The ε cap (default: the spec's ``budget``).
         replay: A transcript to replay instead of drawing fresh randomness.
         progress: Called with short public status lines (no data-dependent facts).
+        force: Write the bundle even where git would not ignore its private transcript (inside
+            a git work tree, :func:`.bundle.check_transcript_ignored`).
 
     Returns:
         A :class:`ReleaseResult`.
 
     Raises:
         BudgetExceededError: The spec's total ε exceeds the budget (before anything is read).
-        SpecError: Bad spec, shortlist, settings, configurations or paths; ``out`` exists.
+        SpecError: Bad spec, shortlist, settings, configurations or paths; ``out`` exists, or
+            is in a git work tree that does not ignore its transcript (and not ``force``).
         SchemaError: The private data does not fit the schema (message withholds values).
         TranscriptError: The replay transcript is incomplete or bound to other data/spec.
         ExecutionError: A flow failed (message withheld), the search ended with ⊥, the DP
@@ -207,6 +211,8 @@ def run_release(
     cap = check_budget(spec, budget)
     out, data = Path(out), Path(data)
     bundle.check_destination(out)
+    if not force:
+        bundle.check_transcript_ignored(out)
     shortlist = load_shortlist(spec.shortlist)
     check_split(spec, shortlist.settings, shortlist.settings_path)
     require_regular_file(data, "private data")

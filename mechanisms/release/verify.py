@@ -92,7 +92,7 @@ def _check_pd_generation_bundle(folder: Path, found: set[str]) -> None:
         raise _not_what_was_written(missing, extra, writer="privlab pd-generate")
     altered = bundle.verify_checksums(folder)
     if altered:
-        raise VerificationError(f"the pd-generate bundle's {', '.join(altered)} do(es) not match its SHA256SUMS; "
+        raise VerificationError(f"the pd-generate bundle's {_and(altered)} {'does' if len(altered) == 1 else 'do'} not match its SHA256SUMS; "
                                 "its files were altered after it was written")
     raise SpecError(f"{str(folder)!r} is a privlab pd-generate bundle (seeded research output: no sealed "
                     "transcript), whose files match its SHA256SUMS; `privlab verify` audits release bundles. "
@@ -128,8 +128,9 @@ def verify_release(folder: str | Path, *, spec: str | Path, data: str | Path, tr
         raise SpecError(f"transcript {str(transcript)!r} does not exist")
     altered = bundle.verify_checksums(folder)
     if altered:
-        raise VerificationError(f"the bundle's {', '.join(altered)} do(es) not match its SHA256SUMS; the published "
-                                "files were altered after the release")
+        raise VerificationError(f"the bundle's {_and(altered)} {'does' if len(altered) == 1 else 'do'} not match its "
+                                f"SHA256SUMS; the published {'file was' if len(altered) == 1 else 'files were'} "
+                                "altered after the release")
     published = bundle.published_seal(folder)
     budget = _bundle_budget(folder)
     try:
@@ -143,7 +144,8 @@ def verify_release(folder: str | Path, *, spec: str | Path, data: str | Path, tr
     with tempfile.TemporaryDirectory(prefix="privlab-verify-") as scratch:
         replayed = Path(scratch) / "replay"
         try:
-            run_release(spec, data=data, out=replayed, budget=budget, replay=transcript)
+            run_release(spec, data=data, out=replayed, budget=budget, replay=transcript,
+                        force=True)  # a scratch folder, deleted below: no git work tree keeps it
         except TranscriptError as error:
             raise VerificationError(f"the transcript does not replay against this spec and data: {error}") from None
         written = bundle.bundle_entries(replayed) - set(bundle.PRIVATE_ENTRIES)
@@ -155,7 +157,11 @@ def verify_release(folder: str | Path, *, spec: str | Path, data: str | Path, tr
                  *sorted(written - set(bundle.RELEASE_FILES)))
         differing = [name for name in names if (folder / name).read_bytes() != (replayed / name).read_bytes()]
     if differing:
-        raise VerificationError(f"replaying the transcript does not reproduce {', '.join(differing)}; the bundle is "
+        raise VerificationError(f"replaying the transcript does not reproduce {_and(differing)}; the bundle is "
                                 "not what this spec, data and transcript produce")
     return Verification(bundle=folder, seal=seal, files=names)
 
+
+def _and(names: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
