@@ -92,8 +92,9 @@ def _check_pd_generation_bundle(folder: Path, found: set[str]) -> None:
         raise _not_what_was_written(missing, extra, writer="privlab pd-generate")
     altered = bundle.verify_checksums(folder)
     if altered:
-        raise VerificationError(f"the pd-generate bundle's {_and(altered)} {'does' if len(altered) == 1 else 'do'} not match its SHA256SUMS; "
-                                "its files were altered after it was written")
+        verb = "does" if len(altered) == 1 else "do"
+        raise VerificationError(f"the pd-generate bundle's {_and(altered)} {verb} not match its SHA256SUMS; its "
+                                "files were altered after it was written")
     raise SpecError(f"{str(folder)!r} is a privlab pd-generate bundle (seeded research output: no sealed "
                     "transcript), whose files match its SHA256SUMS; `privlab verify` audits release bundles. "
                     "Reproduce it with `privlab pd-generate SPEC --out NEW` (the seed is in its config.toml) and "
