@@ -77,9 +77,33 @@ def mini_spec(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def empty_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A local MLflow store with its tables made, once per session: MLflow's migrations take
+    ~1.5 s per new database, and tests make dozens; :func:`tracking_uri` copies this file."""
+    from privlab.platform.tracking import Tracker
+
+    database = tmp_path_factory.mktemp("empty-store") / "mlflow.db"
+    Tracker(f"sqlite:///{database}")
+    return database
+
+
 @pytest.fixture
-def tracking_uri(tmp_path: Path) -> str:
+def tracking_uri(tmp_path: Path, empty_store: Path) -> str:
+    """A local store of the test's own (``tmp_path/mlflow.db``), tables made, nothing logged."""
+    shutil.copyfile(empty_store, tmp_path / "mlflow.db")
     return f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+
+@pytest.fixture
+def new_store(tmp_path: Path, empty_store: Path) -> Callable[[str], str]:
+    """Make ``tmp_path/NAME`` a copy of :func:`empty_store`; returns its URI."""
+
+    def make(name: str) -> str:
+        shutil.copyfile(empty_store, tmp_path / name)
+        return f"sqlite:///{tmp_path / name}"
+
+    return make
 
 
 

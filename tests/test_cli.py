@@ -158,8 +158,9 @@ def test_ledger_command(finished_run: dict, finished_uri: str, capsys: pytest.Ca
         ('[budget]\nepsilon = 0.1\n', 3, "budget"),
     ],
 )
-def test_bad_specs_fail_before_work_with_clear_errors(tmp_path: Path, tracking_uri: str, extra: str, code: int,
+def test_bad_specs_fail_before_work_with_clear_errors(tmp_path: Path, extra: str, code: int,
                                                       message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    tracking_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     spec = tmp_path / "bad.toml"
     spec.write_text('name = "bad"\nseed = 1\nworkload = "laplace_mean"\nrepetitions = 2\n' + extra
                     + '[params]\nepsilon = 0.5\nn = 10\n')

@@ -82,12 +82,11 @@ class ExampleNoisyCount(Workload):
         return {"abs_error": abs(noisy - 100.0)}
 
 
-def test_a_new_workload_runs_on_the_platform(tmp_path: Path) -> None:
+def test_a_new_workload_runs_on_the_platform(tmp_path: Path, tracking_uri: str) -> None:
     spec = tmp_path / "example.toml"
     spec.write_text('name = "example"\nseed = 1\nworkload = "example_noisy_count"\ntrials = 4000\n'
                     '[grid]\nepsilon = [0.5, 2.0]\n[tracking]\nexperiment = "example"\n')
-    summary = run_experiment(load_spec(spec), RunOptions(serial=True, progress=False,
-                                                         tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}"))
+    summary = run_experiment(load_spec(spec), RunOptions(serial=True, progress=False, tracking_uri=tracking_uri))
     errors = {entry["params"]["params.epsilon"]: entry["metrics"]["abs_error_mean"] for entry in summary["configurations"]}
     # E|Lap(b)| = b = 1/ε; sd of the mean of 4,000 draws is b/√4000 ≈ 0.016·b: ±10% is > 6 sd.
     assert errors[0.5] == pytest.approx(2.0, rel=0.1) and errors[2.0] == pytest.approx(0.5, rel=0.1)

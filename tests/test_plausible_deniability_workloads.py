@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -131,12 +132,12 @@ def _rates(summary: dict) -> dict[str, tuple[float, float]]:
             for entry in summary["configurations"]}
 
 
-def test_results_do_not_depend_on_batch_size(tmp_path: Path) -> None:
+def test_results_do_not_depend_on_batch_size(tmp_path: Path, new_store: Callable[[str], str]) -> None:
     spec = _spec(tmp_path)
     a = run_experiment(load_spec(spec), RunOptions(serial=True, progress=False,
-                                                   tracking_uri=f"sqlite:///{tmp_path / 'a.db'}"))
+                                                   tracking_uri=new_store("a.db")))
     b = run_experiment(load_spec(spec, ["study.generation.params.batch=37"]),
-                       RunOptions(serial=True, progress=False, tracking_uri=f"sqlite:///{tmp_path / 'b.db'}"))
+                       RunOptions(serial=True, progress=False, tracking_uri=new_store("b.db")))
     assert _rates(a) == _rates(b)
     rates = [r for r, _ in _rates(a).values()]
     assert max(rates) > 0.0 and len(set(rates)) == 2  # ω = 2 and ω ∈ [1, 4] differ
@@ -161,10 +162,12 @@ def test_actor_results_equal_the_library_generation(tmp_path: Path) -> None:
     assert np.array_equal(passed, reference.passed.astype(float))
 
 
-def test_the_ledger_holds_the_model_and_theorem1_over_every_candidate(tmp_path: Path) -> None:
+def test_the_ledger_holds_the_model_and_theorem1_over_every_candidate(
+    tmp_path: Path, new_store: Callable[[str], str],
+) -> None:
     spec = _spec(tmp_path, grid="omega = [2]")
     summary = run_experiment(load_spec(spec), RunOptions(serial=True, progress=False,
-                                                         tracking_uri=f"sqlite:///{tmp_path / 'l.db'}"))
+                                                         tracking_uri=new_store("l.db")))
     entry = summary["configurations"][0]
     events = entry["ledger"]["events"]
     tests = [e for e in events if e["mechanism"] == "pd.privacy_test_2"]
@@ -216,12 +219,12 @@ def test_generation_params_round_trip_and_omega_forms() -> None:
 
 @pytest.mark.slow  # a three-node loopback ray.cluster_utils.Cluster (about 20 s)
 @pytest.mark.ray
-def test_three_node_cluster_gives_the_serial_results(tmp_path: Path) -> None:
+def test_three_node_cluster_gives_the_serial_results(tmp_path: Path, new_store: Callable[[str], str]) -> None:
     from ray.cluster_utils import Cluster
 
     spec = _spec(tmp_path)
     serial = run_experiment(load_spec(spec), RunOptions(serial=True, progress=False,
-                                                        tracking_uri=f"sqlite:///{tmp_path / 's.db'}"))
+                                                        tracking_uri=new_store("s.db")))
     cluster = Cluster(initialize_head=True,
                       head_node_args={"num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard": False})
     try:
@@ -230,7 +233,7 @@ def test_three_node_cluster_gives_the_serial_results(tmp_path: Path) -> None:
         cluster.wait_for_nodes()
         summary = run_experiment(load_spec(spec, ["study.generation.params.batch=50"]),
                                  RunOptions(address=cluster.address, progress=False,
-                                            tracking_uri=f"sqlite:///{tmp_path / 'c.db'}"))
+                                            tracking_uri=new_store("c.db")))
     finally:
         cluster.shutdown()
     assert summary["timing"]["ray_nodes"] == 3
@@ -241,7 +244,7 @@ def test_three_node_cluster_gives_the_serial_results(tmp_path: Path) -> None:
 # --- privlab pd-generate: the bundle ----------------------------------------------------------
 
 
-def test_pd_generate_writes_the_runs_candidates_as_a_checked_bundle(tmp_path: Path,
+def test_pd_generate_writes_the_runs_candidates_as_a_checked_bundle(tmp_path: Path, new_store: Callable[[str], str],
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     import hashlib
 
@@ -251,7 +254,7 @@ def test_pd_generate_writes_the_runs_candidates_as_a_checked_bundle(tmp_path: Pa
 
     spec = _spec(tmp_path, grid='omega = ["1-4"]')
     summary = run_experiment(load_spec(spec), RunOptions(serial=True, progress=False,
-                                                         tracking_uri=f"sqlite:///{tmp_path / 'g.db'}"))
+                                                         tracking_uri=new_store("g.db")))
     out = tmp_path / "bundle"
     assert main(["pd-generate", str(spec), "--out", str(out)]) == EXIT_OK
     assert "candidates passed" in capsys.readouterr().out
@@ -289,7 +292,9 @@ def test_pd_generate_bad_input_leaves_nothing(tmp_path: Path, capsys: pytest.Cap
 # --- pd_evaluation: the Section 6 measures on the runner --------------------------------------
 
 
-def test_evaluation_study_measures_and_charges_only_the_synthetics(tmp_path: Path) -> None:
+def test_evaluation_study_measures_and_charges_only_the_synthetics(
+    tmp_path: Path, new_store: Callable[[str], str],
+) -> None:
     """One repetition on the toy table: every metric present and in range, the ledger exactly the
     generation's plan (the baselines have ledgers of their own), the results page drawn."""
     _spec(tmp_path)
@@ -321,7 +326,7 @@ def test_evaluation_study_measures_and_charges_only_the_synthetics(tmp_path: Pat
         experiment = "pd-eval"
         """))
     summary = run_experiment(load_spec(spec), RunOptions(serial=True, progress=False, report_dir=tmp_path / "report",
-                                                         tracking_uri=f"sqlite:///{tmp_path / 'e.db'}"))
+                                                         tracking_uri=new_store("e.db")))
     (entry,) = summary["configurations"]
     m = entry["metrics"]
     for table in ("reals", "marginals", "synthetics"):
@@ -346,17 +351,17 @@ def test_examination_orders_that_would_not_fit_in_memory_are_refused(tmp_path: P
         load_spec(spec, ["study.generation.params.max_check_plausible=1000", "study.generation.params.batch=100000"])
 
 
-def test_a_shared_model_seed_compares_tests_on_one_model(tmp_path: Path) -> None:
+def test_a_shared_model_seed_compares_tests_on_one_model(tmp_path: Path, new_store: Callable[[str], str]) -> None:
     """With model_seed, configurations differing only in the test (here ε₀) test the same
     candidates of the same model: k′ is identical; without it each draws its own model."""
     spec = _spec(tmp_path, grid="epsilon0 = [1.0, 2.0, 4.0]", params='omega = "1-4"\nmodel_seed = 99')
     text = spec.read_text().replace("epsilon0 = 1.0\n", "", 1)
     spec.write_text(text)
     shared = run_experiment(load_spec(spec), RunOptions(serial=True, progress=False,
-                                                        tracking_uri=f"sqlite:///{tmp_path / 'm.db'}"))
+                                                        tracking_uri=new_store("m.db")))
     found = {e["metrics"]["plausible_seeds_mean"] for e in shared["configurations"]}
     assert len(found) == 1
     spec.write_text(text.replace("model_seed = 99\n", ""))
     own = run_experiment(load_spec(spec), RunOptions(serial=True, progress=False,
-                                                     tracking_uri=f"sqlite:///{tmp_path / 'n.db'}"))
+                                                     tracking_uri=new_store("n.db")))
     assert len({e["metrics"]["plausible_seeds_mean"] for e in own["configurations"]}) == 3

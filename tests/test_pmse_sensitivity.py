@@ -46,8 +46,8 @@ def test_depth_one_never_violates_the_bound_and_deeper_trees_sometimes_do() -> N
     assert np.count_nonzero(differences[:, deepest]) > 50
 
 
-def test_sensitivity_spec_runs_and_is_reproducible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_sensitivity_spec_runs_and_is_reproducible(tmp_path: Path, tracking_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    uri = tracking_uri
     spec_path = ROOT / "experiments" / "pmse" / "sensitivity.toml"
     # Record every trial's differences as the workload computes them (serial: same process), so
     # the summary's metrics can be recomputed here instead of compared with each other.
@@ -88,8 +88,8 @@ def test_sensitivity_spec_runs_and_is_reproducible(tmp_path: Path, monkeypatch: 
     assert entries[(1, 0.01)]["metrics"]["max_abs_diff"] <= 1 / 300 + 1e-12
 
 
-def test_sensitivity_report_has_table1_and_figure1(tmp_path: Path) -> None:
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_sensitivity_report_has_table1_and_figure1(tmp_path: Path, tracking_uri: str) -> None:
+    uri = tracking_uri
     spec_path = ROOT / "experiments" / "pmse" / "sensitivity.toml"
     report_dir = tmp_path / "report"
     summary = run_experiment(load_spec(spec_path, ["trials=40", "params.n=200"]),
@@ -103,11 +103,11 @@ def test_sensitivity_report_has_table1_and_figure1(tmp_path: Path) -> None:
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
 
 
-def test_privlab_report_redraws_a_finished_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_privlab_report_redraws_a_finished_run(tmp_path: Path, tracking_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from privlab.platform.cli import main
 
     monkeypatch.chdir(tmp_path)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = tracking_uri
     spec_path = str(ROOT / "experiments" / "pmse" / "sensitivity.toml")
     assert main(["run", spec_path, "--serial", "--no-progress", "--set", "trials=30", "--set", "params.n=200",
                  "--tracking-uri", uri, "--summary-json", "s.json", "--report-dir", "live"]) == 0

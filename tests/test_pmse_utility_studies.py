@@ -304,8 +304,8 @@ def test_pmse_metrics_are_in_range_and_reproducible() -> None:
 SMALL = ["repetitions=2", "params.n=200", "params.burn_in=6", "params.thinning=2", "params.releases=2"]
 
 
-def test_comparison_spec_runs_reproducibly_and_reports_table2(tmp_path: Path) -> None:
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_comparison_spec_runs_reproducibly_and_reports_table2(tmp_path: Path, tracking_uri: str) -> None:
+    uri = tracking_uri
     overrides = [*SMALL, "grid.epsilon=[0.5, 4.0]"]
     report_dir = tmp_path / "report"
     first = run_experiment(load_spec(COMPARISON, overrides),
@@ -326,8 +326,8 @@ def test_comparison_spec_runs_reproducibly_and_reports_table2(tmp_path: Path) ->
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
 
 
-def test_regression_spec_reports_tables_lines_and_boxes(tmp_path: Path) -> None:
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_regression_spec_reports_tables_lines_and_boxes(tmp_path: Path, tracking_uri: str) -> None:
+    uri = tracking_uri
     methods = ('grid.method=[{name = "non_dp"}, {name = "pmse_mechanism", max_depth = 1}, '
                '{name = "noisy_bppd", bound_sd = 2}, {name = "functional_mechanism", bound_sd = 10, norm = "linf"}]')
     report_dir = tmp_path / "report"

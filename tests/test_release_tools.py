@@ -146,9 +146,10 @@ def test_resize_candidate_is_deterministic_and_keeps_proportions() -> None:
         resize_candidate(frame.head(0), 3)
 
 
-def test_shortlist_writes_the_configurations_above_the_floor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_shortlist_writes_the_configurations_above_the_floor(tmp_path: Path, tracking_uri: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = tracking_uri
     spec = _spec(tmp_path, repetitions=2)
     assert main(["run", str(spec), "--serial", "--no-progress", "--tracking-uri", uri, "--summary-json", "s.json"]) == 0
     summary = json.loads((tmp_path / "s.json").read_text())

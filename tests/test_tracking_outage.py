@@ -83,10 +83,11 @@ def test_the_writer_waits_out_a_short_outage_and_stops_after_a_long_one() -> Non
 
 
 def test_a_run_whose_server_goes_away_keeps_its_results_and_the_resume_logs_them(
-    mini_spec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    mini_spec: Path, tmp_path: Path, tracking_uri: str, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     monkeypatch.setenv("PRIVLAB_STATE_DIR", str(tmp_path / "state"))
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = tracking_uri
     send = Tracker.send
     sent: list[str] = []
 
