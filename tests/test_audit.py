@@ -287,6 +287,7 @@ def test_bad_input_exits_2_before_any_work(argv: list[str], message: str, tmp_pa
     assert not db.exists(), "nothing may be logged before the request validates"
 
 
+@pytest.mark.slow  # several subprocesses: kept out of the default run's 6-minute budget
 @pytest.mark.ray
 def test_serial_and_two_ray_workers_give_identical_audits(tmp_path: Path, uri: str,
                                                           capsys: pytest.CaptureFixture[str]) -> None:

@@ -44,6 +44,7 @@ def test_commands_without_ray_or_mlflow_import_neither(args: list[str]) -> None:
     assert heavy(loaded_modules(*args)) == []
 
 
+@pytest.mark.slow  # several subprocesses: kept out of the default run's 6-minute budget
 def test_compare_and_ledger_import_mlflow_but_not_ray_or_plotting(mini_spec: Path, tmp_path: Path) -> None:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     summary = tmp_path / "summary.json"

@@ -29,6 +29,7 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+@pytest.mark.slow  # several subprocesses: kept out of the default run's 6-minute budget
 def test_an_address_where_nothing_listens_fails_fast_with_advice(tmp_path: Path) -> None:
     (tmp_path / "q.toml").write_text(SPEC)
     started = time.monotonic()

@@ -67,6 +67,7 @@ def test_the_readme_example_dataset_exists_where_a_spec_would_look() -> None:
     assert (ROOT / "experiments" / "any" / relative).resolve().is_file()
 
 
+@pytest.mark.slow  # several subprocesses: kept out of the default run's 6-minute budget
 def test_the_slow_marker_selects_tests_and_ci_runs_the_readme_commands() -> None:
     collected = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "slow"],
                                cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
@@ -78,3 +79,16 @@ def test_the_slow_marker_selects_tests_and_ci_runs_the_readme_commands() -> None
         assert command in code or any(line.startswith(command) for line in code) or command in README
         assert command in ci, f".ci/run does not run {command!r}"
     assert "python3 -m venv .venv" in ci and "python3 -m venv .venv" in README
+
+
+@pytest.mark.slow  # a 100,000-trial audit
+def test_the_readme_audit_example_is_what_the_command_prints(tmp_path: Path) -> None:
+    """The README's audit output block (issue 34 item 6: it showed 0.9272 and 20,000 trials)."""
+    command = re.search(r"^(privlab audit laplace [^#\n]*?)\s+#", README, flags=re.M).group(1).split()
+    block = re.search(r"```text\n(  claimed ε.*?)```", README, flags=re.S).group(1)
+    done = subprocess.run([sys.executable, "-m", "privlab.platform.cli", *command[1:], "--serial"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    printed = [line.rstrip() for line in done.stdout.splitlines()]
+    for line in block.rstrip().splitlines():
+        assert line.rstrip() in printed, f"README shows {line!r}; the command printed:\n{done.stdout}"

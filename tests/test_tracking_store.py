@@ -64,6 +64,7 @@ def test_a_normal_run_prints_no_mlflow_or_ray_noise(tmp_path: Path) -> None:
     assert "Creating initial MLflow database tables" in verbose.stderr  # --verbose keeps them
 
 
+@pytest.mark.slow  # several subprocesses: kept out of the default run's 6-minute budget
 def test_a_run_says_where_its_results_went(tmp_path: Path) -> None:
     (tmp_path / "tiny.toml").write_text(SPEC)
     done = subprocess.run([*PRIVLAB, "run", "tiny.toml", "--serial", "--no-progress"], cwd=tmp_path,
