@@ -173,9 +173,14 @@ class _Driver:
             # Ctrl-Cs must not cut it short with a traceback. A third abandons it (exit 130): the
             # run id was printed at start and the lease shows the driver as gone.
             with shielded_cleanup(self._abandon):
-                self._checkpoint(force=True)
-                self.writer.flush()
-                self.tracker.mark_interrupted(self.run_id)
+                try:
+                    self._checkpoint(force=True)
+                    self.writer.flush()
+                    self.tracker.mark_interrupted(self.run_id)
+                except Exception as error:  # stopped while the tracking server is gone: keep the work
+                    if isinstance(error, TrackingOutage) or is_unreachable(error):
+                        raise self._keep_for_resume(error) from None
+                    raise
                 self._close(backend, status)
             if isinstance(interrupt, RunInterrupted):
                 raise

@@ -131,6 +131,35 @@ def test_a_run_whose_server_goes_away_keeps_its_results_and_the_resume_logs_them
     assert f"run {run_id}: logged what the tracking outage of its last session held back" in caplog.text
 
 
+@pytest.mark.slow  # the default run's 6-minute budget; the test above covers the outbox there
+def test_a_stop_asked_for_during_an_outage_keeps_the_work_too(
+    mini_spec: Path, tmp_path: Path, tracking_uri: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--max-units`` (or Ctrl-C) while the server is gone: the outbox, not a lost checkpoint."""
+    monkeypatch.setenv("PRIVLAB_STATE_DIR", str(tmp_path / "state"))
+
+    log_texts = Tracker.log_texts
+
+    def unreachable(*args: object, **kwargs: object) -> None:
+        raise MlflowException(REFUSED)
+
+    def checkpoints_unreachable(self: Tracker, run_id: str, files: dict) -> None:
+        if "checkpoint/checkpoint.json" in files:
+            raise MlflowException(REFUSED)
+        log_texts(self, run_id, files)
+
+    monkeypatch.setattr(Tracker, "send", unreachable)
+    monkeypatch.setattr(Tracker, "log_texts", checkpoints_unreachable)  # the checkpoint cannot go up either
+    monkeypatch.setattr(runner, "this_driver", lambda: {**liveness.this_driver(), "pid_start": "exited"})
+    with pytest.raises(TrackingOutage, match="Nothing computed is lost") as stopped:
+        _run(mini_spec, tracking_uri, "tracking.outage_wait_s=0.2", stop_after_units=60)
+    held = json.loads(outbox.outbox_path(stopped.value.run_id).read_text())
+    units = {c.id: c.units for c in load_spec(mini_spec).configurations}
+    done = sum(units[u["tags"]["privlab.config_id"]] for u in held["uploads"])
+    done += sum(b - a for state in held["checkpoint"]["partial"].values() for a, b in state["done"])
+    assert done == 60  # every unit the run computed before it stopped is in the outbox
+
+
 # --- a real MLflow server on loopback, stopped mid-run ----------------------------------------
 
 CLUSTER = Path(__file__).resolve().parents[1] / "cluster"
