@@ -4,7 +4,7 @@ For each file: ``check`` (``platform/csv_fields.check_field_counts``, the pyarro
 (``space.read_raw`` of the births space, which runs the check and pandas' read) and ``load``
 (the release's ``load_private_data``: read, validate, clean), best of ``--repeats``. Printed:
 ``check / (read - check)``, the check against the pandas read it precedes, and ``check / load``.
-Files: the NVSS 160K and 200K samples of /work/shared/data (../shared/data from the repo) and a
+Files: the NVSS 160K and 200K samples in ../shared/data (relative to the checkout) and a
 1.6M-record file made of eight copies of the 200K one (written to a temporary folder, plain and
 gzipped).
 

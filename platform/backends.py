@@ -20,7 +20,6 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from privlab.platform.aggregation import ConfigAggregate
 from privlab.platform.errors import ExecutionError
 from privlab.platform.ray_leftovers import PREFIX as RAY_FOLDER_PREFIX
 from privlab.platform.ray_leftovers import clean_up_dead_runs, ray_temp_dir, write_owner

@@ -98,7 +98,7 @@ def test_workload_named_data_is_loaded_once_up_front_and_each_unit_is_a_row_of_i
     spec = tmp_path / "path.toml"
     spec.write_text(
         'name = "path"\nseed = 5\nworkload = "column_mean_path"\nrepetitions = 7\n'
-        f'[params]\npath = "ages.csv"\ncolumn = "age"\nlower = 17.0\nupper = 90.0\nn = 200\n'
+        '[params]\npath = "ages.csv"\ncolumn = "age"\nlower = 17.0\nupper = 90.0\nn = 200\n'
         '[grid]\nepsilon = [0.5, 2.0]\n[tracking]\nexperiment = "path"\n'
     )
     summary = _run(spec, tracking_uri)
