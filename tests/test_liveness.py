@@ -124,6 +124,7 @@ def test_a_killed_driver_shows_as_gone_and_resumes(long_run) -> None:
     assert "driver gone (resumable)" in shown.stdout, shown
 
 
+@pytest.mark.slow  # several subprocesses: kept out of the default run's 6-minute budget
 def test_ctrl_c_three_times_exits_130_with_the_resume_command(long_run) -> None:
     run, _ = long_run("hard-stop", checkpoint_interval_s=0)
     run.signal(signal.SIGINT, times=3)

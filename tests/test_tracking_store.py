@@ -76,6 +76,7 @@ def test_a_run_says_where_its_results_went(tmp_path: Path) -> None:
     assert (Path(artifacts) / "summary.json").is_file()  # the location printed is where the files are
 
 
+@pytest.mark.slow  # several subprocesses: kept out of the default run's 6-minute budget
 def test_artifacts_go_beside_a_sqlite_store_wherever_the_command_runs(tmp_path: Path) -> None:
     """Issue 13 item 10: MLflow's default put them in ./mlruns of the working folder."""
     store, elsewhere = tmp_path / "store", tmp_path / "elsewhere"
