@@ -21,7 +21,6 @@ Each fit is timed ``--repeats`` times (best kept; the machine is shared). Last l
 from __future__ import annotations
 
 import argparse
-import time
 import tomllib
 from pathlib import Path
 
@@ -29,19 +28,12 @@ import numpy as np
 
 from privlab.mechanisms.dipreme import DiPriMeClassifier
 from privlab.mechanisms.dipreme.datasets import TARGET, read_dataset
+from best_time import best_seconds  # benchmarks/ is the script's folder, first on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "experiments" / "dipreme" / "table2_credit.toml"
 DATA = Path("/work/shared/data/default_credit_card_clients/UCI_Credit_Card.csv")
 
-
-def _best(fit, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fit()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:
@@ -63,10 +55,10 @@ def main() -> None:
         return DiPriMeClassifier(epsilon=1.0, n_estimators=trees, feature_bounds=bounds, categories=cats,
                                  classes=[0, 1], partition=partition, random_state=np.random.default_rng(1))
 
-    sklearn_seconds = _best(lambda: RandomForestClassifier(n_estimators=100, n_jobs=1, random_state=0).fit(X, y),
+    sklearn_seconds = best_seconds(lambda: RandomForestClassifier(n_estimators=100, n_jobs=1, random_state=0).fit(X, y),
                             repeats)
-    ours_seconds = _best(lambda: ours("disjoint").fit(X, y), repeats)
-    full_seconds = _best(lambda: ours("full", 10).fit(X, y), 1)
+    ours_seconds = best_seconds(lambda: ours("disjoint").fit(X, y), repeats)
+    full_seconds = best_seconds(lambda: ours("full", 10).fit(X, y), 1)
     fitted = ours("disjoint").fit(X, y)
     print(f"data: {X.shape[0]} rows x {X.shape[1]} features; best of {repeats}")
     print(f"sklearn_rf (100 trees, n_jobs=1): {sklearn_seconds:.3f} s")
