@@ -1,8 +1,9 @@
 """Fingerprints of seeded run summaries, to show that a refactoring changed no result.
 
 Runs the quickstart, a slice of the births grid search (4 seeded grid points per study,
-2 attempts each; needs ../shared/data/nvss) and the pMSE regression study on small data (every
-pMSE method, one simulation per configuration) serially into a temporary tracking store, and
+2 attempts each; needs ../shared/data/nvss), the pMSE regression study on small data (every
+pMSE method, one simulation per configuration) and a small plausible-deniability pass-rate
+study (needs ../shared/data/adult_uci) serially into a temporary tracking store, and
 prints the SHA-256 of each summary's results (configurations, root seed, total ε) with the
 checkout's path masked, e.g.::
 
@@ -12,6 +13,7 @@ checkout's path masked, e.g.::
     quickstart_fingerprint: cc243c2a…
     births_slice_fingerprint: 48d8fe2a…
     pmse_regression_small_fingerprint: 0d1e2f3a…
+    pd_pass_rates_small_fingerprint: 9a8b7c6d…
 
 Equal lines before and after mean bit-identical results.
 """
@@ -32,10 +34,15 @@ BIRTHS_SLICE = [f"study.{study}.{key}={value}" for study in ("privbayes_theta", 
 # Every pMSE-paper method (the mechanism and the three baselines) on small data: cheap, and
 # the only place the baselines' draws enter a fingerprint.
 PMSE_SMALL = ["repetitions=1", "params.n=300", "params.burn_in=20", "params.thinning=2"]
+# Plausible deniability's Bayesian-network model and seed-based synthesis, on UCI Adult: one
+# fixed ω and one ω range, 200 candidates.
+PD_SMALL = ["study.pass_rates.params.candidates=200", "study.pass_rates.params.batch=100",
+            "study.pass_rates.grid.k=[25]", 'study.pass_rates.grid.omega=[11, "5-11"]']
 RUNS = {
     "quickstart": (ROOT / "experiments" / "quickstart.toml", []),
     "births_slice": (ROOT / "experiments" / "births" / "grid.toml", BIRTHS_SLICE),
     "pmse_regression_small": (ROOT / "experiments" / "pmse" / "regression.toml", PMSE_SMALL),
+    "pd_pass_rates_small": (ROOT / "experiments" / "plausible_deniability" / "pass_rates.toml", PD_SMALL),
 }
 
 
@@ -56,12 +63,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=sorted(RUNS), help="run one of them")
     parser.add_argument("--quick", action="store_true",
-                        help="leave out the births slice (the one run that reads ../shared/data)")
+                        help="leave out the runs that read ../shared/data")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="privlab-fingerprint-") as folder:
         store = f"sqlite:///{Path(folder) / 'mlflow.db'}"
         for name, (spec, overrides) in RUNS.items():
-            if (args.only and name != args.only) or (args.quick and name == "births_slice"):
+            if (args.only and name != args.only) or (args.quick and name in NEEDS_PUBLIC_DATA):
                 continue
             summary_path = Path(folder) / f"{name}.json"
             command = [sys.executable, "-m", "privlab.platform.cli", "run", str(spec), "--serial", "--no-progress",
@@ -85,8 +92,14 @@ def _pmse_regression_small(digest: str) -> None:
     print(f"pmse_regression_small_fingerprint: {digest}", flush=True)
 
 
+def _pd_pass_rates_small(digest: str) -> None:
+    print(f"pd_pass_rates_small_fingerprint: {digest}", flush=True)
+
+
+NEEDS_PUBLIC_DATA = ("births_slice", "pd_pass_rates_small")
 #: One printer per run, so each fingerprint's ``name: value`` line is spelled out.
-PRINTERS = {"quickstart": _quickstart, "births_slice": _births_slice, "pmse_regression_small": _pmse_regression_small}
+PRINTERS = {"quickstart": _quickstart, "births_slice": _births_slice, "pmse_regression_small": _pmse_regression_small,
+            "pd_pass_rates_small": _pd_pass_rates_small}
 
 
 if __name__ == "__main__":
