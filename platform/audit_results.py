@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from privlab.platform import registry
-from privlab.platform.audit import AUDITABLES, Auditable, AuditKind, EpsilonAuditable, SensitivityAuditable, auditable_names
+from privlab.platform.auditables import AUDITABLES, Auditable, AuditKind, EpsilonAuditable, SensitivityAuditable, auditable_names
 from privlab.platform.audit_statistics import bound_from, clopper_pearson, thresholds_of
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privlab.platform import registry
-from privlab.platform.audit import (
+from privlab.platform.auditables import (
     DEFAULT_CONFIDENCE,
-    SPEC_TABLES,
     WORKLOAD_PREFIX,
     Auditable,
     AuditKind,
@@ -33,6 +32,8 @@ class AuditRequest:
     overrides: tuple[str, ...]
     trials: int
     confidence: float
+
+SPEC_TABLES = ("execution", "tracking")  # spec-level tables `--set` may address with a dotted key
 
 
 def prepare_audit(name: str, *, settings: Sequence[str] = (), trials: int | None = None,

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from privlab.platform.audit import EpsilonAuditable
+    from privlab.platform.auditables import EpsilonAuditable
 
 def check_confidence(confidence: Any) -> float:
     if (not isinstance(confidence, (int, float)) or isinstance(confidence, bool)

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from privlab.platform import registry
-from privlab.platform.audit import (
+from privlab.platform.auditables import (
     DEFAULT_CONFIDENCE,
     WORKLOAD_PREFIX,
     Auditable,

@@ -146,6 +146,67 @@ def test_the_layer_check_can_fail() -> None:
     assert _allowed("privlab.platform.runner", "privlab.platform.ledger")
 
 
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of ``graph``: its strongly connected components with more than one
+    module (Tarjan's algorithm, iterative, so deep graphs need no recursion limit)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            for successor in successors:
+                if successor not in index:
+                    index[successor] = low[successor] = len(index)
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(sorted(graph.get(successor, ())))))
+                    break
+                if successor in on_stack:
+                    low[node] = min(low[node], index[successor])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        cycles.append(sorted(component))
+    return cycles
+
+
+def test_no_import_cycles_counting_every_import() -> None:
+    # A function-level import that exists to break a cycle is still a cycle: every import
+    # counts, wherever it sits in the file (TYPE_CHECKING blocks included).
+    modules = _modules()
+    graph = {name: _imports(path, modules) - {name} for name, path in modules.items()}
+    assert not _cycles(graph), "import cycles:\n" + "\n".join(" <-> ".join(c) for c in _cycles(graph))
+
+
+def test_the_cycle_check_can_fail(tmp_path: Path) -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+    source = "def f():\n    from privlab.platform import ledger\n"
+    path = tmp_path / "lazy.py"
+    path.write_text(source)
+    assert _imports(path, {"privlab.platform.ledger": path}) == {"privlab.platform.ledger"}
+
+
 def test_diagnostic_workloads_are_not_installed_plugins() -> None:
     entry_points = _pyproject()["project"]["entry-points"]
     listed = {module for group in entry_points.values() for module in group.values()}

@@ -128,9 +128,9 @@ def test_privlab_report_redraws_a_finished_run(tmp_path: Path, tracking_uri: str
 def _compiled() -> dict[str, tuple]:
     from numba.core.dispatcher import Dispatcher
 
-    from privlab.mechanisms.pmse import cart, rpart_tree
+    from privlab.mechanisms.pmse import cart, cart_layout, greedy_tree, rpart_tree
 
-    return {f"{module.__name__}.{name}": tuple(value.signatures) for module in (cart, rpart_tree)
+    return {f"{module.__name__}.{name}": tuple(value.signatures) for module in (cart, cart_layout, greedy_tree, rpart_tree)
             for name, value in vars(module).items() if isinstance(value, Dispatcher)}
 
 

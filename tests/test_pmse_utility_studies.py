@@ -23,9 +23,9 @@ from privlab.mechanisms.pmse.functional_mechanism import (
 from privlab.mechanisms.pmse.mechanism import PMSEMechanism, PMSEMechanismParams
 from privlab.mechanisms.pmse.reports_utility import PAPER_TABLE2, section6_findings
 from privlab.mechanisms.pmse.synthesis import SequentialLinearGaussian
+from privlab.mechanisms.pmse.utility_methods import Method
 from privlab.mechanisms.pmse.utility_studies import (
     ComparisonParams,
-    Method,
     PMSEComparison,
     PMSERegression,
     RegressionParams,

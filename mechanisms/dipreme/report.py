@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from privlab.mechanisms.dipreme.workloads import METHOD_LABELS, PRIVATE
+from privlab.mechanisms.dipreme.methods import METHOD_LABELS, PRIVATE
 from privlab.platform.reports import StudyResults, figure_png
 
 __all__ = ["forest_report"]

@@ -42,6 +42,8 @@ import pandas as pd
 
 from privlab.mechanisms.dipreme.datasets import TARGET, TASKS, read_dataset
 from privlab.mechanisms.dipreme.inputs import check_forest_size, forest_constraints
+from privlab.mechanisms.dipreme.methods import METHODS, PRIVATE
+from privlab.mechanisms.dipreme.report import forest_report
 from privlab.platform.errors import SchemaError
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.validation import validate_parameters
@@ -51,12 +53,8 @@ from privlab.platform.reports import StudyResults
 
 __all__ = ["ForestStudy", "ForestStudyParams"]
 
-METHODS = ("dipreme", "dpert", "dpdf", "median", "random_forest", "extra_trees")
-PRIVATE = ("dipreme", "dpert", "dpdf")
 NEIGHBOURING = "replace_one"
 """The relation of a run's ledgers (:meth:`privlab.platform.spec.BudgetSpec.ledger`)."""
-METHOD_LABELS = {"dipreme": "DiPriMe", "dpert": "DP-ERT", "dpdf": "DP-DF", "median": "Median Trees",
-                 "random_forest": "Random Forest", "extra_trees": "ERT"}
 
 
 def _must(ok: bool, name: str, value: object, constraint: str) -> None:
@@ -254,6 +252,4 @@ class ForestStudy(Workload):
         return {"test_error": float(np.mean(predicted != y[test]))}
 
     def report(self, results: StudyResults) -> dict[str, str | bytes]:
-        from privlab.mechanisms.dipreme.report import forest_report
-
         return forest_report(results)

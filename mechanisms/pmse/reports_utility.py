@@ -23,7 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from privlab.mechanisms.pmse.utility_studies import FAMILY_LABELS, METHODS, Method  # noqa: E402
+from privlab.mechanisms.pmse.utility_methods import FAMILY_LABELS, METHODS, Method  # noqa: E402
 from privlab.mechanisms.pmse.reports_sensitivity import tree_rule
 from privlab.platform.reports import StudyResults  # noqa: E402
 

@@ -106,7 +106,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from privlab.mechanisms.pmse.cart import _partition
+from privlab.mechanisms.pmse.cart_layout import partition
 
 RPART_MAX_DEPTH = 30  # rpart.control: "Maximum depth is 30"
 
@@ -496,7 +496,7 @@ def grow(layout, row_rank, rank_value, max_depth, minsplit, minbucket, alpha_min
         need_high = not copy_high and _may_expand(
             n_high, min(n_high - ones_high, ones_high), depth + 1, minsplit, max_depth, alpha_min)
         if need_low or need_high:
-            _partition(layout, row_rank, f, bound, s, e, n_low, need_low, need_high, buffer)
+            partition(layout, row_rank, f, bound, s, e, n_low, need_low, need_high, buffer)
         if top + 2 > stack.shape[0]:
             grown_stack = np.empty((2 * stack.shape[0], 8), np.int64)
             grown_stack[:top] = stack[:top]
@@ -608,7 +608,7 @@ def grow_single(layout, row_rank, rank_value, max_depth, minsplit, minbucket, al
             need_high = _may_expand(n_high, min(n_high - ones_high, ones_high), depth + 1, minsplit, max_depth,
                                     alpha)
             if need_low or need_high:
-                _partition(layout, row_rank, f, layout[f, s + n_low - 1] >> 32, s, s + n_t, n_low, need_low,
+                partition(layout, row_rank, f, layout[f, s + n_low - 1] >> 32, s, s + n_t, n_low, need_low,
                            need_high, buffer)
             ints, floats, kept, bound = _grown_all(ints, floats, kept, bound, count + 2)
             low, high = count, count + 1
@@ -771,7 +771,6 @@ def prune(ints, count, max_depth, minsplit, alpha, kept, bound, frames, frame_fl
 @njit(cache=True)
 def configuration_pmse(ints, count, depths, alphas, minsplit, kept, bound, frames, frame_floats):
     """pMSE (``Σ_leaves n_t (p_t − ½)² / N``) of every ``(depths[k], alphas[k])`` tree."""
-    n_total = ints[0, N]
     out = np.empty(depths.shape[0], np.float64)
     for k in range(depths.shape[0]):
         prune(ints, count, depths[k], minsplit, alphas[k], kept, bound, frames, frame_floats)

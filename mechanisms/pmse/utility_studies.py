@@ -76,6 +76,7 @@ import numpy as np
 import pandas as pd
 
 from privlab.mechanisms.pmse.numeric_data import clip_and_scale
+from privlab.mechanisms.pmse.utility_methods import METHODS, Method, _check, _is_int, _is_real
 from privlab.mechanisms.pmse.bppd import BPPDParams, BPPDSynthesizer, NoisyBPPDParams, NoisyBPPDSynthesizer
 from privlab.mechanisms.pmse.functional_mechanism import functional_mechanism_event, functional_mechanism_regression
 from privlab.mechanisms.pmse.mechanism import PMSEMechanism, PMSEMechanismParams
@@ -86,134 +87,12 @@ from privlab.platform.randomness import SeededSource
 from privlab.platform.registry import MetricKind, Pattern, Workload, register_workload
 from privlab.platform.reports import StudyResults
 
-METHODS: tuple[str, ...] = ("non_dp", "pmse_mechanism", "noisy_bppd", "smooth_histogram", "functional_mechanism")
-BOUNDED: frozenset[str] = frozenset({"noisy_bppd", "smooth_histogram", "functional_mechanism"})
-FM_NORMS: tuple[str, ...] = ("l1", "linf")
-
 #: The pMSE metric's trees: unlimited depth with cp 0.01 (the tree the pMSE mechanism of Table 2
 #: uses as its quality function) and with cp 0.001 (Table 1's second cp), both read off one fit.
 METRIC_TREES: tuple[tuple[int | None, float], ...] = ((None, 0.01), (None, 0.001))
 
 FM_STEP = "functional_mechanism"
 FM_NAME = "functional_mechanism.objective"
-
-
-def _check(name: str, value: object, ok: bool, constraint: str) -> None:
-    if not ok:
-        raise ValueError(f"{name} ({value!r}) must be {constraint}")
-
-
-def _is_real(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _is_int(value: object, low: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= low
-
-
-# --- method variants ------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Method:
-    """One method variant of a configuration (the spec's ``method`` table, validated).
-
-    Attributes:
-        name: one of :data:`METHODS`.
-        max_depth: the pMSE mechanism's CART depth (None = unlimited); only for it.
-        bound_sd: the half-width of the public bounds in population standard deviations;
-            required for, and only for, the bounded methods (:data:`BOUNDED`).
-        norm: the functional mechanism's noise, ``"l1"`` or ``"linf"``; only for it.
-    """
-
-    name: str
-    max_depth: int | None = None
-    bound_sd: float | None = None
-    norm: str | None = None
-
-    @classmethod
-    def from_table(cls, table: object, *, allowed: tuple[str, ...]) -> Method:
-        """Validate a ``method`` table; every problem is a ValueError naming the key.
-
-        Raises:
-            TypeError: ``table`` is not a table (mapping).
-            ValueError: an unknown method or key, a key that does not apply to the method, a
-                missing bound or depth, or a bad value.
-        """
-        if not isinstance(table, Mapping):
-            raise TypeError(f"method ({table!r}) must be a table such as {{ name = \"non_dp\" }}")
-        name = table.get("name")
-        _check("method name", name, name in allowed, f"one of {', '.join(allowed)}")
-        keys = {"name"}
-        if name == "pmse_mechanism":
-            keys.add("max_depth")
-        if name in BOUNDED:
-            keys.add("bound_sd")
-        if name == "functional_mechanism":
-            keys.add("norm")
-        unknown = sorted(set(table) - keys)
-        if unknown:
-            raise ValueError(
-                f"method {name!r} key(s) {', '.join(map(repr, unknown))} do not apply; "
-                f"allowed keys: {', '.join(sorted(keys))}"
-            )
-        max_depth: int | None = None
-        if name == "pmse_mechanism":
-            depth = table.get("max_depth")
-            _check("max_depth", depth, depth == "unlimited" or _is_int(depth, 1),
-                   "an integer ≥ 1 or \"unlimited\" (required for the pMSE mechanism)")
-            max_depth = None if depth == "unlimited" else int(depth)  # type: ignore[arg-type]
-        bound_sd: float | None = None
-        if name in BOUNDED:
-            bound = table.get("bound_sd")
-            _check("bound_sd", bound, _is_real(bound) and bound > 0,  # type: ignore[operator]
-                   f"a positive number of standard deviations (required for {name})")
-            bound_sd = float(bound)  # type: ignore[arg-type]
-        norm: str | None = None
-        if name == "functional_mechanism":
-            norm = table.get("norm", "l1")
-            _check("norm", norm, norm in FM_NORMS, f"one of {', '.join(FM_NORMS)}")
-        return cls(name=str(name), max_depth=max_depth, bound_sd=bound_sd, norm=norm)
-
-    def as_table(self) -> dict[str, Any]:
-        """The canonical spec table (only the keys that apply), as logged to MLflow."""
-        table: dict[str, Any] = {"name": self.name}
-        if self.name == "pmse_mechanism":
-            table["max_depth"] = "unlimited" if self.max_depth is None else self.max_depth
-        if self.bound_sd is not None:
-            table["bound_sd"] = int(self.bound_sd) if self.bound_sd.is_integer() else self.bound_sd
-        if self.norm is not None:
-            table["norm"] = self.norm
-        return table
-
-    @property
-    def family(self) -> str:
-        """The method with its norm (the functional mechanism's ℓ1 and ℓ∞ are two families)."""
-        return f"{self.name}_{self.norm}" if self.name == "functional_mechanism" else self.name
-
-    @property
-    def setting(self) -> str:
-        """The variant's setting for labels: ``depth 5``, ``4 sd`` or ``""``."""
-        if self.name == "pmse_mechanism":
-            return f"depth {'unlimited' if self.max_depth is None else self.max_depth}"
-        if self.bound_sd is not None:
-            return f"{self.bound_sd:g} sd"
-        return ""
-
-    @property
-    def label(self) -> str:
-        base = FAMILY_LABELS[self.family]
-        return f"{base} ({self.setting})" if self.setting else base
-
-
-FAMILY_LABELS: dict[str, str] = {
-    "non_dp": "non-DP synthesis",
-    "pmse_mechanism": "pMSE mechanism",
-    "noisy_bppd": "noisy BPPD",
-    "smooth_histogram": "smooth histogram",
-    "functional_mechanism_l1": "functional mech. ℓ1",
-    "functional_mechanism_linf": "functional mech. ℓ∞",
-}
 
 
 # --- parameters -----------------------------------------------------------------------------
