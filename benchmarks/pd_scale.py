@@ -49,7 +49,7 @@ import numpy as np  # noqa: E402
 from privlab.mechanisms.plausible_deniability.dataset import load_coded_table  # noqa: E402
 from privlab.mechanisms.plausible_deniability.model import (  # noqa: E402
     PlausibleDeniabilityModel, PlausibleDeniabilityModelParams)
-from privlab.mechanisms.release.flow import resolve_transformation  # noqa: E402
+from privlab.mechanisms.tabular.space import resolve_transformation  # noqa: E402
 from privlab.mechanisms.tabular.space import load_release_space  # noqa: E402
 from privlab.platform.ledger import Ledger  # noqa: E402
 from privlab.platform.randomness import SeededSource  # noqa: E402

@@ -18,6 +18,8 @@ import numpy as np
 import pytest
 
 from privlab.mechanisms.release import bundle
+
+from privlab.mechanisms.tabular import bundle_files
 from privlab.platform.cli import EXIT_INPUT, EXIT_NOT_VERIFIED, main
 from privlab.platform.commands import toml_kind
 from privlab.platform.errors import PrivlabError, SpecError, TranscriptError
@@ -155,7 +157,7 @@ def _fake_release_bundle(folder: Path, seal: str) -> Path:
         (folder / name).write_text("placeholder\n")
     (folder / "config.toml").write_text("[budget]\nbudget = 10.0\n")
     (folder / bundle.SEAL_FILE).write_text(bundle.seal_text(seal))
-    bundle.write_checksums(folder)
+    bundle_files.write_checksums(folder, bundle.PUBLIC_FILES)
     return folder
 
 
@@ -187,7 +189,7 @@ def test_verify_refuses_a_release_bundle_with_a_file_added_or_removed(
     if edit.startswith("-"):
         (folder / edit[1:]).unlink()
         if edit != "-SHA256SUMS":
-            bundle.write_checksums(folder, [n for n in bundle.PUBLIC_FILES if n != edit[1:]])  # and its line
+            bundle_files.write_checksums(folder, [n for n in bundle.PUBLIC_FILES if n != edit[1:]])  # and its line
     else:
         (folder / edit).write_text("x\n")
     (tmp_path / "t.bin").write_bytes(b"")
@@ -200,7 +202,7 @@ def _fake_pd_bundle(folder: Path) -> Path:
     folder.mkdir()
     for name in BUNDLE_FILES:
         (folder / name).write_text(f"{name}\n")
-    bundle.write_checksums(folder, BUNDLE_FILES)
+    bundle_files.write_checksums(folder, BUNDLE_FILES)
     return folder
 
 

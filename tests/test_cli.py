@@ -244,14 +244,15 @@ def test_help_renders_for_people_and_lists_every_file_a_command_writes(capsys: p
     # `release --help` did not name transcript-seal.txt.
     from privlab.mechanisms.plausible_deniability.generation_run import BUNDLE_FILES
     from privlab.mechanisms.release import bundle
+    from privlab.mechanisms.tabular import bundle_files
     from privlab.platform.cli import build_parser
 
     helps = {path: " ".join(parser.format_help().split()) for path, parser in _subparsers(build_parser())}
     for path, text in helps.items():
         assert "``" not in text and "plug-in" not in text and ":meth:" not in text, path
-    for name in (*bundle.PUBLIC_FILES, bundle.CHECKSUMS, bundle.TRANSCRIPT):
+    for name in (*bundle.PUBLIC_FILES, bundle_files.CHECKSUMS, bundle.TRANSCRIPT):
         assert name in helps["privlab release"], name
-    for name in (*BUNDLE_FILES, bundle.CHECKSUMS):
+    for name in (*BUNDLE_FILES, bundle_files.CHECKSUMS):
         assert name in helps["privlab pd-generate"], name
     assert main(["workloads", "--all"]) == 0
     out = capsys.readouterr().out

@@ -22,7 +22,8 @@ import pandas as pd
 import pytest
 
 from privlab.mechanisms.acceptance.base import CRITERIA, AcceptanceCriterion, CriterionResult
-from privlab.mechanisms.release.flow import load_settings, resolve_transformation
+from privlab.mechanisms.release.flow import load_settings
+from privlab.mechanisms.tabular.space import resolve_transformation
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
 from privlab.mechanisms.tabular.space import load_release_space
 from privlab.platform.errors import BudgetExceededError

@@ -24,8 +24,11 @@ import pandas as pd
 import pytest
 
 from privlab.mechanisms.release import bundle
+
+from privlab.mechanisms.tabular import bundle_files
 from privlab.mechanisms.release import run_release as release_run
-from privlab.mechanisms.release.flow import load_settings, resolve_transformation
+from privlab.mechanisms.release.flow import load_settings
+from privlab.mechanisms.tabular.space import resolve_transformation
 from privlab.mechanisms.tabular.space import load_release_space
 from privlab.platform.cli import EXIT_BUDGET, EXIT_EXECUTION, EXIT_INPUT, EXIT_NOT_VERIFIED, EXIT_OK, main
 from privlab.platform.errors import BudgetExceededError, ExecutionError, SchemaError, SpecError, TranscriptError
@@ -82,7 +85,7 @@ def _release(workspace: Path, out: Path, *extra: str, data: Path = DATA) -> int:
 
 
 def _public_bytes(folder: Path) -> dict[str, bytes]:
-    return {name: (folder / name).read_bytes() for name in (*bundle.PUBLIC_FILES, bundle.CHECKSUMS)}
+    return {name: (folder / name).read_bytes() for name in (*bundle.PUBLIC_FILES, bundle_files.CHECKSUMS)}
 
 
 @pytest.fixture(scope="module")
@@ -131,11 +134,11 @@ def test_budget_check_refuses_before_reading_data_or_writing(workspace: Path, tm
 
 def test_bundle_contents_and_checksums(released: tuple[Path, Path]) -> None:
     ws, out = released
-    assert sorted(p.name for p in out.iterdir()) == sorted([*bundle.PUBLIC_FILES, bundle.CHECKSUMS, "private"])
+    assert sorted(p.name for p in out.iterdir()) == sorted([*bundle.PUBLIC_FILES, bundle_files.CHECKSUMS, "private"])
     assert [p.name for p in (out / "private").iterdir()] == ["transcript.bin"]
     assert (out / bundle.TRANSCRIPT).stat().st_mode & 0o077 == 0
-    assert bundle.verify_checksums(out) == []
-    sums = (out / bundle.CHECKSUMS).read_text().splitlines()
+    assert bundle_files.verify_checksums(out) == []
+    sums = (out / bundle_files.CHECKSUMS).read_text().splitlines()
     assert [line.split("  ")[1] for line in sums] == list(bundle.PUBLIC_FILES)
     for line in sums:
         digest, name = line.split("  ")
@@ -287,7 +290,7 @@ def test_crash_mid_write_leaves_no_bundle(workspace: Path, tmp_path: Path, monke
     # Issue 15 item 4: an I/O failure after private selection no longer loses the spent budget's
     # result: no bundle (nothing half-written), but the sealed transcript is kept beside --out and
     # the message says how to regenerate the bundle from it.
-    monkeypatch.setattr(bundle, "write_checksums", crash)
+    monkeypatch.setattr(bundle_files, "write_checksums", crash)
     out = tmp_path / "out"
     with pytest.raises(ExecutionError, match=r"writing the bundle failed .* sealed transcript was kept") as error:
         release_run.run_release(workspace / "release.toml", data=DATA, out=out)
@@ -327,9 +330,9 @@ def test_existing_out_and_stale_partial(workspace: Path, tmp_path: Path, capsys:
     out.mkdir()
     assert _release(workspace, out) == EXIT_INPUT
     assert "already exists" in capsys.readouterr().err and list(out.iterdir()) == []
-    assert bundle.stale_partials(tmp_path / "new") == []
+    assert bundle_files.stale_partials(tmp_path / "new") == []
     (tmp_path / ".new.partial-abc").mkdir()
-    assert bundle.stale_partials(tmp_path / "new") == [tmp_path / ".new.partial-abc"]
+    assert bundle_files.stale_partials(tmp_path / "new") == [tmp_path / ".new.partial-abc"]
 
 
 @pytest.mark.parametrize("case", ["empty_shortlist", "zero_epsilon", "split_mismatch", "unknown_key"])
@@ -440,12 +443,12 @@ def test_a_leftover_staging_folder_is_named_and_kept(workspace: Path, tmp_path: 
     """Issue 30 item 6: a killed release's staging folder (named as the real one is) next to
     another release's --out is named, with the sensitivity of its transcript and how to remove
     it; it is not deleted (nothing proves that its run is dead)."""
-    leftover = Path(tempfile.mkdtemp(prefix=bundle.partial_prefix(tmp_path / "rel"), dir=tmp_path))
+    leftover = Path(tempfile.mkdtemp(prefix=bundle_files.partial_prefix(tmp_path / "rel"), dir=tmp_path))
     (leftover / bundle.PRIVATE_DIR).mkdir(mode=0o700)
     (leftover / bundle.TRANSCRIPT).write_bytes(MAGIC)
     (leftover / bundle.TRANSCRIPT).chmod(0o600)
-    empty = Path(tempfile.mkdtemp(prefix=bundle.partial_prefix(tmp_path / "old"), dir=tmp_path))
-    assert bundle.stale_partials(tmp_path / "other") == sorted([leftover, empty])
+    empty = Path(tempfile.mkdtemp(prefix=bundle_files.partial_prefix(tmp_path / "old"), dir=tmp_path))
+    assert bundle_files.stale_partials(tmp_path / "other") == sorted([leftover, empty])
     assert _release(workspace, tmp_path / "other", "--budget", "1") == EXIT_BUDGET  # stops before any work
     err = capsys.readouterr().err
     said = [line for line in err.splitlines() if line.startswith("privlab: warning:")]
@@ -547,7 +550,7 @@ def test_uniform_decode_draws_inside_the_bins(workspace: Path, tmp_path: Path) -
     assert weights.between(1400, 4600).all() and (weights == weights.round()).all()
     assert csv["mother_age"].between(17, 46).all()
     assert "uniformly at random inside its bin" in (out / "README.md").read_text()
-    assert bundle.verify_checksums(out) == []
+    assert bundle_files.verify_checksums(out) == []
 
 
 def test_heartbeat_says_only_the_elapsed_time() -> None:
@@ -663,7 +666,7 @@ def test_the_bundle_publishes_the_transcript_seal(released: tuple[Path, Path]) -
     _, out = released
     seal = bundle.published_seal(out)
     assert seal == TranscriptReader(out / bundle.TRANSCRIPT).seal
-    assert bundle.SEAL_FILE in (out / bundle.CHECKSUMS).read_text()
+    assert bundle.SEAL_FILE in (out / bundle_files.CHECKSUMS).read_text()
     assert "transcript-seal.txt" in (out / "README.md").read_text()
 
 
@@ -723,7 +726,7 @@ def test_verify_refuses_a_republished_bundle(released: tuple[Path, Path], tmp_pa
     assert "acceptance.json and acceptance.md do not match its SHA256SUMS; the published files were" in \
         capsys.readouterr().err
     (forged / "acceptance.md").write_bytes((out / "acceptance.md").read_bytes())
-    bundle.write_checksums(forged)  # the forger also rewrites the checksums
+    bundle_files.write_checksums(forged, bundle.PUBLIC_FILES)  # the forger also rewrites the checksums
     assert _verify(ws, forged, out / bundle.TRANSCRIPT) == EXIT_NOT_VERIFIED
     assert "does not reproduce acceptance.json" in capsys.readouterr().err
 
@@ -742,7 +745,7 @@ def test_verify_refuses_a_bundle_with_a_file_added_or_removed(
     ws, out = released
     forged = tmp_path / "bundle"
     shutil.copytree(out, forged)
-    sums = forged / bundle.CHECKSUMS
+    sums = forged / bundle_files.CHECKSUMS
     if edit in ("add", "add-listed"):
         evil = b"not part of the release\n"
         (forged / "evil.txt").write_bytes(evil)

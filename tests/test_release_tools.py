@@ -111,7 +111,7 @@ def test_evaluate_takes_a_file_against_itself_and_a_release_sized_candidate(
 
     # A release-like candidate: the cleaned data decoded to representative values, resized to a
     # DP record count below n (the release subtracts a public margin); plain-text output.
-    from privlab.mechanisms.release.flow import resolve_transformation
+    from privlab.mechanisms.tabular.space import resolve_transformation
 
     space = load_release_space(BIRTHS / "space.toml")
     transformation = resolve_transformation(space, "mother_age=coarse,parity=coarse,gestation_week=coarse")
@@ -204,7 +204,7 @@ def test_evaluate_accepts_data_decoded_to_representative_values(
 ) -> None:
     """A release's own output (``decode = "representative"``) is valid raw data for evaluate:
     integer columns decode to integers, not bin midpoints such as 18.5 (issue 13 item 6)."""
-    from privlab.mechanisms.release.flow import resolve_transformation
+    from privlab.mechanisms.tabular.space import resolve_transformation
 
     space = load_release_space(BIRTHS / "space.toml")
     transformation = resolve_transformation(space, "mother_age=coarse,parity=coarse,gestation_week=coarse")

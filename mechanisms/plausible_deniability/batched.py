@@ -51,6 +51,7 @@ import dataclasses
 import numpy as np
 
 from privlab.mechanisms.plausible_deniability.parameters import configuration_index
+from privlab.mechanisms.tabular import bayesian_network
 from privlab.mechanisms.plausible_deniability.probability import SeedIndex, partition_index
 from privlab.mechanisms.plausible_deniability.streams import (
     LANE_MAIN, LANE_ORDER, LANE_SYNTHESIS, CandidateStream, bounded_batch, lane_words, open_uniform,
@@ -204,7 +205,7 @@ class BatchTester:
         self.parents = model.structure_.parents
         self.bucketing = model.bucketing_
         self.tables = model.tables_
-        self.cdfs = tuple(np.cumsum(t, axis=1) for t in model.tables_)
+        self.cdfs = bayesian_network.cumulative_tables(model.tables_)
         self.seeds = np.asarray(seeds, dtype=np.int64)
         self.index = SeedIndex(self.seeds, self.order, model.domain_.sizes)
         self.synthesis = synthesis
@@ -220,10 +221,9 @@ class BatchTester:
             if not len(chosen):
                 continue
             attribute = self.order[position]
-            cdf = self.cdfs[attribute][configuration_index(y[chosen], self.parents[attribute], self.bucketing)]
-            target = draws.uniforms[chosen, position] * cdf[:, -1]
-            value = (cdf <= target[:, None]).sum(axis=1)
-            y[chosen, attribute] = np.minimum(value, cdf.shape[1] - 1)
+            rows = configuration_index(y[chosen], self.parents[attribute], self.bucketing)
+            y[chosen, attribute] = bayesian_network.draw_values(self.cdfs[attribute], rows, draws.uniforms[chosen, position],
+                                                                scale_by_total=True)
         return y
 
     def prefix_probabilities(self, y: np.ndarray) -> np.ndarray:

@@ -25,7 +25,7 @@ DESCRIPTION = ("Generate one pd_generation configuration of an experiment spec (
 def _generate(args: argparse.Namespace) -> int:
     from privlab.mechanisms.plausible_deniability.generation_params import GenerationParams, coded_table
     from privlab.mechanisms.plausible_deniability.generation_run import BUNDLE_FILES, generate, write_bundle
-    from privlab.mechanisms.release.bundle import CHECKSUMS, check_destination
+    from privlab.mechanisms.tabular.bundle_files import CHECKSUMS, check_destination
     from privlab.platform.registry import build_params
     from privlab.platform.seeding import trial_generator
     from privlab.platform.spec import load_spec

@@ -30,7 +30,7 @@ from typing import Any
 
 import pandas as pd
 
-from privlab.mechanisms.release.flow import resolve_transformation
+from privlab.mechanisms.tabular.space import resolve_transformation
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
 from privlab.mechanisms.tabular.space import load_release_space
 from privlab.platform.errors import SchemaError, SpecError

@@ -43,7 +43,7 @@ import pandas as pd
 from privlab.mechanisms.plausible_deniability.dataset import CodedTable
 from privlab.mechanisms.plausible_deniability.privacy_tests import CandidateResults, generate_candidates, record_generation
 from privlab.mechanisms.plausible_deniability.generation_params import GenerationParams, check_against_table, fit_split_model
-from privlab.mechanisms.release.bundle import atomic_directory, config_toml, json_text, write_checksums, write_released
+from privlab.mechanisms.tabular.bundle_files import atomic_directory, config_toml, json_text, write_checksums, write_released
 from privlab.platform.ledger import Ledger
 from privlab.platform.randomness import SeededSource
 
@@ -147,7 +147,6 @@ def write_bundle(out: Path, params: GenerationParams, generation: Generation, *,
     config = {key: value for key, value in dataclasses.asdict(params).items()
               if key != "buckets" and not isinstance(value, (list, dict))}
     with atomic_directory(Path(out)) as staging:
-        (staging / "private").rmdir()  # nothing here is private: the run is seeded research
         write_released(staging, generation.released)
         (staging / "ledger.json").write_text(generation.ledger.to_json() + "\n", encoding="utf-8")
         (staging / "ledger.txt").write_text(generation.ledger.render_table() + "\n", encoding="utf-8")

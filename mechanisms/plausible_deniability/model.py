@@ -36,6 +36,7 @@ from privlab.mechanisms.plausible_deniability.parameters import (
     COUNT_SENSITIVITY, ESTIMATORS, conditional_tables, configuration_index)
 from privlab.mechanisms.plausible_deniability.structure import (
     Bucketing, Structure, correlations, dependency_order, entropy_queries, greedy_parents, noisy_entropies)
+from privlab.mechanisms.tabular import bayesian_network
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
 from privlab.platform.errors import SpecError
 from privlab.platform.estimator import PrivateEstimator
@@ -239,11 +240,10 @@ class PlausibleDeniabilityModel(PrivateEstimator):
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
             raise ValueError(f"n ({n!r}) must be an int >= 0")
         records = np.zeros((int(n), self.m), dtype=CODE_DTYPE)
+        cdfs = bayesian_network.cumulative_tables(self.tables_)
         for i in self.structure_.order:
-            cdf = np.cumsum(self.tables_[i], axis=1)
-            rows = cdf[configuration_index(records, self.structure_.parents[i], self.bucketing_)]
-            u = rng.random(int(n))[:, None] * rows[:, -1:]
-            records[:, i] = np.minimum((rows <= u).sum(axis=1), rows.shape[1] - 1)
+            rows = configuration_index(records, self.structure_.parents[i], self.bucketing_)
+            records[:, i] = bayesian_network.draw_values(cdfs[i], rows, rng.random(int(n)), scale_by_total=True)
         return pd.DataFrame(records, columns=list(self.domain_.names))
 
     def describe(self) -> dict[str, Any]:

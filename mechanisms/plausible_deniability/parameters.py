@@ -37,13 +37,13 @@ References:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.mechanisms.plausible_deniability.structure import Bucketing
+from privlab.mechanisms.tabular import bayesian_network
 from privlab.platform.ledger import Ledger
 from privlab.platform.randomness import RandomSource
 
@@ -60,12 +60,11 @@ def configuration_sizes(parents: Sequence[int], bucketing: Bucketing) -> tuple[i
 
 
 def configuration_index(codes: np.ndarray, parents: Sequence[int], bucketing: Bucketing) -> np.ndarray:
-    """Configuration index of each row of ``codes`` ((n, m) or (m,)) for ``parents``."""
+    """Configuration index of each row of ``codes`` ((n, m) or (m,)) for ``parents``: the
+    bucketised parents numbered by :func:`.bayesian_network.configuration_index`."""
     codes = np.asarray(codes)
-    index = np.zeros(codes.shape[:-1], dtype=np.int64)
-    for j in parents:
-        index = index * bucketing.size(j) + bucketing.maps[j][codes[..., j]]
-    return index
+    return bayesian_network.configuration_index([bucketing.maps[j][codes[..., j]] for j in parents],
+                                                configuration_sizes(parents, bucketing), codes.shape[:-1])
 
 
 def conditional_tables(
@@ -89,9 +88,9 @@ def conditional_tables(
     dirichlet = source.generator(purpose="pd.dirichlet") if estimator == "posterior_sample" else None
     tables = []
     for i, (size, pa, eps) in enumerate(zip(sizes, parents, epsilons, strict=True)):
-        n_configs = math.prod(configuration_sizes(pa, bucketing))
-        cells = configuration_index(codes, pa, bucketing) * size + codes[:, i]
-        counts = np.bincount(cells, minlength=n_configs * size).reshape(n_configs, size).astype(np.float64)
+        counts = bayesian_network.count_table(
+            configuration_index(codes, pa, bucketing), codes[:, i], size=size,
+            n_configurations=bayesian_network.configuration_count(configuration_sizes(pa, bucketing)))
         noisy = laplace_mechanism(counts, sensitivity=COUNT_SENSITIVITY, epsilon=eps, source=source,
                                   ledger=ledger, name=f"pd.counts {names[i]}", scope=scope, step="pd.parameters")
         posterior = alpha + np.maximum(0.0, noisy)

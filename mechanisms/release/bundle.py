@@ -34,20 +34,15 @@ References:
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import math
 import os
 import shutil
 import subprocess
-import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
+from privlab.mechanisms.tabular.bundle_files import CHECKSUMS, json_text, partial_prefix, write_text
 from privlab.platform.errors import SpecError
 
 #: The public files of a bundle, in the order SHA256SUMS lists them.
@@ -62,45 +57,13 @@ PUBLIC_FILES = (
     "README.md",
     "transcript-seal.txt",
 )
-CHECKSUMS = "SHA256SUMS"
 PRIVATE_DIR = "private"
 TRANSCRIPT = "private/transcript.bin"
-PARTIAL_MARKER = ".partial-"
 #: Every file a release writes besides ``private/`` (which a published copy leaves out), as
 #: :func:`bundle_entries` names them.
 RELEASE_FILES = (*PUBLIC_FILES, CHECKSUMS)
 #: What a release bundle may also hold: the transcript in ``private/``, or ``private/`` emptied.
 PRIVATE_ENTRIES = (TRANSCRIPT, f"{PRIVATE_DIR}/")
-
-
-def partial_prefix(out: Path) -> str:
-    """The name prefix of ``out``'s staging folders (hidden, next to ``out``)."""
-    return f".{out.name}{PARTIAL_MARKER}"
-
-
-def check_destination(out: Path) -> None:
-    """Refuse an existing or unwritable ``out`` before any work.
-
-    The nearest existing ancestor of ``out`` is probed by creating (and removing) a hidden folder
-    in it, which is what the release will do: permission bits alone do not tell (root ignores
-    them; read-only mounts do not show in them).
-
-    Raises:
-        SpecError: ``out`` exists, its parent is not a folder, or no folder can be created there.
-    """
-    if out.exists() or out.is_symlink():
-        raise SpecError(f"--out {str(out)!r} already exists; a release bundle is never overwritten, "
-                        "choose a new folder")
-    if out.parent.exists() and not out.parent.is_dir():
-        raise SpecError(f"--out {str(out)!r}: its parent {str(out.parent)!r} is not a folder")
-    ancestor = out.parent.absolute()
-    while not ancestor.exists():
-        ancestor = ancestor.parent
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".privlab-write-probe-", dir=ancestor))
-    except OSError as error:
-        raise SpecError(f"--out {str(out)!r} cannot be created: {str(ancestor)!r} is not writable "
-                        f"({error.strerror or type(error).__name__}); choose a writable folder") from None
 
 
 def unignored_transcript_paths(out: Path) -> list[str]:
@@ -163,51 +126,6 @@ def check_transcript_ignored(out: Path) -> None:
             "(or give --force to write it there anyway). Nothing was read or spent.")
 
 
-def _fsync_tree(root: Path) -> None:
-    for folder, _, files in os.walk(root):
-        for name in files:
-            with open(Path(folder) / name, "rb") as stream:
-                os.fsync(stream.fileno())
-    with contextlib.suppress(OSError):
-        fd = os.open(root, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-@contextlib.contextmanager
-def atomic_directory(out: Path, *, on_failure: Callable[[Path], None] | None = None) -> Iterator[Path]:
-    """Stage a folder next to ``out`` and rename it to ``out`` when the block succeeds.
-
-    On any exception (including ``KeyboardInterrupt``) ``on_failure(staging)`` is called (to
-    rescue what must outlive the failure; its own errors are suppressed), then the staging folder
-    is removed and ``out`` is not created. A process killed with SIGKILL cannot clean up: it leaves a hidden
-    ``.<name>.partial-*`` folder (never ``out`` itself), which :func:`stale_partials` finds.
-
-    Raises:
-        SpecError: ``out`` exists (before and after the block; nothing is replaced).
-    """
-    out = Path(out)
-    check_destination(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=partial_prefix(out), dir=out.parent))
-    try:
-        (staging / PRIVATE_DIR).mkdir(mode=0o700)
-        yield staging
-        _fsync_tree(staging)
-        if out.exists():
-            raise SpecError(f"--out {str(out)!r} appeared while the release ran; nothing was replaced")
-        staging.chmod(0o755)  # mkdtemp's 0o700 is for the staging phase; private/ stays 0o700
-        os.rename(staging, out)
-    except BaseException:
-        if on_failure is not None:
-            with contextlib.suppress(Exception):
-                on_failure(staging)
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-
-
 def keep_transcript(staging: Path, out: Path) -> Path | None:
     """Move a staged transcript next to ``out`` (a rename: it needs no free space); its new path.
 
@@ -227,24 +145,6 @@ def keep_transcript(staging: Path, out: Path) -> Path | None:
     return target
 
 
-def stale_partials(out: Path) -> list[Path]:
-    """The staging folders next to ``out`` — of any bundle, not only ``out``'s — that a run left.
-
-    A killed run (SIGKILL, a power cut) cannot clean up, and its ``.<name>.partial-*`` folder
-    may hold ``private/transcript.bin``, as sensitive as the private data. They are found here
-    for the command line to name them, never deleted: nothing records which process owns a
-    staging folder, so a release running right now into the same folder (another terminal,
-    another machine on a shared file system) has one of the same shape, and deleting it would
-    break that run. Only the operator knows; the cost of asking is a message.
-    """
-    parent = Path(out).parent
-    try:
-        return sorted(p for p in parent.iterdir()
-                      if p.name.startswith(".") and PARTIAL_MARKER in p.name and p.is_dir() and not p.is_symlink())
-    except OSError:  # a missing or unreadable folder: the release itself will say what is wrong
-        return []
-
-
 def holds_transcript(staging: Path) -> bool:
     """Whether a staging folder holds a (possibly partial) transcript."""
     try:
@@ -254,25 +154,6 @@ def holds_transcript(staging: Path) -> bool:
 
 
 # --- writing files ----------------------------------------------------------------------------
-
-
-def _write_text(path: Path, text: str) -> None:
-    with open(path, "w", encoding="utf-8", newline="\n") as stream:
-        stream.write(text)
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, indent=2, sort_keys=False, allow_nan=False, ensure_ascii=False) + "\n"
-
-
-def write_released(folder: Path, released: pd.DataFrame) -> None:
-    """``released.csv`` and ``released.parquet`` (dates as ``YYYY-MM-DD`` text in the CSV)."""
-    csv_frame = released.copy()
-    for column in csv_frame.columns:
-        if pd.api.types.is_datetime64_any_dtype(csv_frame[column]):
-            csv_frame[column] = csv_frame[column].dt.strftime("%Y-%m-%d")
-    _write_text(folder / "released.csv", csv_frame.to_csv(index=False, lineterminator="\n"))
-    released.reset_index(drop=True).to_parquet(folder / "released.parquet", index=False)
 
 
 SEAL_FILE = "transcript-seal.txt"
@@ -299,60 +180,6 @@ def published_seal(folder: Path) -> str:
     if len(lines) != 1 or len(lines[0]) != 64 or any(c not in "0123456789abcdef" for c in lines[0]):
         raise SpecError(f"{path}: malformed seal; expected one line of 64 hex digits")
     return lines[0]
-
-
-def write_checksums(folder: Path, names: Sequence[str] = PUBLIC_FILES) -> str:
-    """Write ``SHA256SUMS`` (``sha256sum -c`` format) for ``names``; return its text."""
-    lines = []
-    for name in names:
-        digest = hashlib.sha256((folder / name).read_bytes()).hexdigest()
-        lines.append(f"{digest}  {name}\n")
-    text = "".join(lines)
-    _write_text(folder / CHECKSUMS, text)
-    return text
-
-
-def verify_checksums(folder: Path) -> list[str]:
-    """The public files whose SHA-256 differs from ``SHA256SUMS`` (empty: all match).
-
-    Raises:
-        SpecError: ``SHA256SUMS`` is missing or malformed.
-    """
-    path = Path(folder) / CHECKSUMS
-    if not path.is_file():
-        raise SpecError(f"{str(folder)!r} has no {CHECKSUMS}; it is not a release bundle")
-    bad = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        digest, sep, name = line.partition("  ")
-        if not sep or len(digest) != 64:
-            raise SpecError(f"{path}: malformed line {line!r}")
-        target = Path(folder) / name
-        if not target.is_file() or hashlib.sha256(target.read_bytes()).hexdigest() != digest:
-            bad.append(name)
-    return bad
-
-
-def bundle_entries(folder: Path) -> set[str]:
-    """Everything in ``folder``, as relative POSIX paths: each file (or link, pipe…), each empty
-    or linked folder with a trailing ``/`` (a linked folder is not followed)."""
-    folder = Path(folder)
-    found: set[str] = set()
-    for root, dirs, files in os.walk(folder):
-        base = Path(root).relative_to(folder)
-        found.update((base / name).as_posix() for name in files)
-        found.update(f"{(base / name).as_posix()}/" for name in dirs if (Path(root) / name).is_symlink())
-        if not dirs and not files and base != Path("."):
-            found.add(f"{base.as_posix()}/")
-    return found
-
-
-def file_list_differences(found: set[str], expected: Sequence[str],
-                          optional: Sequence[str] = ()) -> tuple[list[str], list[str]]:
-    """The ``expected`` entries missing from ``found``, and the entries of ``found`` that are neither
-    expected nor ``optional`` (both sorted)."""
-    missing = sorted(set(expected) - found)
-    extra = sorted(found - set(expected) - set(optional))
-    return missing, extra
 
 
 # --- documents ---------------------------------------------------------------------------------
@@ -405,43 +232,19 @@ def acceptance_markdown(document: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _toml_scalar(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return '"inf"' if math.isinf(value) else repr(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    raise SpecError(f"cannot write {value!r} to TOML")
-
-
-def config_toml(tables: Mapping[str, Mapping[str, Any]], *, header: str) -> str:
-    """A TOML document of flat tables (``None`` values are left out)."""
-    lines = [f"# {line}" if line else "#" for line in header.splitlines()]
-    for table, entries in tables.items():
-        lines += ["", f"[{table}]"]
-        lines += [f"{key} = {_toml_scalar(value)}" for key, value in entries.items() if value is not None]
-    return "\n".join(lines) + "\n"
-
-
 def write_documents(folder: Path, documents: Mapping[str, str]) -> None:
     """Write text documents (name → text) into ``folder``."""
     unknown = sorted(set(documents) - set(PUBLIC_FILES))
     if unknown:
         raise SpecError(f"not public bundle files: {', '.join(unknown)}")
     for name, text in documents.items():
-        _write_text(folder / name, text)
+        write_text(folder / name, text)
 
 
 def ledger_document(ledger: Mapping[str, Any], flow_events: Sequence[Mapping[str, Any]], *,
                     total_epsilon: float, budget: float) -> str:
     """``ledger.json``: the outer ledger (one private-selection event) and the accepted flow's split."""
-    return _json({"total_epsilon": total_epsilon, "budget": budget, "ledger": dict(ledger),
+    return json_text({"total_epsilon": total_epsilon, "budget": budget, "ledger": dict(ledger),
                   "accepted_flow_events": list(flow_events)})
 
 
-def json_text(value: Any) -> str:
-    """Strict, deterministic JSON text with a trailing newline."""
-    return _json(value)

@@ -109,7 +109,8 @@ def _shortlist(args: argparse.Namespace) -> int:
 
 
 def _release(args: argparse.Namespace) -> int:
-    from privlab.mechanisms.release.bundle import holds_transcript, stale_partials
+    from privlab.mechanisms.release.bundle import holds_transcript
+    from privlab.mechanisms.tabular.bundle_files import stale_partials
     from privlab.mechanisms.release.run_release import run_release
 
     out = Path(args.out)

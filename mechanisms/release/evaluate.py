@@ -27,7 +27,8 @@ import numpy as np
 import pandas as pd
 
 from privlab.mechanisms.synthesizers.base import hyperparameter_names
-from privlab.mechanisms.release.flow import FlowSettings, resolve_transformation
+from privlab.mechanisms.release.flow import FlowSettings
+from privlab.mechanisms.tabular.space import resolve_transformation
 from privlab.mechanisms.tabular.space import ReleaseSpace
 from privlab.platform.csv_fields import check_field_counts
 from privlab.platform.errors import SpecError

@@ -40,7 +40,7 @@ from privlab.mechanisms.acceptance.base import AcceptanceCriterion, CriterionRes
 from privlab.mechanisms.synthesizers.base import Synthesizer, synthesizer_from_spec
 from privlab.mechanisms.tabular.constraints import rejection_sample
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
-from privlab.mechanisms.tabular.space import ReleaseSpace
+from privlab.mechanisms.tabular.space import ReleaseSpace, resolve_transformation
 from privlab.mechanisms.tabular.transforms import Transformation
 from privlab.platform.errors import SchemaError, SpecError
 from privlab.platform.toml_files import read_toml
@@ -143,29 +143,6 @@ class FlowOutcome:
         """The candidate in the raw schema's units (representative values, or uniform within
         bins with ``rng``)."""
         return self.transformation.decode(self.candidate, rng=rng)
-
-
-def resolve_transformation(space: ReleaseSpace, transformation_id: str) -> Transformation:
-    """The space's transformation for a (possibly partial) id: a column with one alternative
-    may be omitted; a column with several must be named."""
-    choices: dict[str, str] = {}
-    for part in filter(None, (p.strip() for p in transformation_id.split(","))):
-        column, sep, option = part.partition("=")
-        if not sep:
-            raise SpecError(f"transformation id part {part!r} must look like column=alternative")
-        choices[column.strip()] = option.strip()
-    space_t = space.transformations
-    unknown = sorted(set(choices) - set(space_t.names))
-    if unknown:
-        raise SpecError(f"transformation {transformation_id!r}: unknown column(s) {', '.join(unknown)}; "
-                        f"the space has {', '.join(space_t.names)}")
-    for column in space_t.names:
-        if column not in choices:
-            options = space_t.alternatives(column)
-            if len(options) != 1:
-                raise SpecError(f"transformation {transformation_id!r}: choose {column}= one of {', '.join(options)}")
-            choices[column] = options[0]
-    return space_t.get(space_t.id_of(choices))
 
 
 def domain_probe(domain: Domain) -> pd.DataFrame:

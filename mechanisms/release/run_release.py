@@ -88,6 +88,8 @@ from typing import Any
 import pandas as pd
 
 from privlab.mechanisms.release import bundle, record_count
+
+from privlab.mechanisms.tabular import bundle_files
 from privlab.mechanisms.release.documents import datasheet, privacy_statement
 from privlab.mechanisms.release.firewall import load_private_data
 from privlab.mechanisms.release.flow import FlowConfiguration, FlowOutcome, planned_events, run_flow
@@ -210,7 +212,7 @@ def run_release(
     spec = load_release_spec(spec_path)
     cap = check_budget(spec, budget)
     out, data = Path(out), Path(data)
-    bundle.check_destination(out)
+    bundle_files.check_destination(out)
     if not force:
         bundle.check_transcript_ignored(out)
     shortlist = load_shortlist(spec.shortlist)
@@ -245,7 +247,7 @@ def run_release(
                 kept.append(rescued)
 
     try:
-        with bundle.atomic_directory(out, on_failure=keep_sealed_transcript) as staging:
+        with bundle_files.atomic_directory(out, private_dir=bundle.PRIVATE_DIR, on_failure=keep_sealed_transcript) as staging:
             staged.append(staging)
             transcript_path = staging / bundle.TRANSCRIPT
             if reader is not None:
@@ -296,7 +298,7 @@ def run_release(
         raise _write_failure(failure, out=out, sealed=sealed, replay=reader.path if reader is not None else None,
                              left=[p for p in staged if p.exists()]) from None
     return ReleaseResult(out=out, total_epsilon=spec.total_epsilon, budget=cap, configuration=outcome.configuration,
-                         accepted=outcome.accepted, public_files=(*bundle.PUBLIC_FILES, bundle.CHECKSUMS))
+                         accepted=outcome.accepted, public_files=(*bundle.PUBLIC_FILES, bundle_files.CHECKSUMS))
 
 
 def _check_plans(shortlist: Shortlist, *, m: int, epsilon_count: float) -> None:
@@ -393,11 +395,11 @@ def _select(cleaned: pd.DataFrame, *, spec: ReleaseSpec, shortlist: Shortlist, s
 def _write_public(staging: Path, *, spec: ReleaseSpec, shortlist: Shortlist, outcome: FlowOutcome, selection: Any,
                   released: pd.DataFrame, budget: float, context: Mapping[str, str], n: int, seal: str) -> None:
     outcome_selection, ledger = selection
-    bundle.write_released(staging, released)
+    bundle_files.write_released(staging, released)
     acceptance = bundle.acceptance_document([r.to_dict() for r in outcome.results],
                                             epsilon_acceptance=shortlist.settings.epsilon_acceptance)
     configuration = outcome.configuration
-    config_text = bundle.config_toml(
+    config_text = bundle_files.config_toml(
         {
             "configuration": {"transformation": outcome.transformation.id, "synthesizer": configuration.synthesizer,
                               **dict(configuration.synthesizer_params), "min_count": configuration.min_count or 0},
@@ -416,7 +418,7 @@ def _write_public(staging: Path, *, spec: ReleaseSpec, shortlist: Shortlist, out
         header=f"The configuration selected by private selection for release {spec.name}.\n"
                "min_count = 0 means no face-privacy projection.")
     bundle.write_documents(staging, {
-        "acceptance.json": bundle.json_text(acceptance),
+        "acceptance.json": bundle_files.json_text(acceptance),
         "acceptance.md": bundle.acceptance_markdown(acceptance),
         "config.toml": config_text,
         "ledger.json": bundle.ledger_document(ledger.to_dict(), [e.to_dict() for e in outcome_selection.accepted_events],
@@ -425,4 +427,4 @@ def _write_public(staging: Path, *, spec: ReleaseSpec, shortlist: Shortlist, out
         "README.md": datasheet(spec, shortlist, outcome, acceptance, n=n, created=context["created_utc"]),
         bundle.SEAL_FILE: bundle.seal_text(seal),
     })
-    bundle.write_checksums(staging)
+    bundle_files.write_checksums(staging, bundle.PUBLIC_FILES)

@@ -12,7 +12,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from privlab.mechanisms.release.flow import FlowConfiguration, FlowSettings, load_settings, resolve_transformation
+from privlab.mechanisms.release.flow import FlowConfiguration, FlowSettings, load_settings
+from privlab.mechanisms.tabular.space import resolve_transformation
 from privlab.mechanisms.release.spec import ReleaseSpec, read_toml
 from privlab.mechanisms.synthesizers.base import hyperparameter_names, synthesizer_names
 from privlab.mechanisms.tabular.space import ReleaseSpace, load_release_space

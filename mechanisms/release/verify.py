@@ -39,6 +39,8 @@ import tempfile
 from pathlib import Path
 
 from privlab.mechanisms.release import bundle
+
+from privlab.mechanisms.tabular import bundle_files
 from privlab.mechanisms.release.run_release import run_release
 from privlab.platform.errors import SpecError, TranscriptError, VerificationError
 from privlab.platform.toml_files import read_toml
@@ -76,10 +78,10 @@ def check_file_list(folder: Path) -> None:
         VerificationError: a file is missing or added (or, for a pd-generate bundle, altered).
         SpecError: an intact pd-generate bundle: ``privlab verify`` cannot audit it.
     """
-    found = bundle.bundle_entries(folder)
+    found = bundle_files.bundle_entries(folder)
     if bundle.SEAL_FILE not in found and found & {"summary.json", "ledger.txt"}:
         _check_pd_generation_bundle(folder, found)
-    missing, extra = bundle.file_list_differences(found, bundle.RELEASE_FILES, bundle.PRIVATE_ENTRIES)
+    missing, extra = bundle_files.file_list_differences(found, bundle.RELEASE_FILES, bundle.PRIVATE_ENTRIES)
     if missing or extra:
         raise _not_what_was_written(missing, extra, writer="a release")
 
@@ -87,10 +89,10 @@ def check_file_list(folder: Path) -> None:
 def _check_pd_generation_bundle(folder: Path, found: set[str]) -> None:
     from privlab.mechanisms.plausible_deniability.generation_run import BUNDLE_FILES
 
-    missing, extra = bundle.file_list_differences(found, (*BUNDLE_FILES, bundle.CHECKSUMS))
+    missing, extra = bundle_files.file_list_differences(found, (*BUNDLE_FILES, bundle_files.CHECKSUMS))
     if missing or extra:
         raise _not_what_was_written(missing, extra, writer="privlab pd-generate")
-    altered = bundle.verify_checksums(folder)
+    altered = bundle_files.verify_checksums(folder)
     if altered:
         verb = "does" if len(altered) == 1 else "do"
         raise VerificationError(f"the pd-generate bundle's {_and(altered)} {verb} not match its SHA256SUMS; its "
@@ -127,7 +129,7 @@ def verify_release(folder: str | Path, *, spec: str | Path, data: str | Path, tr
     check_file_list(folder)
     if not transcript.is_file():
         raise SpecError(f"transcript {str(transcript)!r} does not exist")
-    altered = bundle.verify_checksums(folder)
+    altered = bundle_files.verify_checksums(folder)
     if altered:
         raise VerificationError(f"the bundle's {_and(altered)} {'does' if len(altered) == 1 else 'do'} not match its "
                                 f"SHA256SUMS; the published {'file was' if len(altered) == 1 else 'files were'} "
@@ -149,8 +151,8 @@ def verify_release(folder: str | Path, *, spec: str | Path, data: str | Path, tr
                         force=True)  # a scratch folder, deleted below: no git work tree keeps it
         except TranscriptError as error:
             raise VerificationError(f"the transcript does not replay against this spec and data: {error}") from None
-        written = bundle.bundle_entries(replayed) - set(bundle.PRIVATE_ENTRIES)
-        missing, extra = bundle.file_list_differences(bundle.bundle_entries(folder), sorted(written),
+        written = bundle_files.bundle_entries(replayed) - set(bundle.PRIVATE_ENTRIES)
+        missing, extra = bundle_files.file_list_differences(bundle_files.bundle_entries(folder), sorted(written),
                                                       bundle.PRIVATE_ENTRIES)
         if missing or extra:
             raise _not_what_was_written(missing, extra, writer="the replayed release")

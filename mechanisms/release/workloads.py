@@ -32,11 +32,10 @@ from privlab.mechanisms.release.flow import (
     check_criteria,
     load_settings,
     planned_events,
-    resolve_transformation,
     run_flow,
 )
 from privlab.mechanisms.synthesizers.base import hyperparameter_names, synthesizer_names
-from privlab.mechanisms.tabular.space import ReleaseSpace, load_release_space
+from privlab.mechanisms.tabular.space import ReleaseSpace, load_release_space, resolve_transformation
 from privlab.platform.errors import SpecError
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import SeededSource

@@ -71,6 +71,7 @@ from privlab.mechanisms.synthesizers.base import (
     register_synthesizer,
     split_epsilon,
 )
+from privlab.mechanisms.tabular import bayesian_network
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
 from privlab.platform.errors import SchemaError, SpecError
 from privlab.platform.ledger import Ledger
@@ -94,7 +95,6 @@ SCORES = ("mi", "r")
 TABLE_SENSITIVITY = 2.0
 """L1 sensitivity of a count table under replace-one: one count −1, another +1."""
 
-_GATHER_ELEMENTS = 1 << 22  # elements per block in the vectorised inverse CDF
 _MAX_JOINT_CELLS = 1 << 24  # BayesianNetworkModel.probabilities refuses larger domains
 
 
@@ -301,28 +301,6 @@ def _network_indices(domain: Domain, network: Sequence[tuple[str, Sequence[str]]
     return tuple(out)
 
 
-def _parent_index(codes: np.ndarray, parents: Sequence[int], sizes: Sequence[int]) -> np.ndarray:
-    """Row-major (first parent most significant) index of each record's parent configuration."""
-    index = np.zeros(codes.shape[1], dtype=np.int64)
-    for p in parents:
-        index *= sizes[p]
-        index += codes[p]
-    return index
-
-
-def _draw_categorical(cdf: np.ndarray, rows: np.ndarray | None, u: np.ndarray) -> np.ndarray:
-    """Inverse CDF: the first ``j`` with ``cdf[row, j] > u`` (rows ``None``: one shared row)."""
-    if rows is None:
-        return np.searchsorted(cdf[0], u, side="right").astype(CODE_DTYPE)
-    k = cdf.shape[1]
-    out = np.empty(u.shape[0], dtype=CODE_DTYPE)
-    block = max(1, _GATHER_ELEMENTS // k)
-    for start in range(0, u.shape[0], block):
-        stop = start + block
-        out[start:stop] = np.count_nonzero(cdf[rows[start:stop]] <= u[start:stop, None], axis=1)
-    return out
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
 class BayesianNetworkModel:
     """A discrete Bayesian network over a :class:`Domain`: structure plus conditional tables.
@@ -404,7 +382,7 @@ class BayesianNetworkModel:
         for (child, parents), cdf in zip(self._nodes, self._cdfs, strict=True):
             u = rng.random(n)
             rows = _parent_index(out, parents, sizes) if parents else None
-            out[child] = _draw_categorical(cdf, rows, u)
+            out[child] = bayesian_network.draw_values(cdf, rows, u, scale_by_total=False)
         return out
 
     def probabilities(self) -> np.ndarray:
@@ -678,13 +656,18 @@ class PrivBayes(Synthesizer):
         return self.model_.sample_codes(n, rng)
 
 
+def _parent_index(codes: np.ndarray, parents: Sequence[int], sizes: Sequence[int]) -> np.ndarray:
+    """Each record's parent configuration; ``codes`` is ``(d, n)``, one row per column."""
+    return bayesian_network.configuration_index([codes[p] for p in parents], [sizes[p] for p in parents],
+                                                codes.shape[1:])
+
+
 def _count_table(
     codes: np.ndarray, child: int, parents: Sequence[int], sizes: Sequence[int], parent_index: np.ndarray
 ) -> np.ndarray:
     """Counts of (parent configuration, child code), shape ``(∏ parent sizes, |dom child|)``."""
-    rows = math.prod(sizes[p] for p in parents)
-    key = parent_index * sizes[child] + codes[child]
-    return np.bincount(key, minlength=rows * sizes[child]).reshape(rows, sizes[child]).astype(np.float64)
+    return bayesian_network.count_table(parent_index, codes[child], size=sizes[child],
+                                        n_configurations=bayesian_network.configuration_count([sizes[p] for p in parents]))
 
 
 def _normalise_rows(noisy: np.ndarray) -> np.ndarray:

@@ -218,3 +218,26 @@ def load_release_space(path: str | Path) -> ReleaseSpace:
         raise SpecError(f"release space file {str(path)!r} does not exist")
     document = read_toml(path, what="release space file")[0]  # not UTF-8, not TOML, too deep: a SpecError
     return release_space_from_spec(document, where=str(path))
+
+
+def resolve_transformation(space: ReleaseSpace, transformation_id: str) -> Transformation:
+    """The space's transformation for a (possibly partial) id: a column with one alternative
+    may be omitted; a column with several must be named."""
+    choices: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in transformation_id.split(","))):
+        column, sep, option = part.partition("=")
+        if not sep:
+            raise SpecError(f"transformation id part {part!r} must look like column=alternative")
+        choices[column.strip()] = option.strip()
+    space_t = space.transformations
+    unknown = sorted(set(choices) - set(space_t.names))
+    if unknown:
+        raise SpecError(f"transformation {transformation_id!r}: unknown column(s) {', '.join(unknown)}; "
+                        f"the space has {', '.join(space_t.names)}")
+    for column in space_t.names:
+        if column not in choices:
+            options = space_t.alternatives(column)
+            if len(options) != 1:
+                raise SpecError(f"transformation {transformation_id!r}: choose {column}= one of {', '.join(options)}")
+            choices[column] = options[0]
+    return space_t.get(space_t.id_of(choices))
