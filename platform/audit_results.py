@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from privlab.platform import registry
+from privlab.platform.plugins import describe_params
 from privlab.platform.auditables import AUDITABLES, Auditable, AuditKind, EpsilonAuditable, SensitivityAuditable, auditable_names
 from privlab.platform.audit_statistics import bound_from, clopper_pearson, thresholds_of
 
@@ -149,7 +150,7 @@ def describe_auditables() -> str:
     blocks = []
     for name in auditable_names():
         auditable = AUDITABLES.get(name)
-        params = registry.describe_params(auditable.Params, none="unlimited")
+        params = describe_params(auditable.Params, none="unlimited")
         kind = "sensitivity" if auditable.kind is AuditKind.SENSITIVITY else "ε"
         blocks.append(
             f"{name:14s}{kind} audit: {auditable.description}\n"

@@ -83,9 +83,6 @@ class SerialBackend:
 
 
 class _LocalPoolWorker:
-    def __init__(self) -> None:
-        self._states: dict[str, Any] = {}
-
     def process(self, context: UnitContext, state_ref: list[Any], item: Any, index: int) -> tuple[int, dict[str, Any], float]:
         arrays, seconds = process_item(context, state_ref[0], item, index)
         return index, arrays, seconds

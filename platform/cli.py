@@ -29,10 +29,9 @@ from privlab.platform.errors import (
     VerificationError,
 )
 
-from privlab.platform.commands import (  # noqa: F401 (exit codes: the command's public interface)
+from privlab.platform.commands import (
     COMMANDS,
     EXIT_BUDGET,
-    EXIT_BUG,
     EXIT_CODES_HELP,
     EXIT_EXECUTION,
     EXIT_INPUT,
@@ -326,7 +325,7 @@ def _describe_workload(workload: Any) -> str:
     import inspect
     import textwrap
 
-    from privlab.platform import registry
+    from privlab.platform.plugins import describe_params
 
     lines = [f"{workload.name}  ({workload.pattern.value} pattern{', test-only' if workload.hidden else ''})"]
     doc = for_people(inspect.cleandoc(type(workload).__doc__ or ""))
@@ -334,7 +333,7 @@ def _describe_workload(workload: Any) -> str:
     metrics = [f"{name} ({kind.value})" for name, kind in workload.metrics.items()]
     metrics += [f"{name} (derived)" for name in workload.derived_metrics]
     lines.append("    metrics: " + (", ".join(metrics) or "decided by the parameters (every one is logged)"))
-    lines.append("    parameters: " + (", ".join(registry.describe_params(workload.Params)) or "none"))
+    lines.append("    parameters: " + (", ".join(describe_params(workload.Params)) or "none"))
     return "\n".join(lines)
 
 

@@ -2,7 +2,7 @@
 
 The first Ctrl-C stops ``privlab run`` (a ``KeyboardInterrupt`` in the driver). Saving then
 takes a moment — the checkpoint, pending tracking writes, stopping Ray — and a second
-``KeyboardInterrupt`` landing in the middle of it used to end the process with a traceback and
+``KeyboardInterrupt`` landing in the middle of it would end the process with a traceback and
 exit code 1, leaving the parent run RUNNING. Inside :func:`shielded_cleanup` the next press
 only says what is happening; the one after calls ``abandon`` and exits at once with 130 (the
 run stays resumable: it was checkpointed as it went, and its lease shows the driver as gone).

@@ -29,12 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from privlab.platform.errors import ExecutionError
-from privlab.platform.tracking import (  # noqa: F401 (driver_tags: how a lease is written, read here)
+from privlab.platform.tracking import (
     DRIVER_TAG,
     HEARTBEAT_TAG,
     STATUS_TAG,
     Tracker,
-    driver_tags,
     store_lock,
 )
 

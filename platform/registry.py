@@ -30,7 +30,7 @@ from privlab.platform.errors import SpecError
 from privlab.platform.errors import LedgerError
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import SeededSource
-from privlab.platform.plugins import Registry, build, describe_params  # noqa: F401 (describe_params: for callers)
+from privlab.platform.plugins import Registry, build
 
 
 

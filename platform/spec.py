@@ -39,7 +39,6 @@ import copy
 import dataclasses
 import hashlib
 import itertools
-import json
 import math
 import os
 import tomllib
@@ -680,7 +679,3 @@ def _resolve_paths(params_type: type, values: Mapping[str, Any], spec_dir: Path)
         if field.metadata.get("path"):
             out[field.name] = [resolve(v) for v in value] if isinstance(value, list) else resolve(value)
     return out
-
-
-def spec_as_json(spec: ExperimentSpec) -> str:
-    return json.dumps(spec.document, indent=2, sort_keys=True, default=str)

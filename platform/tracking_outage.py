@@ -1,8 +1,8 @@
 """A tracking server that goes away: bounded waits, and telling an outage from other failures.
 
 MLflow's HTTP client retries each request itself (by default 7 times with exponential backoff
-and a 120 s timeout: over four minutes per call), so a run whose server went away used to spend
-~12 minutes in retries before failing. privlab waits for an outage on its own terms instead:
+and a 120 s timeout: over four minutes per call), so left to them a run whose server went away
+would spend ~12 minutes in retries before failing. privlab waits for an outage on its own terms instead:
 
 - each MLflow request gets a short retry budget (:func:`bound_http_retries`, only where the user
   has not set MLflow's own variables), so a call against a dead server fails in seconds;

@@ -147,5 +147,4 @@ def process_item(context: UnitContext, state: Any, item: Any, index: int) -> tup
         lengths.add(array.size)
     if len(lengths) > 1:
         raise ExecutionError(f"{context.config_id} item {index}: metric arrays differ in length {sorted(lengths)}")
-    del params
     return arrays, time.perf_counter() - began

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from privlab.platform import liveness
+from privlab.platform.tracking import driver_tags
 from privlab.platform.errors import ExecutionError
 from privlab.platform.runner import RunInterrupted, RunOptions, run_experiment
 from privlab.platform.runs import list_runs
@@ -48,18 +49,18 @@ def _dead_pid() -> int:
 
 def test_driver_state_on_this_host() -> None:
     me = liveness.this_driver()
-    assert liveness.driver_state(liveness.driver_tags(me)) == "live"
+    assert liveness.driver_state(driver_tags(me)) == "live"
     gone = dict(me, pid=_dead_pid())
-    assert liveness.driver_state(liveness.driver_tags(gone)) == "gone"
+    assert liveness.driver_state(driver_tags(gone)) == "gone"
     # A reused PID has another start time: the recorded driver is gone even though the PID exists.
     reused = dict(me, pid_start="1")
-    assert liveness.driver_state(liveness.driver_tags(reused)) == "gone"
+    assert liveness.driver_state(driver_tags(reused)) == "gone"
     assert liveness.driver_state({}) == "unknown"
 
 
 def test_driver_state_from_another_host_reads_the_heartbeat() -> None:
     elsewhere = dict(liveness.this_driver(), host=socket.gethostname() + "-elsewhere")
-    tags = liveness.driver_tags(elsewhere, now=1_000_000.0)
+    tags = driver_tags(elsewhere, now=1_000_000.0)
     assert liveness.driver_state(tags, now=1_000_000.0 + liveness.STALE_SECONDS - 1) == "live"
     assert liveness.driver_state(tags, now=1_000_000.0 + liveness.STALE_SECONDS + 1) == "gone"
 

@@ -50,10 +50,9 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from privlab.mechanisms.acceptance.base import (  # noqa: F401  (helpers re-exported for old imports)
+from privlab.mechanisms.acceptance.base import (
     AcceptanceCriterion,
     CriterionResult,
-    check_bounds,
     check_column_names,
     check_not_empty,
     check_same_size,
@@ -73,14 +72,9 @@ __all__ = [
     "MarginalsAbsoluteError",
     "MarginalsRelativeError",
     "adjusted_threshold",
-    "check_bounds",
-    "check_column_names",
-    "codes_of",
     "max_abs_marginal_difference",
     "max_abs_marginal_difference_per_subset",
     "relative_error_sensitivity",
-    "release_laplace_measure",
-    "require_columns",
 ]
 
 FULL_TABLE_CELL_LIMIT = 1 << 22

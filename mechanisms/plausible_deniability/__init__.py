@@ -2,7 +2,7 @@
 
 One module a job:
 
-* :mod:`.split` — the seeded, disjoint split into D_T, D_P, D_S and a test set (issue 10 item 1);
+* :mod:`.split` — the seeded, disjoint split into D_T, D_P, D_S and a test set;
 * :mod:`.entropy` — empirical entropies and their exact replace-one sensitivity (Section 3.3.1);
 * :mod:`.accounting` — per-step ε from a model budget (Section 3.5) and Theorem 1's (ε, δ);
 * :mod:`.structure` — noisy entropies, symmetrical uncertainty, CFS merit and the greedy,

@@ -1,4 +1,4 @@
-"""One plausible-deniability generation, start to finish, written as a bundle (issue 10: the output).
+"""One plausible-deniability generation, start to finish, written as a bundle.
 
 :func:`generate` splits the table (seeded), fits the DP model on D_T and D_P, runs Mechanism 1
 on ``candidates`` candidates (seeds from D_S, eq. (3), Privacy Test 1 or 2) and records the
@@ -24,7 +24,7 @@ Privacy:
     when the spec sets ``public_records`` (the split sizes are then fixed by the spec); without
     it the sizes are fractions of the count, which replace-one neighbours share, and the bundle
     publishes no size but the ledger's entropy sensitivities are functions of |D_T|: the
-    statement says so (issue 30 item 9).
+    statement says so.
 
 References:
     Bindschaedler, Shokri & Gunter (VLDB 2017), Sections 2, 3 and 5.

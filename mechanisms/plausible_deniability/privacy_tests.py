@@ -23,8 +23,8 @@ drawn once from ``source.dp_generator`` with j in the counter (:mod:`.streams`):
 (uniform on D_S), ω (uniform on the range), the Test 2 uniform (k̃ = k + Lap(1/ε₀) by the
 inverse CDF), m uniforms for eq. (3) and the examination order (a partial Fisher–Yates
 shuffle). Output therefore does not depend on how candidates are batched or distributed.
-(Until issue 10's throughput work each candidate had a ``SeedSequence(root, spawn_key=(j,))``
-generator: same idea, but ≈ 19 µs per candidate to set up and impossible to batch.)
+(A ``SeedSequence(root, spawn_key=(j,))`` generator per candidate would give the same
+independence but costs ≈ 19 µs per candidate to set up and cannot be batched.)
 
 Privacy:
     Theorem 1 (:func:`.accounting.theorem1`): with Test 2, releasing one candidate is

@@ -109,9 +109,6 @@ class Bucketing:
     def is_identity(self, j: int) -> bool:
         return bool(np.array_equal(self.maps[j], np.arange(len(self.maps[j]))))
 
-    def as_lists(self) -> dict[int, list[int]]:
-        return {j: m.tolist() for j, m in enumerate(self.maps)}
-
 
 @dataclasses.dataclass(frozen=True)
 class EntropyQuery:

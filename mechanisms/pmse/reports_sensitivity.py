@@ -33,8 +33,8 @@ def _key(entry: Mapping[str, Any]) -> tuple[str, float]:
 
 
 def tree_rule(results: StudyResults) -> str:
-    """The tree rule of a run's entries: their ``tree`` param (runs before issue 12 had only the
-    greedy rule and no such param)."""
+    """The tree rule of a run's entries: their ``tree`` param (an entry without one grew greedy
+    trees)."""
     rules = sorted({str(e["params"].get("params.tree", e["params"].get("tree", "greedy"))) for e in results.entries})
     return ", ".join(rules) if rules else "greedy"
 

@@ -7,7 +7,7 @@ drops records by rules, so two raw datasets that differ in one person's record c
 sizes ``n`` and ``n ± 1``. Publishing ``n`` (in the datasheet, ``config.toml``, the criteria's
 ``1/n`` sensitivities and the number of released rows) then distinguishes them with certainty.
 
-The design (issue 15, item 2):
+The design:
 
 1. ``ñ = n + Lap(1/ε_count)`` (:func:`dp_record_count`): the count has sensitivity 1 under
    add/remove and replace of one raw record (a replaced record may be kept on one side and
