@@ -23,6 +23,7 @@ from typing import Any
 from privlab.platform.errors import (
     BudgetExceededError,
     ExecutionError,
+    InputError,
     PrivlabError,
     TrackingError,
     TrackingOutage,
@@ -39,7 +40,6 @@ from privlab.platform.commands import (
     EXIT_NOT_VERIFIED,
     EXIT_OK,
     EXIT_VIOLATION,
-    InputError,
     add_run_reading_command,
     add_tracking_argument,
     finished_summary,
@@ -62,10 +62,10 @@ def _run_options(args: argparse.Namespace, *, report_dir: Path | None = None) ->
     from privlab.platform.runner import RunOptions
 
     if args.max_units is not None and args.max_units < 1:
-        raise _InputError(f"--max-units ({args.max_units}) must be at least 1: the units of work to do before "
+        raise InputError(f"--max-units ({args.max_units}) must be at least 1: the units of work to do before "
                           "stopping (resumably)")
     if args.summary_json and not Path(args.summary_json).absolute().parent.is_dir():
-        raise _InputError(f"--summary-json {args.summary_json!r}: its folder does not exist; create it first")
+        raise InputError(f"--summary-json {args.summary_json!r}: its folder does not exist; create it first")
     return RunOptions(
         workers=args.workers,
         address=args.address,
@@ -123,7 +123,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.address:
         _apply_local_cluster_env(args.address)
     if args.workers is not None and args.workers < 1:
-        raise _InputError(f"--workers ({args.workers}) must be at least 1")
+        raise InputError(f"--workers ({args.workers}) must be at least 1")
     options = _run_options(args, report_dir=Path(args.report_dir) if args.report_dir else None)
     units = sum(c.units for c in spec.configurations)
     print(
@@ -216,9 +216,9 @@ def _validate(args: argparse.Namespace) -> int:
     if kind is not None:
         if kind.validate is not None:
             if args.set:
-                raise _InputError(f"--set applies to experiment specs; edit the {kind.kind} instead")
+                raise InputError(f"--set applies to experiment specs; edit the {kind.kind} instead")
             return kind.validate(Path(args.spec))
-        raise _InputError(f"{args.spec} is a {kind.kind}, not an experiment or release spec; it is read by "
+        raise InputError(f"{args.spec} is a {kind.kind}, not an experiment or release spec; it is read by "
                           f"{kind.command}")
     spec = load_spec(args.spec, args.set or [])
     configs = spec.configurations
@@ -251,7 +251,7 @@ def _compare(args: argparse.Namespace) -> int:
             sys.stdout.write(to_csv(frame))
     elif args.format == "parquet":
         if not args.output:
-            raise _InputError("--format parquet needs --output PATH (parquet is binary)")
+            raise InputError("--format parquet needs --output PATH (parquet is binary)")
         frame.to_parquet(args.output, index=False)
     else:
         text = render_table(frame, experiment=args.experiment,
@@ -346,9 +346,9 @@ def _audit(args: argparse.Namespace) -> int:
     from privlab.platform.runner import RunInterrupted  # Ray, matplotlib: not for --list
 
     if not args.name:
-        raise _InputError(f"give an auditable NAME or --list; auditables: {', '.join(audit.auditable_names())}")
+        raise InputError(f"give an auditable NAME or --list; auditables: {', '.join(audit.auditable_names())}")
     if args.workers is not None and args.workers < 1:
-        raise _InputError(f"--workers ({args.workers}) must be at least 1")
+        raise InputError(f"--workers ({args.workers}) must be at least 1")
     request = audit_run.prepare_audit(args.name, settings=args.set or [], trials=args.trials,
                                   confidence=args.confidence, seed=args.seed, experiment=args.experiment)
     if args.address:
@@ -407,8 +407,6 @@ def _cluster(args: argparse.Namespace) -> int:
         print(f"{status.nodes} node(s) at {status.address}; pids {', '.join(map(str, status.pids))}")
     return EXIT_OK
 
-
-_InputError = InputError
 
 
 def build_parser() -> argparse.ArgumentParser:

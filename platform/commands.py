@@ -55,10 +55,6 @@ TOML_KINDS: Registry[TomlKind] = Registry("TOML kind", groups=("privlab.commands
                                           identity=lambda k: f"{k.kind}:{sorted(k.marks)}")
 
 
-class InputError(PrivlabError, ValueError):
-    """Bad command-line input (exit code 2)."""
-
-
 def register_commands(name: str, add: Callable[[Any], None]) -> None:
     """Register ``add(subparsers)``, which adds a plug-in's subcommands."""
     COMMANDS.register(name, add)

@@ -102,3 +102,7 @@ class NotFoundError(PrivlabError, LookupError):
 
 class VerificationError(PrivlabError, ValueError):
     """A release bundle is not what its sealed transcript, spec and data reproduce (``privlab verify``)."""
+
+
+class InputError(PrivlabError, ValueError):
+    """Bad command-line input (exit code 2)."""

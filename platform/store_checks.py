@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from urllib.parse import urlparse
 
-from privlab.platform.commands import InputError
+from privlab.platform.errors import InputError
 from privlab.platform.errors import NotFoundError, TrackingError
 from privlab.platform.tracking import Tracker, sqlite_database
 

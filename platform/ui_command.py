@@ -24,7 +24,8 @@ import os
 import sys
 from typing import Any
 
-from privlab.platform.commands import EXIT_EXECUTION, EXIT_OK, InputError, add_tracking_argument
+from privlab.platform.commands import EXIT_EXECUTION, EXIT_OK, add_tracking_argument
+from privlab.platform.errors import InputError
 
 LOOPBACK = "127.0.0.1"
 STARTUP_TIMEOUT_S = 120.0

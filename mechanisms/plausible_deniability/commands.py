@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from privlab.platform.commands import EXIT_OK, InputError, register_commands
+from privlab.platform.commands import EXIT_OK, register_commands
+from privlab.platform.errors import InputError
 
 DESCRIPTION = ("Generate one pd_generation configuration of an experiment spec (the first, or --config) exactly as "
                "`privlab run` draws it, and write a new folder: released.csv and released.parquet (the released "

@@ -15,13 +15,13 @@ from typing import Any
 
 from privlab.platform.commands import (
     EXIT_OK,
-    InputError,
     TomlKind,
     add_run_reading_command,
     finished_summary,
     register_commands,
     register_toml_kind,
 )
+from privlab.platform.errors import InputError
 
 
 def _sizes_text(result: dict[str, Any]) -> str:
