@@ -10,34 +10,25 @@ scheduling; on resume the items already merged are skipped.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from privlab.platform.backends import Backend
 from privlab.platform.configuration_state import ConfigState
 from privlab.platform.errors import ExecutionError
+from privlab.platform.run_events import RunEvents
 from privlab.platform.worker_tasks import build_pool_state, iterate_items
 
 
-def run_actor_pool(
-    state: ConfigState,
-    backend: Any,
-    *,
-    serial: bool,
-    per_actor: int,
-    on_item: Callable[[ConfigState, float], None],
-    on_round: Callable[[], None],
-) -> None:
+def run_actor_pool(state: ConfigState, backend: Backend, *, per_actor: int, events: RunEvents) -> None:
     """Process every item of ``state``'s configuration not merged yet.
 
     Args:
         state: The configuration (its aggregate receives the items' metric arrays).
-        backend: Where the actors run (:mod:`privlab.platform.backends`).
-        serial: The backend runs in this process (its object refs are the objects themselves).
+        backend: Where the actors run.
         per_actor: Items in flight per actor at most.
-        on_item: Told ``(state, seconds)`` after each item is merged.
-        on_round: Called after each round of results (checkpoints).
+        events: Told of every merged item and every round of results.
 
     Raises:
         ExecutionError: The item stream's length differs from the workload's ``item_count()``.
@@ -46,7 +37,7 @@ def run_actor_pool(
     state.started = time.perf_counter()
     data = None
     if state.data_ref is not None:
-        data = state.data_ref if serial else _ray_get(state.data_ref)
+        data = backend.get(state.data_ref)
     state_ref = backend.put(build_pool_state(context, data))
     actors = backend.create_pool(backend.workers)
     load = {i: 0 for i in range(len(actors))}
@@ -91,8 +82,8 @@ def run_actor_pool(
                 state.aggregate.compute_seconds += seconds
                 offset += length
                 next_emit += 1
-                on_item(state, seconds)
-            on_round()
+                events.item_merged(state, seconds)
+            events.round_finished()
     finally:
         backend.cancel(list(in_flight))
         backend.release_pool(actors)
@@ -101,9 +92,3 @@ def run_actor_pool(
             f"{state.config.id}: the workload's item stream yielded {next_emit} items but item_count() "
             f"declared {state.config.units}"
         )
-
-
-def _ray_get(ref: Any) -> Any:
-    import ray
-
-    return ray.get(ref)

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from privlab.platform.errors import ExecutionError
 from privlab.platform.ray_leftovers import PREFIX as RAY_FOLDER_PREFIX
@@ -26,6 +26,32 @@ from privlab.platform.ray_leftovers import clean_up_dead_runs, ray_temp_dir, wri
 from privlab.platform.worker_tasks import UnitContext, process_item, run_trial_range
 
 log = logging.getLogger(__name__)
+
+
+class Backend(Protocol):
+    """Where a run's units execute: what the scheduler and the actor pool may ask of it.
+
+    Handles are opaque futures: ``submit_*`` returns one, ``wait`` returns those that finished
+    (within ``timeout`` seconds, possibly none), ``result`` gives a finished handle's value or
+    re-raises the unit's error. ``put`` stores an object once for many units and ``get`` reads it
+    back on the driver. Implementations: :class:`SerialBackend` (in this process, in submission
+    order, the reference) and :class:`RayBackend` (Ray tasks for trial ranges, actors for pools).
+    """
+
+    name: str
+    workers: int
+    nodes: int
+
+    def put(self, obj: Any) -> Any: ...
+    def get(self, ref: Any) -> Any: ...
+    def submit_trials(self, context: UnitContext, start: int, stop: int, data: Any) -> Any: ...
+    def create_pool(self, size: int) -> list[Any]: ...
+    def submit_item(self, actor: Any, context: UnitContext, state_ref: Any, item: Any, index: int) -> Any: ...
+    def wait(self, handles: Sequence[Any], timeout: float) -> list[Any]: ...
+    def result(self, handle: Any) -> Any: ...
+    def cancel(self, handles: Sequence[Any]) -> None: ...
+    def release_pool(self, actors: Sequence[Any]) -> None: ...
+    def shutdown(self) -> None: ...
 
 
 class _Done:
@@ -48,6 +74,9 @@ class SerialBackend:
 
     def put(self, obj: Any) -> Any:
         return obj
+
+    def get(self, ref: Any) -> Any:
+        return ref
 
     def submit_trials(self, context: UnitContext, start: int, stop: int, data: Any) -> _Done:
         try:
@@ -186,6 +215,9 @@ class RayBackend:
     def put(self, obj: Any) -> Any:
         return self._ray.put(obj)
 
+    def get(self, ref: Any) -> Any:
+        return self._ray.get(ref)
+
     def submit_trials(self, context: UnitContext, start: int, stop: int, data: Any) -> Any:
         return self._trials.remote(context, start, stop, data)
 
@@ -253,21 +285,21 @@ class _RayPoolWorker:
     """An actor that caches one configuration's read-only state and processes items."""
 
     def __init__(self) -> None:
-        self._config_id: str | None = None
+        self._context: UnitContext | None = None
         self._state: Any = None
 
     def process(self, context: UnitContext, state_ref: list[Any], item: Any, index: int) -> tuple[int, dict[str, Any], float]:
         import ray
 
-        if self._config_id != context.config_id:
+        if self._context is None or self._context.config_id != context.config_id:
             ref = state_ref[0]
             self._state = ray.get(ref) if isinstance(ref, ray.ObjectRef) else ref
-            self._config_id = context.config_id
-        arrays, seconds = process_item(context, self._state, item, index)
+            self._context = context  # kept: its parameters are built once per configuration
+        arrays, seconds = process_item(self._context, self._state, item, index)
         return index, arrays, seconds
 
 
-def make_backend(*, serial: bool, address: str | None, workers: int | None, max_retries: int) -> SerialBackend | RayBackend:
+def make_backend(*, serial: bool, address: str | None, workers: int | None, max_retries: int) -> Backend:
     if serial:
         return SerialBackend()
     return RayBackend(address=address, workers=workers, max_retries=max_retries)

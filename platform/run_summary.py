@@ -23,6 +23,7 @@ from typing import Any
 import pandas as pd
 
 from privlab.platform.background_writer import BackgroundWriter
+from privlab.platform.backends import Backend
 from privlab.platform.configuration_index import INDEX_PATH, index_bytes
 from privlab.platform.configuration_log import ConfigurationLog
 from privlab.platform.plots import study_plots
@@ -44,7 +45,7 @@ def finish_run(
     writer: BackgroundWriter,
     spec: ExperimentSpec,
     configuration_log: ConfigurationLog,
-    backend: Any,
+    backend: Backend,
     timing: RunTiming,
     *,
     command: str | None,

@@ -29,7 +29,7 @@ from typing import Any
 
 from privlab.platform.actor_pool_execution import run_actor_pool
 from privlab.platform.aggregation import ConfigAggregate
-from privlab.platform.backends import make_backend
+from privlab.platform.backends import Backend, make_backend
 from privlab.platform.background_writer import BackgroundWriter
 from privlab.platform import outbox
 from privlab.platform.checkpoints import Checkpointer, checkpoint_payload, read_checkpoint
@@ -131,6 +131,12 @@ class _Driver:
         self.driver = this_driver()
         self.closed = False
         self.tracking_down = False  # the tracking server went away: no more calls to it
+        # Set once the parent run is open (run) and the backend started:
+        self.run_id = ""
+        self.parent: ParentRun | None = None
+        self.configuration_log: ConfigurationLog | None = None
+        self.backend: Backend | None = None
+        self.progress: Progress | None = None
 
     def run(self, data: Any, *, began: float) -> dict[str, Any]:
         """Run with the run's ``data`` (:func:`load_run_data`), read since ``began``."""
@@ -201,7 +207,7 @@ class _Driver:
         """Start or resume the parent run; returns the checkpoint to go on from (None: none)."""
         resume = self.options.resume
         if resume:
-            self.parent: ParentRun = resume_parent_run(self.tracker, self.spec, experiment_id, self.driver,
+            self.parent = resume_parent_run(self.tracker, self.spec, experiment_id, self.driver,
                                                        run_id=resume, datasets=data.config_datasets)
         else:
             self.parent = start_parent_run(self.tracker, self.spec, experiment_id, self.driver,
@@ -233,7 +239,7 @@ class _Driver:
         return TrackingOutage(f"{reason}. Nothing computed is lost: {held.describe()} are kept in {path}; a resume "
                               "logs them once the server answers again", run_id=self.run_id)
 
-    def _close(self, backend: Any, status: str) -> None:
+    def _close(self, backend: Backend | None, status: str) -> None:
         """Stop the writer and the backend, release the lease and end the parent run (once)."""
         if self.closed:
             return
@@ -290,22 +296,24 @@ class _Driver:
         pending = [s for s in self.states.values() if not is_actor_pool(s)]
         for state in pending:
             self._maybe_complete(state)
-        scheduler = TrialScheduler(self.backend, self.spec.execution, self.limit,
-                                   on_merged=self._after_range, on_round=self._checkpoint)
-        scheduler.run(pending)
-
-    def _after_range(self, state: ConfigState, result: ConfigAggregate, units: int) -> None:
-        self.configuration_log.log_unit_runs(state, result.unit_records)
-        self._after_result(state, units, seconds=result.compute_seconds)
+        TrialScheduler(self.backend, self.spec.execution, self.limit, events=self).run(pending)
 
     def _run_actor_pools(self) -> None:
         for state in self.states.values():
             if state.finished or not is_actor_pool(state):
                 continue
-            run_actor_pool(state, self.backend, serial=self.options.serial,
-                           per_actor=self.spec.execution.max_in_flight_per_worker,
-                           on_item=lambda s, seconds: self._after_result(s, 1, seconds=seconds),
-                           on_round=self._checkpoint)
+            run_actor_pool(state, self.backend, per_actor=self.spec.execution.max_in_flight_per_worker, events=self)
+
+    # -- RunEvents: what the scheduler and the actor pool report ----------------------------
+    def range_merged(self, state: ConfigState, result: ConfigAggregate, units: int) -> None:
+        self.configuration_log.log_unit_runs(state, result.unit_records)
+        self._after_result(state, units, seconds=result.compute_seconds)
+
+    def item_merged(self, state: ConfigState, seconds: float) -> None:
+        self._after_result(state, 1, seconds=seconds)
+
+    def round_finished(self) -> None:
+        self._checkpoint()
 
     def _after_result(self, state: ConfigState, units: int, *, seconds: float | None = None) -> None:
         self.limit.count(units)

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from typing import Any
 
 from privlab.platform.aggregation import ConfigAggregate
+from privlab.platform.backends import Backend
 from privlab.platform.configuration_state import ConfigState
 from privlab.platform.errors import ExecutionError, PrivlabError
 from privlab.platform.progress import UnitCosts
+from privlab.platform.run_events import RunEvents
 from privlab.platform.spec import ExecutionSpec
 
 PILOT_UNITS = 4
@@ -48,27 +49,17 @@ class TrialScheduler:
     """Runs the trial ranges of some configurations on ``backend`` until all are merged.
 
     Args:
-        backend: Where ranges run (:mod:`privlab.platform.backends`).
+        backend: Where ranges run.
         execution: The spec's ``[execution]`` settings.
         limit: The run's ``--max-units``; no batch crosses it.
-        on_merged: Told ``(state, result, units)`` after a range's result is merged.
-        on_round: Called after each round of results (checkpoints).
+        events: Told of every merged range and every round of results.
     """
 
-    def __init__(
-        self,
-        backend: Any,
-        execution: ExecutionSpec,
-        limit: UnitLimit,
-        *,
-        on_merged: Callable[[ConfigState, ConfigAggregate, int], None],
-        on_round: Callable[[], None],
-    ) -> None:
+    def __init__(self, backend: Backend, execution: ExecutionSpec, limit: UnitLimit, *, events: RunEvents) -> None:
         self.backend = backend
         self.execution = execution
         self.limit = limit
-        self.on_merged = on_merged
-        self.on_round = on_round
+        self.events = events
         self.seconds_per_unit = UnitCosts()  # cost class → measured compute seconds per unit
         self.pilots: dict[str, int] = {}  # cost class → pilot batches submitted
         self.in_flight: dict[Any, tuple[ConfigState, int, int]] = {}
@@ -96,8 +87,8 @@ class TrialScheduler:
                     self.seconds_per_unit.measure(state.cost_class,
                                                   max(result.compute_seconds / max(end - start, 1), 1e-7))
                     state.aggregate.merge(result)
-                    self.on_merged(state, result, end - start)
-                self.on_round()
+                    self.events.range_merged(state, result, end - start)
+                self.events.round_finished()
         finally:
             self.backend.cancel(list(in_flight))
             for state, start, end in in_flight.values():

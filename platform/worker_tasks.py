@@ -9,6 +9,7 @@ that charges anything other than what it declared is an error, not a silent diff
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from collections.abc import Mapping
@@ -44,6 +45,16 @@ class UnitContext:
     config_key: int
     ledger_template: Ledger
 
+    @functools.cached_property
+    def workload_params(self) -> Any:
+        """The workload's ``Params`` built from ``params``: once per context object."""
+        workload = registry.get_workload(self.workload)
+        return registry.build_params(workload.Params, self.params, where=self.config_id)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A unit ships the parameters as given; each process builds them once from those.
+        return {k: v for k, v in self.__dict__.items() if k != "workload_params"}
+
     @property
     def salt(self) -> int:
         return stable_key("reservoir", self.root_seed, self.study_key, self.config_key)
@@ -63,7 +74,7 @@ def run_trial_range(context: UnitContext, start: int, stop: int, data: pd.DataFr
         ExecutionError: a trial returned a missing or non-finite metric.
     """
     workload = registry.get_workload(context.workload)
-    params = registry.build_params(workload.Params, context.params, where=context.config_id)
+    params = context.workload_params
     workload.warm_up(params)  # JIT compilation and the like: once per process, never in the timed units
     began = time.perf_counter()
     plan = workload.plan(params)
@@ -117,21 +128,21 @@ def _node_id() -> str:
 def build_pool_state(context: UnitContext, data: pd.DataFrame | None) -> Any:
     """The actor-pool state of a configuration, drawn from its reserved stream."""
     workload = registry.get_workload(context.workload)
-    params = registry.build_params(workload.Params, context.params, where=context.config_id)
+    params = context.workload_params
     return workload.build_state(params, data=data, rng=context.generator(STATE_STREAM))  # type: ignore[attr-defined]
 
 
 def iterate_items(context: UnitContext) -> Any:
     """The configuration's item stream (lazy, driver side, deterministic)."""
     workload = registry.get_workload(context.workload)
-    params = registry.build_params(workload.Params, context.params, where=context.config_id)
+    params = context.workload_params
     return workload.items(params, rng=context.generator(ITEMS_STREAM))  # type: ignore[attr-defined]
 
 
 def process_item(context: UnitContext, state: Any, item: Any, index: int) -> tuple[dict[str, np.ndarray], float]:
     """Process item ``index`` with its own stream; returns per-record metric arrays."""
     workload = registry.get_workload(context.workload)
-    params = registry.build_params(workload.Params, context.params, where=context.config_id)
+    params = context.workload_params
     workload.warm_up(params)  # once per process, outside the timed item
     began = time.perf_counter()
     outputs = workload.process(state, item, source=SeededSource(context.generator(index)))  # type: ignore[attr-defined]
