@@ -406,7 +406,7 @@ def test_a_categorical_covariate_with_declared_numbers_enters_the_regression() -
     """Categorical covariates (issue 13 item 4): nominal is refused with a hint that works (a values
     key the transformation loader accepts); with declared numbers the criterion runs."""
     from privlab.mechanisms.tabular.schema import RawColumn
-    from privlab.mechanisms.tabular.transforms import column_transform_from_spec
+    from privlab.mechanisms.tabular.transform_specs import column_transform_from_spec
 
     education = RawColumn(name="education", type="categorical", categories=("HS-grad", "Bachelors", "Masters"))
     nominal = column_transform_from_spec({"kind": "categorical"}, name="z", column=education, where="t")

@@ -8,7 +8,8 @@ import pytest
 
 from privlab.mechanisms.tabular.constraints import ConstraintSet, Constraint, rejection_sample
 from privlab.mechanisms.tabular.schema import RawColumn, RawSchema
-from privlab.mechanisms.tabular.transforms import BinTransform, BooleanTransform, Transformation
+from privlab.mechanisms.tabular.column_transforms import BinTransform, BooleanTransform
+from privlab.mechanisms.tabular.transforms import Transformation
 from privlab.platform.errors import ExecutionError, SchemaError, SpecError
 
 SCHEMA = RawSchema(

@@ -7,17 +7,16 @@ import pandas as pd
 import pytest
 
 from privlab.mechanisms.tabular.schema import RawColumn, RawSchema
-from privlab.mechanisms.tabular.transforms import (
+from privlab.mechanisms.tabular.column_transforms import (
     MAX_IDENTITY_CODES,
     BinTransform,
     BooleanTransform,
     CategoricalTransform,
     IdentityTransform,
     MonthTransform,
-    Transformation,
-    TransformationSpace,
-    column_transform_from_spec,
 )
+from privlab.mechanisms.tabular.transform_specs import column_transform_from_spec
+from privlab.mechanisms.tabular.transforms import Transformation, TransformationSpace
 from privlab.platform.errors import SchemaError, SpecError
 
 AGE = RawColumn(name="age", type="integer", lower=12, upper=60)
@@ -339,7 +338,8 @@ def test_bad_space_specs_name_the_path(change, pattern: str) -> None:  # type: i
 
 def test_category_groups_merge_declared_categories_as_an_alternative() -> None:
     """Merging categories (issue 13 item 5): named groups, and rare levels into "other"."""
-    from privlab.mechanisms.tabular.transforms import CategoryGroupsTransform, column_transform_from_spec
+    from privlab.mechanisms.tabular.column_transforms import CategoryGroupsTransform
+    from privlab.mechanisms.tabular.transform_specs import column_transform_from_spec
 
     marital = RawColumn(name="marital-status", type="categorical",
                         categories=("Never-married", "Married-civ-spouse", "Married-AF-spouse", "Divorced", "Widowed"))
