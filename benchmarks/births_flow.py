@@ -54,7 +54,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from privlab.mechanisms.acceptance.base import codes_of  # noqa: E402
-from privlab.mechanisms.acceptance.marginals import (  # noqa: E402
+from privlab.mechanisms.acceptance.marginal_differences import (  # noqa: E402
     max_abs_marginal_difference,
     max_abs_marginal_difference_per_subset,
 )

@@ -15,14 +15,16 @@ import pytest
 from scipy import stats
 
 from privlab.mechanisms.acceptance.base import criterion_from_spec, criterion_kinds
-from privlab.mechanisms.acceptance.marginals import (
-    MarginalsAbsoluteError,
-    MarginalsRelativeError,
-    adjusted_threshold,
+from privlab.mechanisms.acceptance.marginal_differences import (
     _pruned_max_difference,
     _subset_difference_max,
     max_abs_marginal_difference,
     max_abs_marginal_difference_per_subset,
+)
+from privlab.mechanisms.acceptance.marginals import (
+    MarginalsAbsoluteError,
+    MarginalsRelativeError,
+    adjusted_threshold,
     relative_error_sensitivity,
 )
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain

@@ -14,18 +14,16 @@ import pytest
 from scipy import stats
 
 from privlab.mechanisms.acceptance.base import criterion_from_spec, criterion_kinds
-from privlab.mechanisms.acceptance.regression import (
+from privlab.mechanisms.acceptance.linear_fit import (
     PrivateLinearFit,
-    RegressionCoefficientsError,
-    RegressionMAEError,
     clipped_mae,
     fit_private_regression,
-    mae_sensitivity,
     ols_coefficients,
     regression_data,
     scaled_design,
     standardized_coefficients,
 )
+from privlab.mechanisms.acceptance.regression import RegressionCoefficientsError, RegressionMAEError, mae_sensitivity
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
 from privlab.platform.errors import BudgetExceededError, SpecError
 from privlab.platform.ledger import Ledger

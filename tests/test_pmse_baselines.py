@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from privlab.mechanisms.acceptance.regression import fit_private_regression
+from privlab.mechanisms.acceptance.linear_fit import fit_private_regression
 from privlab.platform.budget import split_epsilon
 from privlab.mechanisms.pmse.bppd import (
     BPPDParams,
