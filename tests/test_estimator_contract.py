@@ -49,7 +49,7 @@ from privlab.mechanisms.pmse.mechanism import PMSEMechanism, PMSEMechanismParams
 from privlab.mechanisms.pmse.smooth_histogram import SmoothHistogramParams, SmoothHistogramSynthesizer
 from privlab.mechanisms.pmse.synthesis import SequentialLinearGaussian
 from privlab.mechanisms.synthesizers.base import synthesizer_class, synthesizer_from_spec
-from privlab.mechanisms.synthesizers.privbayes import BayesianNetworkModel
+from privlab.mechanisms.synthesizers.network_model import BayesianNetworkModel
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
 from privlab.platform.errors import BudgetExceededError, ModeError, NotFittedError, SchemaError
 from privlab.platform.estimator import PrivateEstimator

@@ -22,11 +22,9 @@ from scipy import stats
 from sklearn.metrics import mutual_info_score
 
 from privlab.mechanisms.synthesizers.independent import IndependentMarginals, IndependentMarginalsParams
-from privlab.mechanisms.synthesizers.privbayes import (
-    BayesianNetworkModel,
-    PrivBayes,
-    PrivBayesParams,
-    maximal_parent_sets,
+from privlab.mechanisms.synthesizers.network_model import BayesianNetworkModel
+from privlab.mechanisms.synthesizers.privbayes import PrivBayes, PrivBayesParams, maximal_parent_sets
+from privlab.mechanisms.synthesizers.privbayes_scores import (
     mutual_information,
     mutual_information_sensitivity,
     r_score,

@@ -32,7 +32,8 @@ from privlab.mechanisms.synthesizers.base import (
     synthesizer_from_spec,
     synthesizer_names,
 )
-from privlab.mechanisms.synthesizers.privbayes import BayesianNetworkModel, mutual_information, r_score
+from privlab.mechanisms.synthesizers.network_model import BayesianNetworkModel
+from privlab.mechanisms.synthesizers.privbayes_scores import mutual_information, r_score
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
 from privlab.platform.errors import RegistryError, SchemaError, SpecError
 from privlab.platform.ledger import Ledger

@@ -31,7 +31,8 @@ from privlab.mechanisms.synthesizers.base import (
     register_synthesizer,
     split_epsilon,
 )
-from privlab.mechanisms.synthesizers.privbayes import TABLE_SENSITIVITY, BayesianNetworkModel
+from privlab.mechanisms.synthesizers.network_model import BayesianNetworkModel
+from privlab.mechanisms.synthesizers.privbayes import TABLE_SENSITIVITY
 from privlab.mechanisms.tabular.domain import Domain
 from privlab.platform.errors import SchemaError
 from privlab.platform.ledger import Ledger

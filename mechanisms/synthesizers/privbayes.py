@@ -40,8 +40,8 @@ parent codes already sampled, by a vectorised inverse CDF per parent configurati
 
 Privacy:
     ε-DP under replace-one neighbouring with ``n`` public: ``d − 1`` exponential-mechanism
-    steps of ε₁/(d−1) with the utility sensitivities of :func:`mutual_information_sensitivity`
-    (or :func:`r_score_sensitivity`), and ``d`` Laplace releases of count tables (L1
+    steps of ε₁/(d−1) with the utility sensitivities of :func:`~.privbayes_scores.mutual_information_sensitivity`
+    (or :func:`~.privbayes_scores.r_score_sensitivity`), and ``d`` Laplace releases of count tables (L1
     sensitivity 2: replacing one record moves one count from one cell to another) with
     ε₂/d each, composed sequentially. The first attribute and the candidate subsets are
     data-independent; sampling is post-processing.
@@ -71,23 +71,20 @@ from privlab.mechanisms.synthesizers.base import (
     register_synthesizer,
     split_epsilon,
 )
+from privlab.mechanisms.synthesizers.network_model import BayesianNetworkModel, parent_index
+from privlab.mechanisms.synthesizers.privbayes_scores import (
+    mutual_information,
+    mutual_information_sensitivity,
+    r_score,
+    r_score_sensitivity,
+)
 from privlab.mechanisms.tabular import bayesian_network
-from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
+from privlab.mechanisms.tabular.domain import Domain
 from privlab.platform.errors import SchemaError, SpecError
 from privlab.platform.ledger import Ledger
 from privlab.platform.randomness import RandomSource
 
-__all__ = [
-    "SCORES",
-    "BayesianNetworkModel",
-    "PrivBayes",
-    "PrivBayesParams",
-    "maximal_parent_sets",
-    "mutual_information",
-    "mutual_information_sensitivity",
-    "r_score",
-    "r_score_sensitivity",
-]
+__all__ = ["SCORES", "TABLE_SENSITIVITY", "PrivBayes", "PrivBayesParams", "maximal_parent_sets"]
 
 SCORES = ("mi", "r")
 """Score functions of the structure phase: mutual information and PrivBayes' R."""
@@ -95,130 +92,8 @@ SCORES = ("mi", "r")
 TABLE_SENSITIVITY = 2.0
 """L1 sensitivity of a count table under replace-one: one count −1, another +1."""
 
-_MAX_JOINT_CELLS = 1 << 24  # BayesianNetworkModel.probabilities refuses larger domains
-
 
 # --- scores and their sensitivities -------------------------------------------------------
-
-
-def mutual_information_sensitivity(n: int) -> float:
-    """Replace-one sensitivity of the empirical mutual information ``I(X; Π)``, in nats.
-
-    ``Δ_I(n) = (2/n)·ln((n+1)/2) + ((n−1)/n)·ln((n+1)/(n−1))`` for every pair of discrete
-    attributes (X and Π of any domain sizes; a parent *set* is one attribute on its joint
-    domain).
-
-    Derivation. With counts ``a_x``, ``b_π``, ``c_xπ`` of X, Π and (X, Π) in ``n`` records
-    and ``f(t) = t·ln t`` (``f(0) = 0``), ``I = H(X) + H(Π) − H(X, Π)`` and ``n·H(c) =
-    f(n) − Σ f(c)`` give::
-
-        n·I = f(n) − Σ_x f(a_x) − Σ_π f(b_π) + Σ_{x,π} f(c_xπ).
-
-    Replacing a record ``(x₁, π₁)`` by ``(x₂, π₂)`` (n fixed) and writing
-    ``g(t) = f(t+1) − f(t)``, the change is::
-
-        n·ΔI = [g(a₁−1) − g(a₂)]·[x₁≠x₂] + [g(b₁−1) − g(b₂)]·[π₁≠π₂] − g(c₁−1) + g(c₂),
-
-    with ``a₁ = a_{x₁}``, ``a₂ = a_{x₂}``, ``c₁ = c_{x₁π₁} ≥ 1`` etc. counted in the first
-    dataset. ``g`` is increasing (``g' = ln(1 + 1/t) > 0``), concave (``g'`` decreasing),
-    and ``g(0) = 0``. Since ``c₂ ≤ min(a₂, b₂)``, ``g(c₂) − g(a₂) − g(b₂) ≤ 0``, so when
-    both coordinates change ``n·ΔI ≤ h = g(a₁−1) + g(b₁−1) − g(c₁−1)``. The records with
-    ``x₁`` or ``π₁`` number ``a₁ + b₁ − c₁ ≤ n``; with ``u = a₁−1``, ``v = b₁−1``,
-    ``w = c₁−1`` that is ``u + v ≤ n − 1 + w``, so by concavity and monotonicity
-    ``h ≤ 2·g((n−1+w)/2) − g(w) =: φ(w)``; ``φ'(w) = g'((n−1+w)/2) − g'(w) ≤ 0`` because
-    ``(n−1+w)/2 ≥ w`` (``w ≤ n−1``) and ``g'`` decreases, so ``h ≤ φ(0) = 2·g((n−1)/2)``.
-    When only Π changes, ``n·ΔI = g(b₁−1) − g(c₁−1) + g(c₂) − g(b₂) ≤ g(n−1) ≤
-    2·g((n−1)/2)`` (subadditivity of a concave ``g`` with ``g(0) = 0``); likewise when only
-    X changes, and ΔI = 0 when neither does. Swapping the two datasets bounds −ΔI the same
-    way. Hence ``|ΔI| ≤ 2·g((n−1)/2)/n``, which expands to the formula above. It is
-    attained (odd ``n``, both domains of size ≥ 3), so it is the exact sensitivity there.
-    PrivBayes states a smaller value, ``g(n−1)/n``, when X or Π is binary; the derivation
-    above covers every domain, so this function's value is a valid (conservative) bound for
-    binary pairs too, and one Δ serves every candidate of a step.
-
-    The bound holds in any logarithm base only if I is computed in the same base; here both
-    use natural logarithms (:func:`mutual_information`).
-
-    Args:
-        n: The public number of records, >= 2.
-
-    Returns:
-        ``Δ_I(n)`` in nats (≈ ``2·ln(n/2)/n + 2/n`` for large n).
-
-    Raises:
-        TypeError: ``n`` is not an int.
-        ValueError: ``n < 2`` (with one record I is always 0 and nothing can be selected).
-
-    Privacy:
-        The utility sensitivity of the structure steps' exponential mechanism.
-
-    References:
-        Zhang et al. (2017), PrivBayes, the sensitivity lemma for I (the same value for
-        non-binary attributes).
-    """
-    n = _positive_int("n", n, minimum=2)
-    return (2.0 / n) * math.log((n + 1) / 2.0) + ((n - 1) / n) * math.log1p(2.0 / (n - 1))
-
-
-def r_score_sensitivity(n: int) -> float:
-    """Replace-one sensitivity of the R score, ``Δ_R(n) = 3/n``.
-
-    ``R(X, Π) = ½·‖P(X, Π) − P(X) ⊗ P(Π)‖₁`` with empirical distributions. Replacing one
-    record moves mass ``1/n`` from one cell to another in each of ``P(X, Π)``, ``P(X)`` and
-    ``P(Π)``, an L1 change of at most ``2/n`` each. For the product,
-    ``‖p'⊗q' − p⊗q‖₁ ≤ ‖(p'−p)⊗q'‖₁ + ‖p⊗(q'−q)‖₁ = ‖p'−p‖₁ + ‖q'−q‖₁ ≤ 4/n``. By the
-    triangle inequality the vector inside the norm moves by at most ``6/n`` in L1, so R moves
-    by at most ``½·6/n = 3/n``.
-
-    Args:
-        n: The public number of records, >= 1.
-
-    Raises:
-        TypeError: ``n`` is not an int.
-        ValueError: ``n < 1``.
-
-    References:
-        Zhang et al. (2017), PrivBayes, the score function R and its sensitivity.
-    """
-    n = _positive_int("n", n, minimum=1)
-    return 3.0 / n
-
-
-def _xlogx_sum(values: np.ndarray) -> float:
-    positive = values[values > 0]
-    return float(np.sum(positive * np.log(positive)))
-
-
-def mutual_information(counts: np.ndarray) -> float:
-    """Empirical mutual information, in nats, of a 2-D count table (rows: Π, columns: X).
-
-    Returns 0.0 for an empty table; tiny negative rounding results are clipped to 0.
-    """
-    table = np.asarray(counts, dtype=np.float64)
-    if table.ndim != 2:
-        raise ValueError(f"counts (shape {table.shape}) must be a 2-D table")
-    n = float(table.sum())
-    if n <= 0:
-        return 0.0
-    value = (
-        _xlogx_sum(table)
-        - _xlogx_sum(table.sum(axis=0))
-        - _xlogx_sum(table.sum(axis=1))
-        + n * math.log(n)
-    ) / n
-    return max(value, 0.0)
-
-
-def r_score(counts: np.ndarray) -> float:
-    """PrivBayes' R score ``½·‖P(X, Π) − P(X) ⊗ P(Π)‖₁`` of a 2-D count table."""
-    table = np.asarray(counts, dtype=np.float64)
-    if table.ndim != 2:
-        raise ValueError(f"counts (shape {table.shape}) must be a 2-D table")
-    n = float(table.sum())
-    if n <= 0:
-        return 0.0
-    p = table / n
-    return 0.5 * float(np.abs(p - np.outer(p.sum(axis=1), p.sum(axis=0))).sum())
 
 
 # --- candidate parent sets ---------------------------------------------------------------
@@ -274,150 +149,7 @@ def maximal_parent_sets(sizes: Sequence[int], max_cells: float) -> list[tuple[in
 # --- the fitted model --------------------------------------------------------------------
 
 
-def _network_indices(domain: Domain, network: Sequence[tuple[str, Sequence[str]]]) -> tuple[tuple[int, tuple[int, ...]], ...]:
-    index = {name: j for j, name in enumerate(domain.names)}
-    seen: set[int] = set()
-    out = []
-    for child, parents in network:
-        if child not in index:
-            raise SchemaError(f"network column ({child!r}) must be one of {', '.join(domain.names)}")
-        if index[child] in seen:
-            raise SchemaError(f"network column ({child!r}) must appear once")
-        if len(set(parents)) != len(parents):
-            raise SchemaError(f"parents of {child!r} ({parents!r}) must be distinct column names")
-        parent_ids = []
-        for parent in parents:
-            if parent not in index or index[parent] not in seen:
-                raise SchemaError(
-                    f"parent ({parent!r}) of {child!r} must be a column placed earlier in the network "
-                    "(the network is listed in topological order)"
-                )
-            parent_ids.append(index[parent])
-        seen.add(index[child])
-        out.append((index[child], tuple(parent_ids)))
-    if len(seen) != len(domain):
-        missing = [n for n in domain.names if index[n] not in seen]
-        raise SchemaError(f"network must cover every column; missing: {', '.join(missing)}")
-    return tuple(out)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
-class BayesianNetworkModel:
-    """A discrete Bayesian network over a :class:`Domain`: structure plus conditional tables.
-
-    Attributes:
-        domain: The public domain.
-        network: ``(column, parents)`` pairs in topological order, covering every column once;
-            each parent appears earlier in the list.
-        conditionals: One row-stochastic table per pair, shape ``(∏ parent sizes, column size)``;
-            row ``r`` is ``Pr[column | parents = configuration r]`` with configurations indexed
-            row-major (first parent most significant). Stored as read-only float64 copies.
-
-    Raises:
-        TypeError: wrong kinds of values.
-        SchemaError: the network or a table does not fit the domain, or a table is not
-            row-stochastic (non-negative, finite, rows summing to 1 within 1e-9).
-
-    Privacy:
-        A model fitted with DP is itself DP; sampling from it is post-processing.
-    """
-
-    domain: Domain
-    network: tuple[tuple[str, tuple[str, ...]], ...]
-    conditionals: tuple[np.ndarray, ...]
-    _nodes: tuple[tuple[int, tuple[int, ...]], ...] = dataclasses.field(init=False, repr=False, compare=False)
-    _cdfs: tuple[np.ndarray, ...] = dataclasses.field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.domain, Domain):
-            raise TypeError(f"domain ({self.domain!r}) must be a Domain")
-        network = []
-        for item in self.network:
-            if isinstance(item, str) or not isinstance(item, Sequence) or len(item) != 2:
-                raise SchemaError(f"network item ({item!r}) must be a (column, parents) pair")
-            child, parents = item
-            if isinstance(parents, str) or not isinstance(parents, Sequence):
-                raise SchemaError(f"parents of {child!r} ({parents!r}) must be a tuple of column names")
-            network.append((child, tuple(parents)))
-        nodes = _network_indices(self.domain, network)
-        if len(self.conditionals) != len(nodes):
-            raise SchemaError(
-                f"conditionals ({len(self.conditionals)}) must have one table per network column ({len(nodes)})"
-            )
-        sizes = self.domain.sizes
-        tables = []
-        cdfs = []
-        for (child, parents), table in zip(nodes, self.conditionals, strict=True):
-            array = np.array(table, dtype=np.float64)
-            shape = (math.prod(sizes[p] for p in parents), sizes[child])
-            name = self.domain.names[child]
-            if array.shape != shape:
-                raise SchemaError(f"conditional of {name!r} has shape {array.shape}, expected {shape}")
-            if not np.all(np.isfinite(array)) or np.any(array < 0):
-                raise SchemaError(f"conditional of {name!r} must hold finite non-negative probabilities")
-            if not np.allclose(array.sum(axis=1), 1.0, rtol=0.0, atol=1e-9):
-                raise SchemaError(f"every row of the conditional of {name!r} must sum to 1")
-            array.setflags(write=False)
-            tables.append(array)
-            cdf = np.cumsum(array, axis=1)
-            cdf[:, -1] = 1.0
-            cdf.setflags(write=False)
-            cdfs.append(cdf)
-        object.__setattr__(self, "network", tuple(network))
-        object.__setattr__(self, "conditionals", tuple(tables))
-        object.__setattr__(self, "_nodes", nodes)
-        object.__setattr__(self, "_cdfs", tuple(cdfs))
-
-    def sample_codes(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        """``n`` records as a ``(d, n)`` int64 array, columns in domain order.
-
-        Each column in topological order: ``n`` uniforms from ``rng``, then a vectorised
-        inverse CDF of the row selected by the already-sampled parent codes.
-        """
-        n = _positive_int("n", n, minimum=0)
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError(f"rng ({rng!r}) must be a numpy.random.Generator")
-        sizes = self.domain.sizes
-        out = np.zeros((len(sizes), n), dtype=CODE_DTYPE)
-        for (child, parents), cdf in zip(self._nodes, self._cdfs, strict=True):
-            u = rng.random(n)
-            rows = _parent_index(out, parents, sizes) if parents else None
-            out[child] = bayesian_network.draw_values(cdf, rows, u, scale_by_total=False)
-        return out
-
-    def probabilities(self) -> np.ndarray:
-        """The full joint distribution, an array of shape ``domain.sizes`` (small domains).
-
-        Raises:
-            SchemaError: the joint domain has more than 2**24 cells.
-        """
-        sizes = self.domain.sizes
-        if math.prod(sizes) > _MAX_JOINT_CELLS:
-            raise SchemaError(
-                f"the joint domain has {math.prod(sizes)} cells, more than {_MAX_JOINT_CELLS}; "
-                "compute marginals by sampling instead"
-            )
-        joint = np.ones(sizes, dtype=np.float64)
-        for (child, parents), table in zip(self._nodes, self.conditionals, strict=True):
-            axes = (*parents, child)
-            factor = table.reshape([sizes[a] for a in axes])
-            order = np.argsort(axes)
-            shape = [1] * len(sizes)
-            for a in axes:
-                shape[a] = sizes[a]
-            joint = joint * np.transpose(factor, order).reshape(shape)
-        return joint
-
-
 # --- hyperparameters ---------------------------------------------------------------------
-
-
-def _positive_int(name: str, value: object, *, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} ({value!r}) must be an int")
-    if value < minimum:
-        raise ValueError(f"{name} ({value!r}) must be >= {minimum}")
-    return int(value)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -630,7 +362,7 @@ class PrivBayes(Synthesizer):
             nodes.append(candidates[self._exponential(step, utilities, ledger=ledger, source=source, scope=scope)])
         conditionals = []
         for (child, parents), step in zip(nodes, tables, strict=True):
-            counts = _count_table(codes, child, parents, sizes, _parent_index(codes, parents, sizes))
+            counts = _count_table(codes, child, parents, sizes, parent_index(codes, parents, sizes))
             noisy = self._laplace(step, counts, ledger=ledger, source=source, scope=scope)
             conditionals.append(_normalise_rows(noisy))
         names = domain.names
@@ -648,18 +380,12 @@ class PrivBayes(Synthesizer):
             if not parents:
                 continue  # I(X; ∅) = R(X, ∅) = 0 on every dataset
             if parents not in cache:
-                cache[parents] = _parent_index(codes, parents, sizes)
+                cache[parents] = parent_index(codes, parents, sizes)
             utilities[i] = score(_count_table(codes, child, parents, sizes, cache[parents]))
         return utilities
 
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return self.model_.sample_codes(n, rng)
-
-
-def _parent_index(codes: np.ndarray, parents: Sequence[int], sizes: Sequence[int]) -> np.ndarray:
-    """Each record's parent configuration; ``codes`` is ``(d, n)``, one row per column."""
-    return bayesian_network.configuration_index([codes[p] for p in parents], [sizes[p] for p in parents],
-                                                codes.shape[1:])
 
 
 def _count_table(
