@@ -23,7 +23,8 @@ import pytest
 from privlab.mechanisms.dipreme import (DiPriMeClassifier, DiPriMeRegressor, DPERTClassifier, DPERTRegressor,
                                         MedianForestClassifier)
 from privlab.mechanisms.dipreme.dpdf import DPDFClassifier
-from privlab.mechanisms.dipreme.forest import ForestNotFittedError, assign_rows, rows_are_disjoint
+from privlab.mechanisms.dipreme.fit_arguments import ForestNotFittedError
+from privlab.mechanisms.dipreme.tree_rows import assign_rows, rows_are_disjoint
 from privlab.platform.errors import BudgetExceededError, ModeError, NotFittedError, SchemaError
 from privlab.platform.ledger import Ledger
 from privlab.platform.randomness import SecureSource

@@ -49,7 +49,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 
 from privlab.mechanisms.dipreme import inputs
-from privlab.mechanisms.dipreme.forest import ForestNotFittedError, _validate_X, _validate_Xy, run_arguments
+from privlab.mechanisms.dipreme.fit_arguments import ForestNotFittedError, run_arguments, validate_X, validate_Xy
 from privlab.mechanisms.dipreme.privacy import sensitivity_factor
 from privlab.platform.budget import split_epsilon
 from privlab.platform.errors import SchemaError
@@ -157,7 +157,7 @@ class DPDFClassifier(ClassifierMixin, PrivateEstimator, BaseEstimator):
         self._validate_params()
         ledger, source, created = run_arguments(self, ledger, source, epsilon=float(self.epsilon))
         scope = check_text("scope", scope)
-        X, y = _validate_Xy(self, X, y, regression=False)
+        X, y = validate_Xy(self, X, y, regression=False)
         layout, cats = inputs.layout_for(self.feature_bounds, self.categories, X.shape[1], required=True)
         Xe = inputs.encode_features(X, layout, cats, training=True, bounds_known=True)
         codes, branching = self._discretise(Xe, layout)
@@ -262,7 +262,7 @@ class DPDFClassifier(ClassifierMixin, PrivateEstimator, BaseEstimator):
         """Mean over trees of the leaf's class shares (noisy counts clipped at 0)."""
         if not hasattr(self, "leaf_values_"):
             raise ForestNotFittedError("DPDFClassifier is not fitted; call fit first")
-        X = _validate_X(self, X, reset=False)
+        X = validate_X(self, X, reset=False)
         Xe = inputs.encode_features(X, self.layout_, self.categories_, training=False, bounds_known=False)
         codes, _ = self._discretise(Xe, self.layout_)
         B = self.branching_

@@ -65,159 +65,23 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import validate_data
 
 from privlab.mechanisms.basic.laplace import release_parameters
 from privlab.mechanisms.dipreme import inputs
+from privlab.mechanisms.dipreme.fit_arguments import ForestNotFittedError, run_arguments, validate_X, validate_Xy
+from privlab.mechanisms.dipreme.leaf_noise import events_named, generator_laplace, source_laplace
 from privlab.mechanisms.dipreme.growth import FeatureLayout, Splitter, grow, route
 from privlab.mechanisms.dipreme.privacy import forest_plan
-from privlab.platform.errors import ModeError, NotFittedError, SchemaError
+from privlab.mechanisms.dipreme.tree_rows import RowDraw, all_rows, forest_part_names, forest_slot, rows_of, tree_sizes
+from privlab.platform.errors import ModeError, SchemaError
 from privlab.platform.estimator import PrivateEstimator
 from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.positional_split import PositionalSplit
-from privlab.platform.randomness import RandomSource, SeededSource
-from privlab.platform.secure_sampling import snap_to_lattice
+from privlab.platform.randomness import RandomSource
 from privlab.platform.validation import ConstraintSpec, check_text
 
-__all__ = ["DPERTClassifier", "DPERTRegressor", "DiPriMeClassifier", "DiPriMeRegressor", "ForestNotFittedError",
-           "MedianForestClassifier", "MedianForestRegressor", "assign_rows", "forest_part_names", "positional_split",
-           "rows_are_disjoint", "run_arguments", "tree_sizes"]
-
-
-class ForestNotFittedError(NotFittedError, SklearnNotFittedError):
-    """Predicting before ``fit``: privlab's and scikit-learn's not-fitted error at once."""
-
-
-def _wrap_not_finite(error: ValueError) -> Exception:
-    if "NaN" in str(error) or "infinity" in str(error):
-        return SchemaError(f"{error} Features and targets must be finite (NaN or infinity refused)",
-                           problem="missing")
-    return error
-
-
-def _validate_X(est: BaseEstimator, X: Any, *, reset: bool) -> np.ndarray:
-    """scikit-learn's validation of X after ours (:func:`.inputs.check_features`: shape, kind and
-    finiteness in messages that never show a value)."""
-    inputs.check_features(X)
-    try:
-        return validate_data(est, X, reset=reset, dtype=np.float64, ensure_min_samples=1)
-    except ValueError as error:
-        raise _wrap_not_finite(error) from error
-
-
-def _validate_Xy(est: BaseEstimator, X: Any, y: Any, *, regression: bool) -> tuple[np.ndarray, np.ndarray]:
-    """scikit-learn's validation of (X, y) (its error types and messages), with NaN and
-    infinity reported as :class:`SchemaError` (a ValueError); our checks of X's shape and kind and
-    of numeric targets come first, so no message shows a value of the data."""
-    inputs.check_features(X)
-    inputs.check_targets(y, regression=regression)
-    try:
-        return validate_data(est, X, y, reset=True, dtype=np.float64, y_numeric=regression, ensure_min_samples=1)
-    except ValueError as error:
-        raise _wrap_not_finite(error) from error
-
-
-def run_arguments(est: PrivateEstimator, ledger: Ledger | None, source: RandomSource | None, *,
-                  epsilon: float | None) -> tuple[Ledger, RandomSource, bool]:
-    """The ledger and source of a fit, and whether the ledger was made here (module docstring).
-
-    Without a source the fit draws from ``SeededSource(default_rng(random_state))`` (nothing is
-    drawn from it before the plan is accepted) and, without a ledger too, charges a fresh one
-    capped at ``epsilon`` with add/remove-one neighbours.
-
-    Raises:
-        TypeError: a wrong-typed ledger or source, or a source without a ledger.
-        ModeError: a release-mode source for a research-only estimator.
-    """
-    created = False
-    if source is None:
-        source = SeededSource(np.random.default_rng(getattr(est, "random_state", None)))
-        if ledger is None:
-            ledger, created = Ledger(epsilon_cap=epsilon, neighbouring="add_remove"), True
-    est._check_protocol_arguments(ledger, source)
-    return ledger, source, created  # type: ignore[return-value]
-
-
-def tree_sizes(n: int, n_estimators: int, partition: str) -> np.ndarray:
-    """Rows per tree: public, a function of n, T and the partition rule only."""
-    if partition == "disjoint":
-        return np.array([len(p) for p in np.array_split(np.arange(n), n_estimators)])
-    return np.full(n_estimators, n)
-
-
-def positional_split(n: int, n_estimators: int, rng: np.random.Generator) -> PositionalSplit:
-    """The disjoint forest's rows: a uniformly random permutation of the positions ``0 … n−1``
-    drawn from ``rng`` (never from the data), cut into T near-equal public sizes."""
-    return PositionalSplit.permuted(n, [int(s) for s in tree_sizes(n, n_estimators, "disjoint")], rng=rng)
-
-
-def _forest_slot(ledger: Ledger, scope: str, n_estimators: int) -> tuple[int, bool]:
-    """Which disjoint forest of ``scope`` a fit on ``ledger`` is, and whether its partition is
-    already declared.
-
-    A run declares a trial's partition before the trial fits (a workload's ``partitions()``,
-    the parts of :func:`forest_part_names`): the first such partition of ``scope`` with nothing
-    spent on its parts is this fit's. Otherwise the fit is the first forest index whose names
-    are unused, and declares its partition itself.
-    """
-    spent_on = {e.scope for e in ledger.events}
-    declared = {tuple(parts) for parent, parts in ledger.partitions if parent == scope}
-    named = spent_on | {name for _, parts in ledger.partitions for name in parts}
-    index = 0
-    while True:
-        names = tuple(forest_part_names(scope, n_estimators, index))
-        if names in declared and spent_on.isdisjoint(names):
-            return index, True
-        if named.isdisjoint(names):
-            return index, False
-        index += 1
-
-
-class _RowDraw:
-    """The disjoint forest's :func:`positional_split`, drawn from ``source.generator(purpose)``
-    when first asked for — after the preflight, so a refused fit draws nothing."""
-
-    def __init__(self, n: int, n_estimators: int, source: RandomSource, *, purpose: str) -> None:
-        self._n, self._n_estimators, self._source, self._purpose = n, n_estimators, source, purpose
-        self._split: PositionalSplit | None = None
-
-    def __call__(self) -> PositionalSplit:
-        if self._split is None:
-            self._split = positional_split(self._n, self._n_estimators, self._source.generator(purpose=self._purpose))
-        return self._split
-
-
-def _all_rows(n: int, n_estimators: int) -> tuple[np.ndarray, np.ndarray]:
-    """(row, tree) pairs of trees that each see every row."""
-    return np.tile(np.arange(n), n_estimators), np.repeat(np.arange(n_estimators), n)
-
-
-def _rows_of(split: PositionalSplit) -> tuple[np.ndarray, np.ndarray]:
-    parts = [split.positions(t) for t in range(split.n_parts)]
-    rows = np.concatenate(parts).astype(np.int64)
-    return rows, np.repeat(np.arange(split.n_parts), [len(p) for p in parts])
-
-
-def assign_rows(n: int, n_estimators: int, partition: str, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """(row, tree) pairs: the parts of :func:`positional_split` ("disjoint", T ≥ 2), or every row
-    for every tree."""
-    if partition == "disjoint" and n_estimators > 1:
-        return _rows_of(positional_split(n, n_estimators, rng))
-    return _all_rows(n, n_estimators)
-
-
-def rows_are_disjoint(rows: np.ndarray, n: int) -> bool:
-    """Whether no row is assigned to two trees (the condition for parallel composition)."""
-    return bool(np.bincount(rows, minlength=n).max(initial=0) <= 1)
-
-
-def forest_part_names(scope: str, n_estimators: int, forest_index: int = 0) -> list[str]:
-    """The ledger scopes of a disjoint forest's trees: parts of ``scope``, numbered by how many
-    partitions of ``scope`` the ledger already holds (``forest_index``), so fits on one ledger
-    never reuse a name."""
-    return [f"{scope}/forest{forest_index}/tree{t}" for t in range(n_estimators)]
+__all__ = ["DPERTClassifier", "DPERTRegressor", "DiPriMeClassifier", "DiPriMeRegressor", "MedianForestClassifier",
+           "MedianForestRegressor"]
 
 
 class _Forest(PrivateEstimator, BaseEstimator, abc.ABC):
@@ -329,7 +193,7 @@ class _Forest(PrivateEstimator, BaseEstimator, abc.ABC):
         ledger, source, created = run_arguments(self, ledger, source,
                                                 epsilon=float(self.epsilon) if self._private else None)
         scope = check_text("scope", scope)
-        X, y = _validate_Xy(self, X, y, regression=self._regression)
+        X, y = validate_Xy(self, X, y, regression=self._regression)
         layout, cats = self._layout(X)
         Xe = inputs.encode_features(X, layout, cats, training=True, bounds_known=self.feature_bounds is not None)
         if source.mode == "release" and not self._regression and self.classes is None:
@@ -344,14 +208,14 @@ class _Forest(PrivateEstimator, BaseEstimator, abc.ABC):
         if not self._disjoint():
             inputs.check_pairs(n, T)
         partitioned = self._disjoint() and self._private
-        forest_index, predeclared = _forest_slot(ledger, scope, T) if partitioned else (0, False)
+        forest_index, predeclared = forest_slot(ledger, scope, T) if partitioned else (0, False)
         plan = self.planned_events(p, neighbouring=ledger.neighbouring, scope=scope, n_classes=n_classes,
                                    forest_index=forest_index)
-        rows = _RowDraw(n, T, source, purpose=f"{self.name}.rows")
+        rows = RowDraw(n, T, source, purpose=f"{self.name}.rows")
         declared = [(scope, forest_part_names(scope, T, forest_index), rows)] if partitioned and not predeclared else []
 
         def run() -> None:
-            pairs = _rows_of(rows()) if self._disjoint() else _all_rows(n, T)
+            pairs = rows_of(rows()) if self._disjoint() else all_rows(n, T)
             spent = [ledger.spend(self._as_charged(event, source)) for event in plan]
             self._grow(Xe, target, pairs, layout, cats, n_classes, centre, spent, source)
             self.tree_sizes_ = tree_sizes(n, T, self.partition)
@@ -389,10 +253,10 @@ class _Forest(PrivateEstimator, BaseEstimator, abc.ABC):
         K = self._candidates(Xe.shape[1])
         if self.release_safe:
             rng = source.generator(purpose=f"{self.name}.splits")
-            add_noise = functools.partial(_source_laplace, source=source)
+            add_noise = functools.partial(source_laplace, source=source)
         else:
             rng = (source.dp_generator if self._private else source.generator)(purpose=f"{self.name}.noise")
-            add_noise = functools.partial(_generator_laplace, rng=rng)
+            add_noise = functools.partial(generator_laplace, rng=rng)
         trees, leaf = grow(Xe, rows, tree_of_row, T, target[rows], n_classes, layout, self._splitter(spent, K),
                            int(self.max_depth), rng)
         self.trees_ = trees
@@ -415,8 +279,8 @@ class _Forest(PrivateEstimator, BaseEstimator, abc.ABC):
         if self._splitter_kind != "private_median" or not self._private:
             return Splitter(kind=self._splitter_kind if self._splitter_kind != "private_median" else "exact_median",
                             candidates=K)
-        median = _named(plan, "median_splits")
-        choice = _named(plan, "feature_choice")
+        median = events_named(plan, "median_splits")
+        choice = events_named(plan, "feature_choice")
         return Splitter(kind="private_median", candidates=K,
                         epsilon_median=np.array([dict(e.details)["epsilon_per_median"] for e in median]),
                         median_sensitivity=float(median[0].sensitivity),  # type: ignore[arg-type]
@@ -431,12 +295,12 @@ class _Forest(PrivateEstimator, BaseEstimator, abc.ABC):
         if n_classes:
             counts = np.bincount(leaf * n_classes + target, minlength=n_leaves * n_classes).astype(float)
             counts = counts.reshape(T, -1, n_classes)
-            return add_noise(counts, _named(spent, "leaf_class_counts")) if self._private else counts
+            return add_noise(counts, events_named(spent, "leaf_class_counts")) if self._private else counts
         count = np.bincount(leaf, minlength=n_leaves).astype(float).reshape(T, -1)
         total = np.bincount(leaf, weights=target - centre, minlength=n_leaves).reshape(T, -1)
         if self._private:
-            count = add_noise(count, _named(spent, "leaf_counts"))
-            total = add_noise(total, _named(spent, "leaf_sums"))
+            count = add_noise(count, events_named(spent, "leaf_counts"))
+            total = add_noise(total, events_named(spent, "leaf_sums"))
             self.leaf_counts_, self.leaf_sums_ = count, total  # the released statistics (DP)
             half = self.target_bounds[1] - centre
             return centre + np.clip(total / np.maximum(count, 1.0), -half, half)
@@ -448,7 +312,7 @@ class _Forest(PrivateEstimator, BaseEstimator, abc.ABC):
     def _leaf_of(self, X: Any) -> np.ndarray:
         if not hasattr(self, "leaf_values_"):
             raise ForestNotFittedError(f"{type(self).__name__} is not fitted; call fit first")
-        X = _validate_X(self, X, reset=False)
+        X = validate_X(self, X, reset=False)
         Xe = inputs.encode_features(X, self.layout_, self.categories_, training=False, bounds_known=False)
         return route(self.trees_, Xe, self.layout_.is_categorical)
 
@@ -456,36 +320,6 @@ class _Forest(PrivateEstimator, BaseEstimator, abc.ABC):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = False
         return tags
-
-
-def _named(plan: list[PrivacyEvent], name: str) -> list[PrivacyEvent]:
-    return [e for e in plan if e.name == name]
-
-
-def _generator_laplace(values: np.ndarray, events: list[PrivacyEvent], *, rng: np.random.Generator) -> np.ndarray:
-    """``values[t] + Laplace(events[t].noise_scale)`` for every tree t, in one draw from ``rng``."""
-    scale = np.array([e.noise_scale for e in events], dtype=float).reshape(-1, *([1] * (values.ndim - 1)))
-    return values + rng.laplace(size=values.shape) * scale
-
-
-def _source_laplace(values: np.ndarray, events: list[PrivacyEvent], *, source: RandomSource) -> np.ndarray:
-    """``values[t] + Laplace(events[t].noise_scale)`` for every tree t, from the source.
-
-    Privacy:
-        Research: float Laplace noise. Release (a ``laplace_lattice`` event): the tree's values
-        are snapped to the lattice ``2**k`` and the exact lattice Laplace noise of the release
-        source is added, at the scale :func:`~privlab.mechanisms.basic.laplace.release_parameters`
-        padded for the snapping of all the tree's values (Mironov 2012), so the release is ε-DP
-        for the values computed in floating point.
-    """
-    out = np.empty_like(values, dtype=float)
-    for t, event in enumerate(events):
-        value = values[t]
-        if event.mechanism == "laplace_lattice":
-            k = int(dict(event.details)["lattice_exponent"])
-            value = np.vectorize(lambda v: snap_to_lattice(float(v), k), otypes=[np.float64])(value)
-        out[t] = value + np.asarray(source.laplace(scale=float(event.noise_scale), size=value.shape))  # type: ignore[arg-type]
-    return out
 
 
 class _RegressorForest(RegressorMixin, _Forest):

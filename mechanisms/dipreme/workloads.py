@@ -189,7 +189,7 @@ def planned_partitions(params: ForestStudyParams) -> list[tuple[str, tuple[str, 
     cut by a seeded permutation of the training rows' positions when the trial fits."""
     if params.method not in ("dipreme", "dpert") or params.partition != "disjoint" or params.n_estimators < 2:
         return []
-    from privlab.mechanisms.dipreme.forest import forest_part_names
+    from privlab.mechanisms.dipreme.tree_rows import forest_part_names
 
     return [("data", tuple(forest_part_names("data", params.n_estimators)))]
 
