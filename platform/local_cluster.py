@@ -47,31 +47,35 @@ What was measured on this machine with Ray 2.60.0 (and why the code does what it
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import json
 import logging
 import os
 import re
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from privlab.platform.cluster_state import (
+    MARKER_ENV,
+    STATE_VERSION,
+    TOKEN_FILE,
+    belongs,
+    discard_state,
+    live_processes,
+    locked,
+    read_state,
+    stop_cluster,
+    write_state,
+)
 from privlab.platform.errors import ExecutionError
 
 log = logging.getLogger(__name__)
 
-STATE_FILE = "cluster.json"
-TOKEN_FILE = "auth_token"
-MARKER_ENV = "PRIVLAB_LOCAL_CLUSTER_ID"
-_STATE_VERSION = 1
 # Ray's unix sockets live under <temp_dir>/session_<timestamp>_<pid>/sockets/... and must stay
 # below 108 bytes; beyond this length the temp dir moves to a short directory under /tmp.
 _MAX_TEMP_DIR_LEN = 40
@@ -171,15 +175,15 @@ def start_local_cluster(
 
     state_dir = Path(state_dir).absolute()
     _make_private_dir(state_dir)
-    with _locked(state_dir):
-        previous = _read_state(state_dir)
+    with locked(state_dir):
+        previous = read_state(state_dir)
         if previous is not None:
-            if _live_processes(previous):
+            if live_processes(previous):
                 raise ExecutionError(
                     f"a local Ray cluster recorded in {state_dir} is still running at "
                     f"{previous['address']}; run `privlab cluster down` first"
                 )
-            _discard_state(state_dir, previous)
+            discard_state(state_dir, previous)
 
         gcs_port = port if port is not None else _free_port()
         if not _port_is_free(gcs_port):
@@ -201,7 +205,7 @@ def start_local_cluster(
         logs_dir.mkdir(exist_ok=True)
 
         state: dict = {
-            "version": _STATE_VERSION,
+            "version": STATE_VERSION,
             "cluster_id": cluster_id,
             "address": address,
             "nodes": nodes,
@@ -231,7 +235,7 @@ def start_local_cluster(
             processes.append(_launch(head_cmd, node_env, logs_dir / "head.log"))
             state["pids"].append(processes[-1].pid)
             state["logs"].append(str(logs_dir / "head.log"))
-            _write_state(state_dir, state)  # recorded at once, so `down` can clean up an interrupted start
+            write_state(state_dir, state)  # recorded at once, so `down` can clean up an interrupted start
             _wait_for_port(gcs_port, processes[0], deadline, logs_dir / "head.log")
             _wait_for_node_start(processes[0], 0, deadline, logs_dir / "head.log")
 
@@ -244,15 +248,15 @@ def start_local_cluster(
                 processes.append(_launch(worker_cmd, node_env, log_path))
                 state["pids"].append(processes[-1].pid)
                 state["logs"].append(str(log_path))
-                _write_state(state_dir, state)
+                write_state(state_dir, state)
                 _wait_for_node_start(processes[-1], index, deadline, log_path)
 
             _wait_for_nodes(address, nodes, client_env, processes, state["logs"], deadline)
         except BaseException:
             try:
-                _stop(state, state_dir, timeout_s=10)
+                stop_cluster(state, state_dir, timeout_s=10)
             finally:
-                _discard_state(state_dir, state)
+                discard_state(state_dir, state)
             raise
 
         info = _info(state)
@@ -280,12 +284,12 @@ def stop_local_cluster(*, state_dir: Path, timeout_s: float = 30) -> int:
     state_dir = Path(state_dir).absolute()
     if not state_dir.is_dir():
         return 0
-    with _locked(state_dir):
-        state = _read_state(state_dir)
+    with locked(state_dir):
+        state = read_state(state_dir)
         if state is None:
             return 0
-        stopped = _stop(state, state_dir, timeout_s=timeout_s)
-        _discard_state(state_dir, state)
+        stopped = stop_cluster(state, state_dir, timeout_s=timeout_s)
+        discard_state(state_dir, state)
         return stopped
 
 
@@ -298,10 +302,10 @@ def local_cluster_status(*, state_dir: Path) -> LocalClusterInfo | None:
     Returns:
         The recorded cluster (``pids`` lists the node processes still alive), or ``None``.
     """
-    state = _read_state(Path(state_dir).absolute())
+    state = read_state(Path(state_dir).absolute())
     if state is None:
         return None
-    alive = [pid for pid in state["pids"] if _belongs(pid, state)]
+    alive = [pid for pid in state["pids"] if belongs(pid, state)]
     if not alive:
         return None
     return _info({**state, "pids": alive})
@@ -462,161 +466,8 @@ def _tail(path: Path) -> str:
     return f"[{path}]\n" + "\n".join(_ANSI.sub("", line) for line in lines[-_STDERR_TAIL_LINES:])
 
 
-# --------------------------------------------------------------------------------------------
-# State
-# --------------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _locked(state_dir: Path) -> Iterator[None]:
-    with open(state_dir / ".lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _write_state(state_dir: Path, state: dict) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".cluster-", suffix=".json", dir=state_dir)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(state, handle, indent=2)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, state_dir / STATE_FILE)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def _read_state(state_dir: Path) -> dict | None:
-    try:
-        state = json.loads((state_dir / STATE_FILE).read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as error:
-        raise ExecutionError(f"{state_dir / STATE_FILE} is unreadable ({error}); inspect or delete it") from error
-    if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
-        raise ExecutionError(f"{state_dir / STATE_FILE} was not written by this version of privlab; "
-                             "stop that cluster by its PIDs and delete the file")
-    return state
-
-
-def _discard_state(state_dir: Path, state: dict) -> None:
-    for name in (STATE_FILE, TOKEN_FILE):
-        with contextlib.suppress(FileNotFoundError):
-            (state_dir / name).unlink()
-    if state.get("temp_dir_owned"):
-        shutil.rmtree(state.get("temp_dir_root") or state["temp_dir"], ignore_errors=True)
-
-
 def _info(state: dict) -> LocalClusterInfo:
     return LocalClusterInfo(address=state["address"], nodes=state["nodes"], cpus_per_node=state["cpus_per_node"],
                             temp_dir=state["temp_dir"], pids=tuple(state["pids"]), env=dict(state["env"]))
 
 
-# --------------------------------------------------------------------------------------------
-# Processes and stopping
-# --------------------------------------------------------------------------------------------
-
-
-def _proc_state(pid: int) -> str | None:
-    """The one-letter state of a process, or None if it does not exist."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    except OSError:
-        return "?"
-    return stat[stat.rfind(")") + 2 :][:1]
-
-
-def _is_running(pid: int) -> bool:
-    return _proc_state(pid) not in (None, "Z", "X")
-
-
-def _has_marker(pid: int, cluster_id: str) -> bool:
-    try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return False
-    return f"{MARKER_ENV}={cluster_id}".encode() in environ.split(b"\0")
-
-
-def _names_temp_dir(pid: int, temp_dir: str) -> bool:
-    try:
-        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    needle = temp_dir.rstrip("/").encode()
-    return any(arg.endswith(b"=" + needle) or arg == needle or (b"=" + needle + b"/") in arg
-               or arg.startswith(needle + b"/") for arg in args)
-
-
-def _belongs(pid: int, state: dict) -> bool:
-    return _is_running(pid) and (_has_marker(pid, state["cluster_id"]) or _names_temp_dir(pid, state["temp_dir"]))
-
-
-def _live_processes(state: dict) -> set[int]:
-    """Every running process of this cluster: recorded node PIDs and anything carrying the marker."""
-    found = {pid for pid in state.get("pids", []) if _belongs(pid, state)}
-    me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != me:
-            pid = int(entry)
-            if pid not in found and _is_running(pid) and _has_marker(pid, state["cluster_id"]):
-                found.add(pid)
-    return found
-
-
-def _signal(pids: set[int], sig: signal.Signals, state: dict) -> None:
-    for pid in pids:
-        if _belongs(pid, state):  # re-checked just before signalling: never hit a reused PID
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-
-
-def _reap(pids: list[int]) -> None:
-    for pid in pids:  # our own children (tests) would otherwise linger as zombies
-        with contextlib.suppress(ChildProcessError, OSError):
-            os.waitpid(pid, os.WNOHANG)
-
-
-def _wait_gone(state: dict, seen: set[int], until: float) -> set[int]:
-    while True:
-        _reap(state["pids"])
-        alive = _live_processes(state)
-        seen |= alive
-        if not alive or time.monotonic() >= until:
-            return alive
-        time.sleep(0.1)
-
-
-def _stop(state: dict, state_dir: Path, *, timeout_s: float) -> int:
-    start = time.monotonic()
-    seen = _live_processes(state)
-    if not seen:
-        _reap(state["pids"])
-        return 0
-    grace = timeout_s / 2
-    node_pids = [pid for pid in state["pids"] if pid in seen]
-    # Worker nodes first, then the head: each `ray start --block` stops its own node on SIGTERM.
-    _signal(set(node_pids[1:]), signal.SIGTERM, state)
-    until = start + min(grace / 2, 5)
-    while any(_is_running(pid) for pid in node_pids[1:]) and time.monotonic() < until:
-        _reap(node_pids[1:])
-        time.sleep(0.1)
-    _signal(set(node_pids[:1]), signal.SIGTERM, state)
-    alive = _wait_gone(state, seen, start + grace)
-    if alive:
-        _signal(alive, signal.SIGTERM, state)
-        alive = _wait_gone(state, seen, start + grace + 2)
-    if alive:
-        log.warning("SIGKILL to %d process(es) of the local Ray cluster that ignored SIGTERM", len(alive))
-        _signal(alive, signal.SIGKILL, state)
-        alive = _wait_gone(state, seen, max(start + timeout_s, time.monotonic() + 2))
-    if alive:
-        raise ExecutionError(f"processes {sorted(alive)} of the local Ray cluster in {state_dir} survived SIGKILL")
-    return len(seen)

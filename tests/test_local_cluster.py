@@ -168,7 +168,8 @@ def _reachable_by_others(path: Path) -> bool:
 
 def test_the_state_directory_and_rays_folders_are_private(tmp_path: Path) -> None:
     """Issue 30 item 6: Ray made its session folders 0777, in a state directory left 0755."""
-    from privlab.platform.local_cluster import _discard_state, _free_port, _make_temp_dir
+    from privlab.platform.cluster_state import discard_state
+    from privlab.platform.local_cluster import _free_port, _make_temp_dir
 
     state_dir = tmp_path / "state"
     state_dir.mkdir(mode=0o755)
@@ -192,7 +193,7 @@ def test_the_state_directory_and_rays_folders_are_private(tmp_path: Path) -> Non
         temp_dir.chmod(0o777)  # as Ray does
         assert not _reachable_by_others(temp_dir)
     finally:
-        _discard_state(tmp_path, {"temp_dir": str(temp_dir), "temp_dir_owned": True, "temp_dir_root": str(root)})
+        discard_state(tmp_path, {"temp_dir": str(temp_dir), "temp_dir_owned": True, "temp_dir_root": str(root)})
     assert not root.exists()
 
 
