@@ -27,87 +27,28 @@ References:
 from __future__ import annotations
 
 import functools
-import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from numbers import Integral, Real
-from typing import Literal
 
 import numpy as np
 
 from privlab.mechanisms.pmse import cart_layout, greedy_tree, rpart_tree
-
-TieBreak = Literal["first", "sklearn"]
+from privlab.mechanisms.pmse.cart_checks import (
+    DEFAULT_MINSPLIT,
+    GREEDY,
+    Rule,
+    TieBreak,
+    Tree,
+    check_configuration,
+    check_features,
+    check_labels,
+    check_rule,
+    configuration_arrays,
+)
 
 
 # --------------------------------------------------------------------------- validation
-
-
-def check_configuration(max_depth: int | None, cp: float) -> tuple[int, float]:
-    """Validate one ``(max_depth, cp)`` and return it as ``(depth limit, cp)`` for the kernels.
-
-    Raises:
-        TypeError: ``max_depth`` is not an int or None, or ``cp`` is not a real number.
-        ValueError: ``max_depth < 1`` or ``cp`` negative or not finite.
-    """
-    if max_depth is not None and (not isinstance(max_depth, Integral) or isinstance(max_depth, bool)):
-        raise TypeError(f"max_depth ({max_depth!r}) must be a positive int or None (unlimited)")
-    if max_depth is not None and max_depth < 1:
-        raise ValueError(f"max_depth ({max_depth!r}) must be a positive int or None (unlimited)")
-    if not isinstance(cp, Real) or isinstance(cp, bool):
-        raise TypeError(f"cp ({cp!r}) must be a real number")
-    if not math.isfinite(cp) or cp < 0:
-        raise ValueError(f"cp ({cp!r}) must be a finite number ≥ 0")
-    return (greedy_tree.NO_DEPTH_LIMIT if max_depth is None else min(int(max_depth), greedy_tree.NO_DEPTH_LIMIT)), float(cp)
-
-
-def _configuration_arrays(configs: Sequence[tuple[int | None, float]]) -> tuple[np.ndarray, np.ndarray]:
-    if isinstance(configs, (str, bytes)) or not isinstance(configs, Sequence):
-        raise TypeError(f"configs ({configs!r}) must be a sequence of (max_depth, cp) pairs")
-    if len(configs) == 0:
-        raise ValueError(f"configs ({configs!r}) must hold at least one (max_depth, cp) pair")
-    depths = np.empty(len(configs), np.int64)
-    cps = np.empty(len(configs), np.float64)
-    for k, config in enumerate(configs):
-        if not isinstance(config, tuple) or len(config) != 2:
-            raise TypeError(f"configs[{k}] ({config!r}) must be a (max_depth, cp) tuple")
-        depths[k], cps[k] = check_configuration(*config)
-    return depths, cps
-
-
-def check_features(name: str, value: np.ndarray) -> np.ndarray:
-    """Validate an ``(n, q)`` data matrix and return it as C-contiguous float64.
-
-    Raises:
-        TypeError: Non-numeric values.
-        ValueError: Not 2-D, no rows or columns, too many rows, or NaN/inf values.
-    """
-    array = np.asarray(value)
-    if array.ndim != 2:
-        raise ValueError(
-            f"{name} (shape {array.shape!r}) must be a 2-D array (rows × columns); "
-            "reshape a single column with .reshape(-1, 1)"
-        )
-    if array.dtype.kind not in "biuf":
-        raise TypeError(f"{name} (dtype {array.dtype!r}) must hold real numbers; encode categories first")
-    if array.shape[0] < 1 or array.shape[1] < 1:
-        raise ValueError(f"{name} (shape {array.shape!r}) must have at least one row and one column")
-    if array.shape[0] > cart_layout.MAX_ROWS // 2:
-        raise ValueError(f"{name} rows ({array.shape[0]!r}) must be at most {cart_layout.MAX_ROWS // 2}")
-    array = np.ascontiguousarray(array, dtype=np.float64)
-    if not np.isfinite(array).all():
-        raise ValueError(f"{name} must be finite; drop or impute NaN/inf rows before computing the pMSE")
-    return array
-
-
-def _check_labels(labels: np.ndarray, n_rows: int) -> np.ndarray:
-    array = np.asarray(labels)
-    if array.shape != (n_rows,):
-        raise ValueError(f"labels (shape {array.shape!r}) must have shape ({n_rows},), one per row of Z")
-    if array.dtype.kind not in "biuf" or not np.all((array == 0) | (array == 1)):
-        raise ValueError("labels must be 0 (real) or 1 (synthetic)")
-    return array.astype(np.uint8)
 
 
 class _Workspace:
@@ -173,12 +114,6 @@ _NO_REFERENCE = (np.empty((0, greedy_tree.NI), np.int64), np.empty((0, greedy_tr
 # --------------------------------------------------------------------------- public API
 
 
-Tree = Literal["rpart", "greedy"]
-TREES: tuple[str, ...] = ("rpart", "greedy")
-#: rpart.control's defaults: minsplit = 20, minbucket = round(minsplit / 3).
-DEFAULT_MINSPLIT = 20
-
-
 @dataclass(frozen=True)
 class PropensityTree:
     """In-sample results of one tree fit.
@@ -205,77 +140,11 @@ class PropensityTree:
     exact_priors: bool = True
 
 
-@dataclass(frozen=True)
-class _Rule:
-    """A validated tree rule: which tree, and its fixed-per-fit settings."""
-
-    tree: str
-    emulate: bool = False  # greedy only: replay scikit-learn's feature order
-    minsplit: int = DEFAULT_MINSPLIT  # rpart only
-    minbucket: int = 7  # rpart only
-
-
-_GREEDY = _Rule("greedy")
-
-
 @functools.cache
 def _sklearn_rand_r_state(random_state: int) -> int:
     # What DecisionTreeClassifier(random_state=…) seeds its splitter with (Splitter.init);
     # a local legacy generator, drawn exactly as scikit-learn draws it, not a global one.
     return int(np.random.RandomState(random_state).randint(0, 2147483647))
-
-
-def _check_tie_break(tie_break: str) -> bool:
-    if tie_break not in ("first", "sklearn"):
-        raise ValueError(f"tie_break ({tie_break!r}) must be 'first' or 'sklearn'")
-    return tie_break == "sklearn"
-
-
-def check_tree(tree: str) -> str:
-    """Validate a tree rule name (``"rpart"`` or ``"greedy"``)."""
-    if not isinstance(tree, str) or tree not in TREES:
-        raise ValueError(f"tree ({tree!r}) must be one of {', '.join(map(repr, TREES))}")
-    return tree
-
-
-def check_rule(
-    tree: str = "rpart", *, tie_break: str = "first", minsplit: int = DEFAULT_MINSPLIT, minbucket: int | None = None
-) -> _Rule:
-    """Validate a tree rule and its settings.
-
-    Args:
-        tree: ``"rpart"`` (R's rpart, :mod:`.rpart_tree`) or ``"greedy"`` (pre-pruned Gini
-            CART, this module's docstring).
-        tie_break: ``"first"`` or ``"sklearn"`` (greedy only).
-        minsplit: rpart's minsplit (rpart only), an int ≥ 2.
-        minbucket: rpart's minbucket (rpart only), an int ≥ 1; None means
-            ``round(minsplit / 3)`` (rpart's default; never a half, so rounding mode is moot),
-            at least 1.
-
-    Raises:
-        TypeError, ValueError: A bad value, or an rpart setting given for the greedy rule.
-    """
-    check_tree(tree)
-    emulate = _check_tie_break(tie_break)
-    if not isinstance(minsplit, Integral) or isinstance(minsplit, bool):
-        raise TypeError(f"minsplit ({minsplit!r}) must be an int ≥ 2")
-    if minsplit < 2:
-        raise ValueError(f"minsplit ({minsplit!r}) must be an int ≥ 2")
-    if minbucket is not None and (not isinstance(minbucket, Integral) or isinstance(minbucket, bool)):
-        raise TypeError(f"minbucket ({minbucket!r}) must be an int ≥ 1 or None (round(minsplit / 3))")
-    if minbucket is not None and minbucket < 1:
-        raise ValueError(f"minbucket ({minbucket!r}) must be an int ≥ 1 or None (round(minsplit / 3))")
-    if tree == "greedy":
-        if minsplit != DEFAULT_MINSPLIT or minbucket is not None:
-            raise ValueError(
-                f"minsplit ({minsplit!r}) and minbucket ({minbucket!r}) must be left at their defaults with "
-                "tree='greedy' (they are rpart's settings)"
-            )
-        return _Rule("greedy", emulate=emulate)
-    if emulate:
-        raise ValueError("tie_break ('sklearn') must be 'first' with tree='rpart' (it replays scikit-learn's order)")
-    bucket = max(1, round(int(minsplit) / 3)) if minbucket is None else int(minbucket)
-    return _Rule("rpart", minsplit=int(minsplit), minbucket=bucket)
 
 
 def _rpart_depths(depths: np.ndarray) -> np.ndarray:
@@ -314,7 +183,7 @@ class _RpartBuffers:
             self._bound = np.zeros(self.ints.shape[0], np.float64)
         return self._kept, self._bound
 
-    def grow(self, layout, row_rank, rank_value, max_depth: int, rule: _Rule, alpha_min: float, buffer,
+    def grow(self, layout, row_rank, rank_value, max_depth: int, rule: Rule, alpha_min: float, buffer,
              r: int = -1, reference: _RpartBuffers | None = None) -> None:
         if reference is None:
             ref_ints, ref_floats = np.empty((0, rpart_tree.NI), np.int64), np.empty((0, rpart_tree.NF), np.float64)
@@ -325,7 +194,7 @@ class _RpartBuffers:
             ref_floats, self.ints, self.floats, self.stack, buffer, self.candidates,
         )
 
-    def grow_single(self, layout, row_rank, rank_value, max_depth: int, rule: _Rule, alpha: float, buffer) -> float:
+    def grow_single(self, layout, row_rank, rank_value, max_depth: int, rule: Rule, alpha: float, buffer) -> float:
         """rpart's recursion for one configuration, growing on visit; returns its pMSE."""
         (self.ints, self.floats, self._kept, self._bound, self.count, self.exact_priors) = rpart_tree.grow_single(
             layout, row_rank, rank_value, max_depth, rule.minsplit, rule.minbucket, alpha, self.ints, self.floats,
@@ -333,7 +202,7 @@ class _RpartBuffers:
         )
         return float(rpart_tree.pruned_pmse(self.ints, self._kept, self.frames))
 
-    def pmse(self, depths: np.ndarray, alphas: np.ndarray, rule: _Rule) -> np.ndarray:
+    def pmse(self, depths: np.ndarray, alphas: np.ndarray, rule: Rule) -> np.ndarray:
         kept, bound = self._node_arrays()
         return rpart_tree.configuration_pmse(self.ints, self.count, depths, alphas, rule.minsplit, kept, bound,
                                      self.frames, self.frame_floats)
@@ -352,7 +221,7 @@ def _alphas(cps: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 
 def _rpart_grow(
-    workspace: _Workspace, layout, row_rank, labels, depths: np.ndarray, cps: np.ndarray, rule: _Rule, index: int,
+    workspace: _Workspace, layout, row_rank, labels, depths: np.ndarray, cps: np.ndarray, rule: Rule, index: int,
     r: int = -1, reference: _RpartBuffers | None = None,
 ) -> tuple[_RpartBuffers, np.ndarray, np.ndarray]:
     depths = _rpart_depths(depths)
@@ -364,7 +233,7 @@ def _rpart_grow(
 
 
 def _rpart_single(
-    workspace: _Workspace, labels: np.ndarray, depth_limit: int, cp: float, rule: _Rule
+    workspace: _Workspace, labels: np.ndarray, depth_limit: int, cp: float, rule: Rule
 ) -> tuple[_RpartBuffers, float]:
     """One configuration: rpart's own recursion, splitting only the nodes rpart visits."""
     depth = int(_rpart_depths(np.array([depth_limit], np.int64))[0])
@@ -387,7 +256,7 @@ def _grow_one(
 
 
 def _pmse_checked(
-    workspace: _Workspace, z: np.ndarray, labels: np.ndarray, depth_limit: int, cp: float, rule: _Rule
+    workspace: _Workspace, z: np.ndarray, labels: np.ndarray, depth_limit: int, cp: float, rule: Rule
 ) -> float:
     if rule.tree == "rpart":
         depths, cps = np.array([depth_limit], np.int64), np.array([cp], np.float64)
@@ -396,7 +265,7 @@ def _pmse_checked(
 
 
 def _fit_tree_checked(
-    workspace: _Workspace, z: np.ndarray, labels: np.ndarray, depth_limit: int, cp: float, rule: _Rule
+    workspace: _Workspace, z: np.ndarray, labels: np.ndarray, depth_limit: int, cp: float, rule: Rule
 ) -> PropensityTree:
     if rule.tree == "rpart":
         workspace.layout_of(z, labels)
@@ -422,7 +291,7 @@ def _fit_tree_checked(
 
 def _configurations_checked(
     workspace: _Workspace, z: np.ndarray, labels: np.ndarray, depths: np.ndarray, cps: np.ndarray,
-    rule: _Rule = _GREEDY,
+    rule: Rule = GREEDY,
 ) -> np.ndarray:
     workspace.layout_of(z, labels)
     if rule.tree == "rpart" and depths.shape[0] == 1:
@@ -439,7 +308,7 @@ def _configurations_checked(
 
 def _pair_checked(
     x: np.ndarray, x_prime: np.ndarray, x_synth: np.ndarray, depths: np.ndarray, cps: np.ndarray,
-    rule: _Rule = _GREEDY,
+    rule: Rule = GREEDY,
 ) -> np.ndarray:
     changed, r = cart_layout.changed_rows(x, x_prime)
     if changed > 1:
@@ -516,7 +385,7 @@ def fit_propensity_tree(
     if rule.tree == "rpart":
         _rpart_depths(np.array([depth_limit], np.int64))
     z = check_features("Z", Z)
-    labels = _check_labels(labels, z.shape[0])
+    labels = check_labels(labels, z.shape[0])
     return _fit_tree_checked(_workspace(*z.shape), z, labels, depth_limit, cp, rule)
 
 
@@ -550,12 +419,12 @@ def pmse_for_configurations(
     Raises:
         TypeError, ValueError: Malformed ``Z``, ``labels``, ``configs`` or tree settings.
     """
-    depths, cps = _configuration_arrays(configs)
+    depths, cps = configuration_arrays(configs)
     rule = check_rule(tree, minsplit=minsplit, minbucket=minbucket)
     if rule.tree == "rpart":
         _rpart_depths(depths)
     z = check_features("Z", Z)
-    labels = _check_labels(labels, z.shape[0])
+    labels = check_labels(labels, z.shape[0])
     return _configurations_checked(_workspace(*z.shape), z, labels, depths, cps, rule)
 
 
@@ -591,7 +460,7 @@ def pmse_pair(
         TypeError, ValueError: Malformed arrays, ``configs`` or tree settings, shapes that
             differ, or ``X′`` differing from ``X`` in more than one row.
     """
-    depths, cps = _configuration_arrays(configs)
+    depths, cps = configuration_arrays(configs)
     rule = check_rule(tree, minsplit=minsplit, minbucket=minbucket)
     if rule.tree == "rpart":
         _rpart_depths(depths)

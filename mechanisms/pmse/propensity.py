@@ -46,13 +46,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from privlab.mechanisms.pmse import cart
-from privlab.mechanisms.pmse.cart import DEFAULT_MINSPLIT, TieBreak, Tree
+from privlab.mechanisms.pmse import cart, cart_checks
+from privlab.mechanisms.pmse.cart_checks import DEFAULT_MINSPLIT, TieBreak, Tree
 
 
 def _check_pair(real: np.ndarray, synthetic: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    x = cart.check_features("real", real)
-    s = cart.check_features("synthetic", synthetic)
+    x = cart_checks.check_features("real", real)
+    s = cart_checks.check_features("synthetic", synthetic)
     if s.shape != x.shape:
         raise ValueError(
             f"synthetic (shape {s.shape!r}) must have the shape of real ({x.shape!r}): "
@@ -64,9 +64,9 @@ def _check_pair(real: np.ndarray, synthetic: np.ndarray) -> tuple[np.ndarray, np
 def _prepare(
     real: np.ndarray, synthetic: np.ndarray, max_depth: int | None, cp: float, tie_break: TieBreak, tree: Tree,
     minsplit: int, minbucket: int | None,
-) -> tuple[cart._Workspace, np.ndarray, np.ndarray, int, float, cart._Rule]:
-    depth_limit, cp = cart.check_configuration(max_depth, cp)
-    rule = cart.check_rule(tree, tie_break=tie_break, minsplit=minsplit, minbucket=minbucket)
+) -> tuple[cart._Workspace, np.ndarray, np.ndarray, int, float, cart_checks.Rule]:
+    depth_limit, cp = cart_checks.check_configuration(max_depth, cp)
+    rule = cart_checks.check_rule(tree, tie_break=tie_break, minsplit=minsplit, minbucket=minbucket)
     if rule.tree == "rpart":
         cart._rpart_depths(np.array([depth_limit], np.int64))
     # Algorithm 1, steps 1–2: Z = [X; Xˢ] with the indicator I = 1 on the synthetic rows.
@@ -181,8 +181,8 @@ def pmse_configurations(
     References:
         Snoke & Slavković (2018), Algorithm 1; Breiman et al. (1984) for greedy CART.
     """
-    depths, cps = cart._configuration_arrays(configs)
-    rule = cart.check_rule(tree, minsplit=minsplit, minbucket=minbucket)
+    depths, cps = cart_checks.configuration_arrays(configs)
+    rule = cart_checks.check_rule(tree, minsplit=minsplit, minbucket=minbucket)
     if rule.tree == "rpart":
         cart._rpart_depths(depths)
     workspace, z, labels = cart._stacked(*_check_pair(real, synthetic))
@@ -228,13 +228,13 @@ def pmse_neighbour_pair(
     References:
         Snoke & Slavković (2018), Theorem 2 and Section 5 (Table 1).
     """
-    depths, cps = cart._configuration_arrays(configs)
-    rule = cart.check_rule(tree, minsplit=minsplit, minbucket=minbucket)
+    depths, cps = cart_checks.configuration_arrays(configs)
+    rule = cart_checks.check_rule(tree, minsplit=minsplit, minbucket=minbucket)
     if rule.tree == "rpart":
         cart._rpart_depths(depths)
-    x = cart.check_features("real", real)
-    x_prime = cart.check_features("real_neighbour", real_neighbour)
-    s = cart.check_features("synthetic", synthetic)
+    x = cart_checks.check_features("real", real)
+    x_prime = cart_checks.check_features("real_neighbour", real_neighbour)
+    s = cart_checks.check_features("synthetic", synthetic)
     if x_prime.shape != x.shape or s.shape != x.shape:
         raise ValueError(
             f"real, real_neighbour and synthetic (shapes {x.shape!r}, {x_prime.shape!r}, {s.shape!r}) "
@@ -288,7 +288,7 @@ def sklearn_pmse(real: np.ndarray, synthetic: np.ndarray, *, max_depth: int | No
     """
     from sklearn.tree import DecisionTreeClassifier
 
-    cart.check_configuration(max_depth, cp)
+    cart_checks.check_configuration(max_depth, cp)
     x, s = _check_pair(real, synthetic)
     z = np.concatenate([x, s])
     labels = np.concatenate([np.zeros(len(x), np.int64), np.ones(len(s), np.int64)])

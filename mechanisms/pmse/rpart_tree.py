@@ -95,6 +95,16 @@ bit-for-bit rpart's.
 - ``maxdepth`` is at most 30 (rpart's limit; ``None`` means 30), minsplit ≥ 2,
   ``minbucket`` ≥ 1 (default ``round(minsplit/3)``, rpart's).
 
+**Why one module of this size.** It is one algorithm, rpart's ``partition()`` recursion, in three
+numba kernels that must agree bit for bit: :func:`grow` splits every node any configuration
+could visit (with the neighbour-pair reuse), :func:`prune` replays the recursion over that tree
+for one ``(maxdepth, α)``, and :func:`grow_single` runs it once, splitting on visit. They share
+the node layout, the split search and :func:`_collapse`; what differs is what each does on
+entering and leaving a node. numba compiles neither closures nor callbacks into such a loop
+without losing the speed the Table-1 trials need (millions of fits), so the walk is written out
+in each kernel rather than parameterised, and the three stay side by side, where a change to one
+is seen against the others (``tests/test_pmse_rpart.py`` holds all three to R's rpart).
+
 References:
     Therneau & Atkinson, *An Introduction to Recursive Partitioning Using the RPART
     Routines* (rpart 4.1), Sections 3–4; Breiman, Friedman, Olshen & Stone (1984), Chapter 3
