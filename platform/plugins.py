@@ -161,8 +161,12 @@ def build(params_type: type, values: Mapping[str, Any], *, where: str) -> Any:
         return params_type(**values)
     except ValueError as error:  # the dataclass's own validation names the key
         raise SpecError(f"{where}: {error}") from None
-    except TypeError as error:  # e.g. a str compared with a float: name the key ourselves
-        raise SpecError(f"{where}: {_wrong_types(params_type, values) or error}") from None
+    except TypeError as error:
+        text = str(error)
+        if any(text.startswith(f"{name} (") for name in fields):  # declared constraints name the key
+            raise SpecError(f"{where}: {text}") from None
+        # e.g. a str compared with a float in hand-written checks: name the key ourselves
+        raise SpecError(f"{where}: {_wrong_types(params_type, values) or text}") from None
 
 
 _KINDS_OF = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,)}
@@ -184,7 +188,7 @@ def _wrong_types(params_type: type, values: Mapping[str, Any]) -> str:
         if kinds is None or (value is None and annotation.endswith("| None")):
             continue
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-            kind = "a number" if float in kinds else f"a {kinds[0].__name__}"
+            kind = "a number" if float in kinds else {"int": "an int"}.get(kinds[0].__name__, f"a {kinds[0].__name__}")
             problems.append(f"{field.name} ({value!r}) must be {kind}")
     return "; ".join(problems)
 

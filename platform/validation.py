@@ -9,7 +9,8 @@ Two styles share that format:
 * declarative constraints in the style of scikit-learn's ``_parameter_constraints``: a dict
   ``{parameter: [constraint, ...]}`` whose values are :class:`Interval`, :class:`Options`,
   :class:`InstanceOf`, :class:`RealPair` or ``None`` (the value ``None`` is allowed), checked
-  at once by :func:`validate_parameters`. A value passes when one of its constraints accepts
+  at once by :func:`validate_parameters`. A frozen ``Params`` dataclass declares them once by
+  subclassing :class:`ConstrainedParams`, which checks every field when it is built. A value passes when one of its constraints accepts
   it. When none does, the error is a ``TypeError`` if no constraint accepts the *kind* of value
   (a string where a number is expected) and a ``ValueError`` if one does but not the value
   (``0`` where an ``int >= 1`` is expected); the message lists every alternative.
@@ -21,12 +22,15 @@ import abc
 import math
 import numbers
 from collections.abc import Mapping, Sequence
-from typing import Any
+import dataclasses
+from typing import Any, ClassVar
 
 import numpy as np
 
-__all__ = ["Constraint", "InstanceOf", "Interval", "Options", "RealPair", "check_count", "check_positive_finite",
-           "check_real", "check_text", "describe_constraints", "validate_parameters"]
+from privlab.platform.errors import SpecError
+
+__all__ = ["ConstrainedParams", "Constraint", "InstanceOf", "Interval", "Options", "RealPair", "check_count",
+           "check_positive_finite", "check_real", "check_text", "describe_constraints", "validate_parameters"]
 
 
 def check_real(name: str, value: object) -> float:
@@ -257,3 +261,25 @@ def validate_parameters(constraints: Mapping[str, Sequence[ConstraintSpec]], par
         kind_ok = any(c is not None and c.accepts_type(value) for c in alternatives)
         error = value_error if kind_ok else TypeError
         raise error(f"{name} ({value!r}) must be {describe_constraints(alternatives)}")
+
+
+class ConstrainedParams:
+    """Base of a frozen ``Params`` dataclass whose fields declare their constraints once.
+
+    A subclass sets ``_parameter_constraints`` (every field, :func:`validate_parameters`'s
+    format); building an instance checks every field in declaration order — a value of no
+    accepted kind is a ``TypeError``, a wrong value a :class:`~privlab.platform.errors.SpecError`
+    naming the field — and then calls :meth:`_check_together` for the rules that tie fields
+    together (exactly one of two set, an order between two bounds).
+    """
+
+    _parameter_constraints: ClassVar[Mapping[str, Sequence[ConstraintSpec]]]
+
+    def __post_init__(self) -> None:
+        fields = dataclasses.fields(self)  # type: ignore[arg-type]
+        validate_parameters(self._parameter_constraints, {f.name: getattr(self, f.name) for f in fields},
+                            value_error=SpecError)
+        self._check_together()
+
+    def _check_together(self) -> None:
+        """Rules over several fields, after each field passed its own constraints."""

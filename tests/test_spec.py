@@ -249,7 +249,7 @@ ERROR_CASES = {
     ),
     "wrong-typed workload parameter": (
         HEAD + LAPLACE + 'lower = "zero"\n',
-        "study 'bad' params: lower ('zero') must be a number",
+        "study 'bad' params: lower ('zero') must be a finite real number",
     ),
     "unknown execution key": (
         HEAD + LAPLACE + "[execution]\nworkers = 4\n",
@@ -298,11 +298,11 @@ ERROR_CASES = {
     "repetitions zero": (HEAD + "repetitions = 0\n" + LAPLACE, "study 'bad' repetitions (0) must be an integer between 1"),
     "param of the wrong value": (
         HEAD + 'workload = "laplace_mean"\n[params]\nepsilon = -1.0\nn = 10\n',
-        "study 'bad' params: epsilon (-1.0) must be a positive finite number",
+        "study 'bad' params: epsilon (-1.0) must be a finite real number > 0",
     ),
     "param of the wrong type": (
         HEAD + 'workload = "laplace_mean"\n[params]\nepsilon = 1.0\nn = 10.5\n',
-        "study 'bad' params: n (10.5) must be an integer ≥ 2",
+        "study 'bad' params: n (10.5) must be an int >= 2",
     ),
     "params not a table": (HEAD + 'workload = "laplace_mean"\nparams = 3\n', "study 'bad' [params] must be a table, got int"),
     "budget without epsilon": (HEAD + LAPLACE + "[budget]\ndelta = 0.0\n", "[budget]: 'epsilon' is required"),
@@ -381,7 +381,7 @@ ERROR_CASES = {
     ),
     "grid value invalid": (
         HEAD + 'workload = "laplace_mean"\n[params]\nn = 10\n[grid]\nepsilon = [1.0, 0]\n',
-        "study 'bad' params {'epsilon': 0}: epsilon (0) must be a positive finite number",
+        "study 'bad' params {'epsilon': 0}: epsilon (0) must be a finite real number > 0",
     ),
     "dataset axis without a generated dataset": (
         HEAD + LAPLACE + '[grid]\n"dataset.n" = [5]\n',

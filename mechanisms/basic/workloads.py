@@ -17,7 +17,8 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from typing import Any
+from numbers import Integral, Real
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,7 @@ import pandas as pd
 from privlab.mechanisms.basic.exponential import exponential_mechanism
 from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.platform.ledger import Ledger, PrivacyEvent
+from privlab.platform.errors import SpecError
 from privlab.platform.randomness import SeededSource
 from privlab.platform.registry import (
     Expectation,
@@ -33,25 +35,15 @@ from privlab.platform.registry import (
     Workload,
     register_workload,
 )
+from privlab.platform.validation import ConstrainedParams, Interval
 
 
-def _check(name: str, value: Any, ok: bool, constraint: str) -> None:
-    if not ok:
-        raise ValueError(f"{name} ({value!r}) must be {constraint}")
-
-
-def _positive(name: str, value: Any) -> None:
-    _check(name, value, isinstance(value, (int, float)) and not isinstance(value, bool)
-           and math.isfinite(value) and value > 0, "a positive finite number")
-
-
-def _count(name: str, value: Any, low: int = 1) -> None:
-    _check(name, value, isinstance(value, int) and not isinstance(value, bool) and value >= low,
-           f"an integer ≥ {low}")
+POSITIVE = [Interval(Real, 0, None, closed="neither")]
+FINITE = [Interval(Real, None, None, closed="neither")]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class BoundedDataParams:
+class BoundedDataParams(ConstrainedParams):
     """Shared by the grid studies: n records of Beta(a, b) scaled to public [lower, upper]."""
 
     epsilon: float
@@ -61,12 +53,12 @@ class BoundedDataParams:
     beta_a: float = 2.0
     beta_b: float = 5.0
 
-    def __post_init__(self) -> None:
-        _positive("epsilon", self.epsilon)
-        _count("n", self.n, 2)
-        _positive("beta_a", self.beta_a)
-        _positive("beta_b", self.beta_b)
-        _check("upper", self.upper, self.upper > self.lower, f"greater than lower ({self.lower!r})")
+    _parameter_constraints: ClassVar = {"epsilon": POSITIVE, "n": [Interval(Integral, 2, None, closed="left")],
+                                        "lower": FINITE, "upper": FINITE, "beta_a": POSITIVE, "beta_b": POSITIVE}
+
+    def _check_together(self) -> None:
+        if not self.upper > self.lower:
+            raise SpecError(f"upper ({self.upper!r}) must be greater than lower ({self.lower!r})")
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
         return self.lower + (self.upper - self.lower) * rng.beta(self.beta_a, self.beta_b, size=self.n)
@@ -118,9 +110,8 @@ class LaplaceMean(Workload):
 class MedianParams(BoundedDataParams):
     candidates: int = 101
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _count("candidates", self.candidates, 2)
+    _parameter_constraints: ClassVar = {**BoundedDataParams._parameter_constraints,
+                                        "candidates": [Interval(Integral, 2, None, closed="left")]}
 
 
 @register_workload
@@ -169,13 +160,11 @@ class ExponentialMedian(Workload):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PrivacyLossParams:
+class PrivacyLossParams(ConstrainedParams):
     epsilon: float
     sensitivity: float = 1.0
 
-    def __post_init__(self) -> None:
-        _positive("epsilon", self.epsilon)
-        _positive("sensitivity", self.sensitivity)
+    _parameter_constraints: ClassVar = {"epsilon": POSITIVE, "sensitivity": POSITIVE}
 
 
 @register_workload

@@ -59,7 +59,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-import numbers
+from numbers import Integral, Real
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
@@ -83,6 +83,7 @@ from privlab.mechanisms.tabular.domain import Domain
 from privlab.platform.errors import SchemaError, SpecError
 from privlab.platform.ledger import Ledger
 from privlab.platform.randomness import RandomSource
+from privlab.platform.validation import ConstrainedParams, Interval, Options
 
 __all__ = ["SCORES", "TABLE_SENSITIVITY", "PrivBayes", "PrivBayesParams", "maximal_parent_sets"]
 
@@ -153,7 +154,7 @@ def maximal_parent_sets(sizes: Sequence[int], max_cells: float) -> list[tuple[in
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PrivBayesParams:
+class PrivBayesParams(ConstrainedParams):
     """PrivBayes hyperparameters; exactly one of ``theta`` and ``degree`` is set.
 
     Attributes:
@@ -180,35 +181,21 @@ class PrivBayesParams:
     max_candidates: int = 1000
     max_table_cells: int = 1 << 22
 
-    def __post_init__(self) -> None:
-        split = self.epsilon_split
-        if isinstance(split, bool) or not isinstance(split, numbers.Real):
-            raise TypeError(f"epsilon_split ({split!r}) must be a real number")
-        if not 0.0 < split < 1.0:
-            raise SpecError(f"epsilon_split ({split!r}) must be in (0, 1)")
+    _parameter_constraints: ClassVar = {
+        "epsilon_split": [Interval(Real, 0, 1, closed="neither")],
+        "theta": [None, Interval(Real, 0, None, closed="neither")],
+        "degree": [None, Interval(Integral, 1, None, closed="left")],
+        "score": [Options(str, SCORES)],
+        "max_candidates": [Interval(Integral, 1, None, closed="left")],
+        "max_table_cells": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    def _check_together(self) -> None:
         if (self.theta is None) == (self.degree is None):
             raise SpecError(
                 f"theta ({self.theta!r}) and degree ({self.degree!r}) must have exactly one set: "
                 "theta for the θ-usefulness flavour, degree for the fixed-degree flavour"
             )
-        if self.theta is not None:
-            if isinstance(self.theta, bool) or not isinstance(self.theta, numbers.Real):
-                raise TypeError(f"theta ({self.theta!r}) must be a real number")
-            if not (math.isfinite(self.theta) and self.theta > 0):
-                raise SpecError(f"theta ({self.theta!r}) must be positive and finite")
-        if self.degree is not None:
-            if isinstance(self.degree, bool) or not isinstance(self.degree, numbers.Integral):
-                raise TypeError(f"degree ({self.degree!r}) must be an int")
-            if self.degree < 1:
-                raise SpecError(f"degree ({self.degree!r}) must be >= 1")
-        if self.score not in SCORES:
-            raise SpecError(f"score ({self.score!r}) must be one of {', '.join(SCORES)}")
-        for label in ("max_candidates", "max_table_cells"):
-            value = getattr(self, label)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-                raise TypeError(f"{label} ({value!r}) must be an int")
-            if value < 1:
-                raise SpecError(f"{label} ({value!r}) must be >= 1")
 
 
 # --- the synthesizer ---------------------------------------------------------------------
