@@ -8,16 +8,19 @@ parameters, never read back from the draws.
 from __future__ import annotations
 
 import dataclasses
-import math
+from numbers import Integral, Real
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
+from privlab.platform.errors import SpecError
 from privlab.platform.registry import register_dataset_generator
+from privlab.platform.validation import ConstrainedParams, Interval
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class BoundedNormalParams:
+class BoundedNormalParams(ConstrainedParams):
     """``n`` rows of ``columns`` independent N(mean, sd²) values clipped to [lower, upper]."""
 
     n: int
@@ -27,19 +30,15 @@ class BoundedNormalParams:
     lower: float = -4.0
     upper: float = 4.0
 
-    def __post_init__(self) -> None:
-        for name in ("n", "columns"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} ({value!r}) must be an integer ≥ 1")
-        for name in ("mean", "sd", "lower", "upper"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-                raise ValueError(f"{name} ({value!r}) must be a finite number")
-        if self.sd <= 0:
-            raise ValueError(f"sd ({self.sd!r}) must be positive")
+    _parameter_constraints: ClassVar = {
+        "n": [Interval(Integral, 1, None, closed="left")], "columns": [Interval(Integral, 1, None, closed="left")],
+        "mean": [Interval(Real, None, None, closed="neither")], "sd": [Interval(Real, 0, None, closed="neither")],
+        "lower": [Interval(Real, None, None, closed="neither")], "upper": [Interval(Real, None, None, closed="neither")],
+    }
+
+    def _check_together(self) -> None:
         if self.upper <= self.lower:
-            raise ValueError(f"upper ({self.upper!r}) must be greater than lower ({self.lower!r})")
+            raise SpecError(f"upper ({self.upper!r}) must be greater than lower ({self.lower!r})")
 
 
 @register_dataset_generator("bounded_normal", BoundedNormalParams)
