@@ -94,9 +94,11 @@ def test_sequential_linear_gaussian_matches_the_paper_model() -> None:
 
 def test_params_validation_and_ess() -> None:
     for bad in ({"epsilon": 0.0}, {"epsilon": 1.0, "releases": 0}, {"epsilon": 1.0, "cp": 1.5},
-                {"epsilon": 1.0, "max_depth": 0}, {"epsilon": True}):
+                {"epsilon": 1.0, "max_depth": 0}, {"epsilon": 1.0, "max_depth": 31}):
         with pytest.raises(ValueError, match="must be"):
             PMSEMechanismParams(**bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^epsilon \(True\) must be a finite real number > 0$"):
+        PMSEMechanismParams(epsilon=True)  # type: ignore[arg-type]
     rng = np.random.default_rng(0)
     assert effective_sample_size(rng.normal(size=4000)) == pytest.approx(4000, rel=0.15)
     ar = np.zeros(4000)

@@ -47,6 +47,8 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
+from numbers import Integral, Real
+from typing import ClassVar
 
 import numpy as np
 
@@ -54,28 +56,16 @@ from privlab.mechanisms.pmse.continuous import ContinuousSynthesizer
 from privlab.mechanisms.pmse.numeric_data import data_matrix
 from privlab.mechanisms.pmse.synthesis import SynthesisModel
 from privlab.platform.budget import split_epsilon
+from privlab.platform.errors import SpecError
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.randomness import RandomSource
-from privlab.platform.validation import check_count
+from privlab.platform.validation import ConstrainedParams, Interval, Options, check_count
 
 QualityFunction = Callable[[np.ndarray, np.ndarray], float]
 
 
-def _check(name: str, value: object, ok: bool, constraint: str) -> None:
-    if not ok:
-        raise ValueError(f"{name} ({value!r}) must be {constraint}")
-
-
-def _is_int(value: object, low: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= low
-
-
-def _is_positive(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PMSEMechanismParams:
+class PMSEMechanismParams(ConstrainedParams):
     """Hyperparameters of the pMSE mechanism (all loggable as MLflow params)."""
 
     epsilon: float  # total ε for the l releases
@@ -90,24 +80,24 @@ class PMSEMechanismParams:
     chains: int = 1
     prior_variance: float = 100_000.0
 
-    def __post_init__(self) -> None:
-        _check("epsilon", self.epsilon, _is_positive(self.epsilon), "a positive finite number")
-        _check("releases", self.releases, _is_int(self.releases, 1), "an integer ≥ 1")
-        _check("synthetic_per_evaluation", self.synthetic_per_evaluation,
-               _is_int(self.synthetic_per_evaluation, 1), "an integer ≥ 1")
-        _check("max_depth", self.max_depth, self.max_depth is None or _is_int(self.max_depth, 1),
-               "an integer ≥ 1 or None (unlimited)")
-        _check("cp", self.cp, isinstance(self.cp, (int, float)) and not isinstance(self.cp, bool)
-               and math.isfinite(self.cp) and 0 <= self.cp < 1, "in [0, 1)")
-        _check("tree", self.tree, self.tree in ("rpart", "greedy"), "'rpart' or 'greedy'")
-        if self.tree == "rpart":
-            _check("max_depth", self.max_depth, self.max_depth is None or self.max_depth <= 30,
-                   "at most 30 with tree='rpart' (rpart's limit) or None")
-        _check("proposal_scale", self.proposal_scale, _is_positive(self.proposal_scale), "a positive finite number")
-        _check("burn_in", self.burn_in, _is_int(self.burn_in, 0), "an integer ≥ 0")
-        _check("thinning", self.thinning, _is_int(self.thinning, 1), "an integer ≥ 1")
-        _check("chains", self.chains, _is_int(self.chains, 1), "an integer ≥ 1")
-        _check("prior_variance", self.prior_variance, _is_positive(self.prior_variance), "a positive finite number")
+    _parameter_constraints: ClassVar = {
+        "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "releases": [Interval(Integral, 1, None, closed="left")],
+        "synthetic_per_evaluation": [Interval(Integral, 1, None, closed="left")],
+        "max_depth": [None, Interval(Integral, 1, None, closed="left")],
+        "cp": [Interval(Real, 0, 1, closed="left")],
+        "tree": [Options(str, ("rpart", "greedy"))],
+        "proposal_scale": [Interval(Real, 0, None, closed="neither")],
+        "burn_in": [Interval(Integral, 0, None, closed="left")],
+        "thinning": [Interval(Integral, 1, None, closed="left")],
+        "chains": [Interval(Integral, 1, None, closed="left")],
+        "prior_variance": [Interval(Real, 0, None, closed="neither")],
+    }
+
+    def _check_together(self) -> None:
+        if self.tree == "rpart" and self.max_depth is not None and self.max_depth > 30:
+            raise SpecError(f"max_depth ({self.max_depth!r}) must be at most 30 with tree='rpart' (rpart's limit) "
+                            "or None")
 
 
 def effective_sample_size(trace: np.ndarray) -> float:
