@@ -8,10 +8,9 @@ product with stable ids such as ``"birth_month=month,mother_age=fine,parity=coar
 The transform kinds are :mod:`.column_transforms`; how a spec table becomes one, :mod:`.transform_specs`.
 
 Privacy:
-    A transformation is fixed by the spec (public edges, clip ranges and categories) before any
-    data is seen, and applying it is a per-record map, so it neither reads private statistics
-    nor changes the neighbouring relation: a mechanism that is ε-DP on the codes is ε-DP on
-    the raw records. Decoding reads only codes (synthetic data) and is post-processing.
+    A transformation applies one public column transform per column, a per-record map fixed by
+    the spec (:mod:`.column_transforms` gives the argument); a space only enumerates public
+    alternatives. Neither reads the data.
 
 References:
     Hod & Canetti (2024), "Differentially Private Release of Israel's National Registry of
