@@ -148,26 +148,30 @@ def _run(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from privlab.platform.configuration_index import IndexRow, read_index
-    from privlab.platform.configuration_log import RESERVOIR_PATH, logged_timing
-    from privlab.platform.reports import build_reports, parquet_frame, write_report_dir
+    from privlab.platform.configuration_log import logged_timing, reservoirs_of
+    from privlab.platform.reports import build_reports, write_report_dir
     from privlab.platform.run_summary import with_logged_timing
-    from privlab.platform.tracking import RunTags, Tracker, existing_store_uri
+    from privlab.platform.sqlite_reader import open_store
+    from privlab.platform.tracking import RunTags
 
-    tracker = Tracker(existing_store_uri(args.tracking_uri))  # only reads: never creates a store
+    tracker = open_store(args.tracking_uri)  # only reads: never creates a store
     run, summary = finished_summary(tracker, args.run_id, hint="give the id `privlab run` printed")
     indexed = read_index(tracker, args.run_id)  # a finished run's index names its configuration runs
     if indexed is None:  # newest first, as a resume reads them back
         indexed = [IndexRow.of_run(c, None) for c in tracker.configuration_runs(run.info.experiment_id, args.run_id)]
-    children: dict[str, str] = {}
+    children: dict[str, IndexRow] = {}
     timings: dict[str, dict[str, float]] = {}
     for row in indexed:
-        children.setdefault(row.config_id, row.run_id)
+        children.setdefault(row.config_id, row)
         timings.setdefault(row.config_id, logged_timing(row.metrics))
     summary = with_logged_timing(summary, timings)  # an older resumed run timed only its last session
+    reservoirs: dict[str, Any] | None = None
 
     def reservoir_of(config_id: str) -> object:
-        child = children.get(config_id)
-        return parquet_frame(tracker.read_bytes(child, RESERVOIR_PATH)) if child else None
+        nonlocal reservoirs
+        if reservoirs is None:  # read once, when a report asks for one
+            reservoirs = reservoirs_of(tracker, args.run_id, children)
+        return reservoirs.get(config_id)
 
     files = build_reports(summary, reservoir_of, command=RunTags.of(run).command or None)
     if not files:
@@ -235,9 +239,9 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     from privlab.platform.compare import comparison_frame, comparison_plot, render_table, to_csv
-    from privlab.platform.tracking import Tracker, existing_store_uri
+    from privlab.platform.sqlite_reader import open_store
 
-    tracker = Tracker(existing_store_uri(args.tracking_uri))
+    tracker = open_store(args.tracking_uri)  # a local store without importing MLflow
     frame = comparison_frame(tracker, args.experiment, run_id=args.run, all_runs=args.all_runs,
                              metrics=args.metric or (), studies=args.study or ())
     without = frame.attrs.get("studies_without_metric") or []
@@ -269,9 +273,11 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _ledger(args: argparse.Namespace) -> int:
     from privlab.platform.ledger import Ledger
-    from privlab.platform.tracking import RunTags, Tracker, existing_store_uri
+    from privlab.platform.result_parts import read_results
+    from privlab.platform.sqlite_reader import open_store
+    from privlab.platform.tracking import PARENT_TAG, RunTags
 
-    tracker = Tracker(existing_store_uri(args.tracking_uri))
+    tracker = open_store(args.tracking_uri)
     run = tracker.get_run(args.run_id)
     kind = RunTags.of(run).kind
     if kind == "parent":
@@ -281,11 +287,15 @@ def _ledger(args: argparse.Namespace) -> int:
         children = [run]
     else:
         raise TrackingError(f"run {args.run_id} was not made by privlab; give a run id that `privlab runs` lists")
+    parent_id = args.run_id if kind == "parent" else run.data.tags.get(PARENT_TAG, "")
+    stored = read_results(tracker, parent_id) if parent_id else {}
     ledgers: dict[str, Ledger] = {}
     for child in children:
-        text = tracker.read_text(child.info.run_id, "ledger.json")
+        row = stored.get(child.info.run_id)  # the ledger in its result part, else (older runs) its ledger.json
+        text = json.dumps(row.entry["ledger"]) if row is not None else tracker.read_text(child.info.run_id, "ledger.json")
         if text is None:
-            raise TrackingError(f"run {child.info.run_id} has no ledger.json artifact (was [tracking] artifacts = false?)")
+            raise TrackingError(f"run {child.info.run_id} has no ledger: neither in its parent run's result parts nor "
+                                "as ledger.json")
         config_id = RunTags.of(child).config_id
         ledgers[child.info.run_id if config_id is None else config_id] = Ledger.from_json(text)
     if args.json:

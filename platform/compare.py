@@ -20,6 +20,7 @@ import pandas as pd
 
 from privlab.platform.configuration_index import METRIC_PREFIX, IndexRow, index_table, read_index_table
 from privlab.platform.errors import NotFoundError, TrackingError
+from privlab.platform.result_parts import read_results
 from privlab.platform.tracking import RunTags, Tracker
 
 ID_COLUMNS = ["config_id", "study", "workload", "parent_run_id", "run_id"]
@@ -102,15 +103,17 @@ def _unknown_metrics(missing: Sequence[str], columns: Sequence[str], experiment:
 def configuration_table(tracker: Tracker, experiment_id: str, parent: Any) -> Any:
     """A parent run's configuration runs as logged, as an index table in the spec's order (as
     ``privlab run`` printed them): the run's own index when it is complete (one artifact,
-    written in that order), else its child runs (one search and one result.json each, slow
-    for thousands), put in the order of the studies in the run's ``spec.toml``, then of their
+    written in that order), else its child runs (one search, their results read from the
+    run's result parts; runs logged before the parts each read their own result.json), put in the order of the studies in the run's ``spec.toml``, then of their
     configuration ids (numbers compared as numbers)."""
     if RunTags.of(parent).status == "complete":
         indexed = read_index_table(tracker, parent.info.run_id)
         if indexed is not None:
             return indexed
-    table = index_table(IndexRow.read(tracker, child)
-                        for child in tracker.configuration_runs(experiment_id, parent.info.run_id, finished=False))
+    children = tracker.configuration_runs(experiment_id, parent.info.run_id, finished=False)
+    stored = read_results(tracker, parent.info.run_id)
+    table = index_table(IndexRow.of_run(child, stored[child.info.run_id].entry, stored[child.info.run_id].timing)
+                        if child.info.run_id in stored else IndexRow.read(tracker, child) for child in children)
     if not table.num_rows:
         return table
     studies = _spec_studies(tracker, parent.info.run_id)

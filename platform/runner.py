@@ -221,8 +221,8 @@ class _Driver:
         self.writer.abandon(f"the tracking server could not be reached: {error}")
         payload = checkpoint_payload(spec_sha256=self.spec.sha256, root_seed=self.parent.root_seed,
                                      states=self.states, completed=self.configuration_log.results)
-        held = outbox.HeldBack(run_id=self.run_id, tracking_uri=self.tracker.uri, uploads=list(self.writer.unsent),
-                               checkpoint=payload)
+        unsent = [upload for upload in self.writer.unsent if not upload.finished]  # a batch may have got part way
+        held = outbox.HeldBack(run_id=self.run_id, tracking_uri=self.tracker.uri, uploads=unsent, checkpoint=payload)
         reason = str(error) if isinstance(error, TrackingOutage) else f"the tracking server could not be reached: {error}"
         try:
             path = outbox.keep(held)

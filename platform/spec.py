@@ -67,7 +67,7 @@ STUDY_KEYS = {
 BUDGET_KEYS = {"epsilon", "delta", "accountant", "delta_slack"}
 MAX_EXPERIMENT_NAME = 500  # MLflow refuses longer experiment names (mlflow.utils.validation)
 TRACKING_KEYS = {"experiment", "uri", "artifacts", "plots", "checkpoint_interval_s", "outage_wait_s", "unit_runs",
-                 "run_statistics"}
+                 "run_statistics", "reservoirs"}
 EXECUTION_KEYS = {"batch_size", "target_task_seconds", "max_retries", "max_in_flight_per_worker", "max_configurations"}
 MODES = ("research",)
 MAX_UNITS = 10**10
@@ -104,8 +104,11 @@ class TrackingSpec:
     unit_runs: bool = False
     # Which statistics of each metric a configuration run logs as MLflow metrics: "summary" (the
     # centre and 95% interval that `privlab compare` shows) or "all" (also sd, min, max, quantiles,
-    # counts). Every statistic is always in the run's result.json and the run's index.
+    # counts). Every statistic is always in the run's result parts and the run's index.
     run_statistics: str = "summary"
+    # Which configurations keep their reservoir sample (each metric's kept per-trial values):
+    # "reports" (those whose workload's results page reads it) or "all".
+    reservoirs: str = "reports"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -441,6 +444,13 @@ def _parse_budget(raw: Any) -> BudgetSpec | None:
 
 
 RUN_STATISTICS = ("summary", "all")
+RESERVOIRS = ("reports", "all")
+
+
+def _reservoirs(value: Any) -> str:
+    if value not in RESERVOIRS:
+        raise SpecError(f"[tracking] reservoirs ({value!r}) must be one of {', '.join(map(repr, RESERVOIRS))}")
+    return value
 
 
 def _run_statistics(value: Any) -> str:
@@ -472,6 +482,7 @@ def _parse_tracking(raw: Any, *, default_experiment: str) -> TrackingSpec:
         plots=table.get("plots", True),
         unit_runs=table.get("unit_runs", False),
         run_statistics=_run_statistics(table.get("run_statistics", "summary")),
+        reservoirs=_reservoirs(table.get("reservoirs", "reports")),
         checkpoint_interval_s=_number(
             table.get("checkpoint_interval_s", 30.0), "[tracking] checkpoint_interval_s", low=0.0
         ),

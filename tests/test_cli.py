@@ -15,6 +15,7 @@ import pytest
 
 from privlab.platform.cli import main
 from privlab.platform.configuration_index import read_index
+from privlab.platform.result_parts import read_results
 from privlab.platform.tracking import Tracker
 
 
@@ -81,18 +82,22 @@ def test_mlflow_holds_parent_children_params_metrics_artifacts_and_tags(finished
     metrics = child.data.metrics
     assert metrics["eps_total"] == 1.0
     assert 0.0 <= metrics["in_event_d_ci_low"] <= metrics["in_event_d_rate"] <= metrics["in_event_d_ci_high"] <= 1.0
-    assert any(k.startswith("eps_step_00_") for k in metrics)
-    # MLflow holds the summary statistics ([tracking] run_statistics = "summary", the default);
-    # every statistic is in result.json and the run's index.
+    # MLflow holds the summary statistics ([tracking] run_statistics = "summary", the default) and
+    # ε; the ledger's detail (δ, each step's ε) is the run's ledger tag, and every statistic, the
+    # timing and the ledger are in the parent run's result parts and its index.
     assert "in_event_d_trials" not in metrics and "in_event_d_successes" not in metrics
-    result = json.loads(tracker.read_text(child.info.run_id, "result.json"))
+    assert not any(k.startswith(("eps_step_", "delta_total", "timing_")) for k in metrics)
+    assert "ε" in child.data.tags["privlab.ledger"] and "laplace" in child.data.tags["privlab.ledger"]
+    assert child.data.params["params.epsilon"] == "1.0" and all(k.startswith("params.") for k in child.data.params)
+    (stored,) = [row for row in read_results(tracker, parent.info.run_id).values() if row.run_id == child.info.run_id]
+    result = stored.entry
     assert result["metrics"]["in_event_d_trials"] == 3000
-    assert {k: result["metrics"][k] for k in metrics if not k.startswith("timing_")} == \
-        {k: v for k, v in metrics.items() if not k.startswith("timing_")}
+    assert any(k.startswith("eps_step_00_") for k in result["metrics"]) and stored.timing["wall_seconds"] > 0
+    assert {k: result["metrics"][k] for k in metrics} == metrics
     (indexed,) = [row for row in read_index(tracker, parent.info.run_id) if row.config_id == "loss-001"]
     assert indexed.metrics["in_event_d_trials"] == 3000 and indexed.metrics["in_event_d_rate"] == metrics["in_event_d_rate"]
-    child_artifacts = set(tracker.list_artifacts(child.info.run_id))
-    assert {"ledger.json", "result.json", "reservoir.parquet"} <= child_artifacts
+    assert indexed.metrics["timing_wall_seconds"] == stored.timing["wall_seconds"]
+    assert tracker.list_artifacts(child.info.run_id) == []  # nothing per run: no folder of its own
 
 
 def test_compare_csv_table_parquet_and_plot(finished_run: dict, finished_uri: str, tmp_path: Path,

@@ -1,0 +1,100 @@
+"""What ``compare``, ``shortlist`` and ``report`` answer about a births grid slice is exactly what
+they answered before configuration runs were logged in batches with their results in parts.
+
+A seeded slice of experiments/births/grid.toml (12 grid points of each study, 2 attempts each,
+on the public NVSS 10K sample) is run serially; then ``privlab compare`` (the table, CSV, and
+``--metric accepted``), ``privlab shortlist`` and ``privlab report`` read it back. Each output,
+with the run's id, the temporary folder and the wall time masked, must hash to what the same
+commands printed with the per-run artifacts (``result.json``, ``reservoir.parquet``, a
+``summary.json`` holding every entry): tests/fixtures/births_slice_answers.json, written by this
+module's ``__main__`` on that code.
+
+    python tests/test_births_slice_answers.py > tests/fixtures/births_slice_answers.json
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NVSS_10K = Path(__file__).resolve().parents[2] / "shared" / "data" / "nvss" / "birth_2019_nber_us_SINGLETON_SAMPLE10K.csv"
+FIXTURE = ROOT / "tests" / "fixtures" / "births_slice_answers.json"
+SLICE = [f"study.{study}.{key}={value}" for study in ("privbayes_theta", "privbayes_degree")
+         for key, value in (("grid_points", 12), ("repetitions", 2), ("params.data", str(NVSS_10K)))]
+WALL_TIME = re.compile(r"(Wall time of the whole run|its last session took|compute time over all sessions was)"
+                       r"[^.]*\.")
+
+
+def _mask(data: bytes, *, run_id: str, folder: str) -> bytes:
+    text = data.decode()
+    text = text.replace(run_id, "<run>").replace(run_id[:8], "<run8>").replace(folder, "<tmp>")
+    return WALL_TIME.sub(r"\1 <masked>.", text).encode()
+
+
+def _cli(*args: str) -> str:
+    from privlab.platform.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(list(args))
+    assert code == 0, (args, out.getvalue())
+    return out.getvalue()
+
+
+def slice_answers(folder: Path) -> dict[str, str]:
+    """Run the slice in ``folder``; the SHA-256 of each masked answer, by name."""
+    here = Path.cwd()
+    os.chdir(folder)
+    try:
+        uri = f"sqlite:///{folder / 'mlflow.db'}"
+        _cli("run", str(ROOT / "experiments" / "births" / "grid.toml"), "--serial", "--no-progress",
+             "--tracking-uri", uri, "--summary-json", str(folder / "summary.json"), *sum((["--set", s] for s in SLICE), []))
+        run_id = json.loads((folder / "summary.json").read_text())["run_id"]
+        answers: dict[str, bytes] = {}
+        for name, args in {"compare.txt": [], "compare.csv": ["--format", "csv"],
+                           "compare-accepted.txt": ["--metric", "accepted"],
+                           "compare-accepted.csv": ["--metric", "accepted", "--format", "csv"]}.items():
+            _cli("compare", "births-grid", "--tracking-uri", uri, "--output", str(folder / name), *args)
+            answers[name] = (folder / name).read_bytes()
+        for min_prob in ("0", "0.2"):
+            out = folder / f"shortlist-{min_prob}.toml"
+            try:
+                _cli("shortlist", run_id, "--min-prob", min_prob, "--out", str(out), "--tracking-uri", uri)
+                answers[out.name] = out.read_bytes()
+            except Exception as error:  # noqa: BLE001 (the refusal is an answer too)
+                answers[out.name] = f"{type(error).__name__}: {error}".encode()
+        _cli("report", run_id, "--out", str(folder / "report"), "--tracking-uri", uri)
+        for path in sorted((folder / "report").rglob("*")):
+            if path.is_file():
+                answers[f"report/{path.relative_to(folder / 'report')}"] = path.read_bytes()
+    finally:
+        os.chdir(here)
+    return {name: hashlib.sha256(_mask(data, run_id=run_id, folder=str(folder)) if not name.endswith(".png")
+                                 else data).hexdigest()
+            for name, data in answers.items()}
+
+
+@pytest.mark.slow  # 48 flows on the 10K sample, serially
+@pytest.mark.usefixtures("nvss_10k")
+def test_compare_shortlist_and_report_answer_as_before(tmp_path: Path) -> None:
+    expected = json.loads(FIXTURE.read_text())
+    answers = slice_answers(tmp_path)
+    assert sorted(answers) == sorted(expected)
+    changed = sorted(name for name in expected if answers[name] != expected[name])
+    assert not changed, f"these answers changed: {changed}"
+
+
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory(prefix="privlab-births-answers-") as tmp:
+        print(json.dumps(slice_answers(Path(tmp).resolve()), indent=2, sort_keys=True))
+    sys.exit(0)
