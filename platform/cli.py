@@ -205,6 +205,20 @@ def _print_summary(summary: dict) -> None:
     print(f"\nresults: tracking store {tracking.get('uri', '?')}\n"
           f"         artifacts of run {summary['run_id']}: {tracking.get('artifacts', '?')}")
     print(f"compare: privlab compare {summary['experiment']!r}    ledger: privlab ledger {summary['run_id']}")
+    _print_phases(summary["timing"].get("phases"))
+
+
+def _print_phases(phases: dict[str, float] | None) -> None:
+    """Where the process's time went, from its start to now (stderr): the run's own wall is
+    data → execution; before it Python's start, imports and the spec, after it the summary's
+    logging and the backend's shutdown (MLflow's import and the store's opening overlap Ray's
+    start-up, so ``store`` is not added to the total)."""
+    if not phases:
+        return
+    from privlab.platform.runner import process_age
+
+    shown = ", ".join(f"{name} {seconds:.2f}" for name, seconds in phases.items())
+    print(f"privlab: seconds from the process's start: {shown}; {process_age():.2f} in all so far", file=sys.stderr)
 
 
 def _terminal_width() -> int | None:

@@ -25,7 +25,6 @@ import pandas as pd
 from privlab.platform.background_writer import BackgroundWriter
 from privlab.platform.configuration_index import INDEX_PATH, index_bytes
 from privlab.platform.configuration_log import ConfigurationLog
-from privlab.platform.plots import study_plots
 from privlab.platform.reports import REPORT_PREFIX, build_reports, parquet_bytes, write_report_dir
 from privlab.platform.result_parts import PART_FOLDER
 from privlab.platform.spec import ExperimentSpec
@@ -94,6 +93,8 @@ def finish_run(
         files["results.parquet"] = parquet_bytes(table)
         files["results.csv"] = table.to_csv(index=False)
     if spec.tracking.artifacts and spec.tracking.plots:
+        from privlab.platform.plots import study_plots  # matplotlib: only a run that draws plots imports it
+
         for name, png in study_plots(spec, ordered).items():
             files[f"plots/{name}"] = png
     reports = build_reports(summary, configuration_log.reservoir_of, command=command)
