@@ -50,6 +50,11 @@ BIRTHS_SLICE = [f"study.{study}.{key}={value}" for study in ("privbayes_theta", 
                 for key, value in (("grid_points", 12), ("repetitions", 2), ("params.data", str(NVSS_10K)))]
 
 
+#: Each process runs with Python's bytecode cache on, as a user's does (this machine's shell may
+#: turn it off; then every process would compile privlab's modules again).
+ENVIRONMENT = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def spec_of(work: str, folder: Path) -> tuple[Path, list[str]]:
     """The spec file and ``--set`` values of a grid."""
     if work == "births":
@@ -67,7 +72,7 @@ def privlab_process(work: str, folder: Path) -> tuple[float, float]:
                "--tracking-uri", f"sqlite:///{folder / 'mlflow.db'}", "--summary-json", str(summary),
                *sum((["--set", s] for s in sets), [])]
     began = time.perf_counter()
-    subprocess.run(command, cwd=folder, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    subprocess.run(command, cwd=folder, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENVIRONMENT)
     wall = time.perf_counter() - began
     return wall, json.loads(summary.read_text())["timing"]["wall_seconds"]
 
@@ -76,7 +81,7 @@ def tune_process(work: str, folder: Path) -> float:
     """Process wall of the same grid through Ray Tune (this file with ``--tune-child``)."""
     began = time.perf_counter()
     subprocess.run([sys.executable, __file__, "--tune-child", work, "--folder", str(folder)], cwd=folder, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENVIRONMENT)
     return time.perf_counter() - began
 
 

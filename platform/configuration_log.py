@@ -142,10 +142,10 @@ class ConfigurationLog:
                 if len(ledger_text) > MAX_TAG_VALUE_LENGTH:  # too long for a tag: an artifact of its own
                     files[LEDGER_TEXT_PATH], ledger_text = ledger_text, None
                 kept = split_facet(reservoirs, facet, facets)
+                if not (workload.reads_reservoirs or self.spec.tracking.reservoirs == "all"):
+                    kept = None  # no report reads it: neither stored nor kept in memory
                 if kept:
                     self.reservoir_frames[entry_id] = reservoir_frame(kept)
-                if not (workload.reads_reservoirs or self.spec.tracking.reservoirs == "all"):
-                    kept = None  # in memory for this run's reports, not stored
             if units_file is not None:
                 files[UNITS_PATH] = units_file
             run_params = entry["params"] | {"workload": config.workload, "study": config.study, "units": config.units}

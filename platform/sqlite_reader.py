@@ -19,6 +19,7 @@ from typing import Any
 
 from privlab.platform.errors import NotFoundError, TrackingError
 from privlab.platform.sqlite_runs import local_folder
+from privlab.platform.tracking import KIND_TAG, PARENT_TAG
 
 _NEEDED = {
     "experiments": {"experiment_id", "name", "artifact_location", "lifecycle_stage"},
@@ -27,7 +28,6 @@ _NEEDED = {
     "params": {"key", "value", "run_uuid"},
     "latest_metrics": {"key", "value", "is_nan", "run_uuid"},
 }
-KIND_TAG, PARENT_TAG = "privlab.kind", "mlflow.parentRunId"
 
 
 @dataclasses.dataclass
@@ -126,7 +126,7 @@ class SqliteStoreReader:
         """Active runs matching ``where`` (on ``runs r``), newest first, with tags, params and metrics."""
         rows = self.connection.execute(
             f"SELECT r.run_uuid, r.experiment_id, r.status, r.start_time, r.artifact_uri FROM runs r WHERE {where} "
-            "AND r.lifecycle_stage = 'active' ORDER BY r.start_time DESC, r.run_uuid DESC", arguments).fetchall()
+            "AND r.lifecycle_stage = 'active' ORDER BY r.start_time DESC, r.run_uuid", arguments).fetchall()
         runs = {run_id: StoredRun(RunInfo(run_id, str(experiment), status, start or 0, artifacts or ""),
                                   RunData({}, {}, {})) for run_id, experiment, status, start, artifacts in rows}
         for chunk in _chunks(list(runs), 500):

@@ -15,6 +15,7 @@ module's ``__main__`` on that code.
 from __future__ import annotations
 
 import contextlib
+import csv
 import hashlib
 import io
 import json
@@ -32,13 +33,40 @@ FIXTURE = ROOT / "tests" / "fixtures" / "births_slice_answers.json"
 SLICE = [f"study.{study}.{key}={value}" for study in ("privbayes_theta", "privbayes_degree")
          for key, value in (("grid_points", 12), ("repetitions", 2), ("params.data", str(NVSS_10K)))]
 WALL_TIME = re.compile(r"(Wall time of the whole run|its last session took|compute time over all sessions was)"
-                       r"[^.]*\.")
+                       r"[^\n]*")
+RUN_ID = re.compile(r"\b[0-9a-f]{32}\b")  # each configuration's run id (the CSV's run_id column)
 
 
-def _mask(data: bytes, *, run_id: str, folder: str) -> bytes:
+def _mask(name: str, data: bytes, *, run_id: str, folder: str) -> bytes:
+    """What may differ between two runs of the same seeded slice: run ids, the folder, wall
+    times, and (in CSV) the timing columns."""
     text = data.decode()
     text = text.replace(run_id, "<run>").replace(run_id[:8], "<run8>").replace(folder, "<tmp>")
-    return WALL_TIME.sub(r"\1 <masked>.", text).encode()
+    text = RUN_ID.sub("<id>", WALL_TIME.sub(r"\1 <masked>", text))
+    return (_without_timing(text) if name.endswith(".csv") else text).encode()
+
+
+def _without_timing(text: str) -> str:
+    """CSV tables (one per study, each after a ``# study:`` line) without their ``timing_*`` columns."""
+    out, block = [], []
+
+    def flush() -> None:
+        if block:
+            rows = list(csv.reader(block))
+            keep = [i for i, column in enumerate(rows[0]) if not column.startswith("timing_")]
+            buffer = io.StringIO()
+            csv.writer(buffer, lineterminator="\n").writerows([[row[i] for i in keep] for row in rows])
+            out.append(buffer.getvalue().rstrip("\n"))
+            block.clear()
+
+    for line in text.split("\n"):
+        if line.startswith("# study:") or not line:
+            flush()
+            out.append(line)
+        else:
+            block.append(line)
+    flush()
+    return "\n".join(out)
 
 
 def _cli(*args: str) -> str:
@@ -79,9 +107,13 @@ def slice_answers(folder: Path) -> dict[str, str]:
                 answers[f"report/{path.relative_to(folder / 'report')}"] = path.read_bytes()
     finally:
         os.chdir(here)
-    return {name: hashlib.sha256(_mask(data, run_id=run_id, folder=str(folder)) if not name.endswith(".png")
-                                 else data).hexdigest()
-            for name, data in answers.items()}
+    masked = {name: data if name.endswith(".png") else _mask(name, data, run_id=run_id, folder=str(folder))
+              for name, data in answers.items()}
+    if keep := os.environ.get("PRIVLAB_KEEP_ANSWERS"):  # to see what changed
+        for name, data in masked.items():
+            (Path(keep) / name).parent.mkdir(parents=True, exist_ok=True)
+            (Path(keep) / name).write_bytes(data)
+    return {name: hashlib.sha256(data).hexdigest() for name, data in masked.items()}
 
 
 @pytest.mark.slow  # 48 flows on the 10K sample, serially

@@ -15,7 +15,9 @@ import pytest
 
 from privlab.platform.cli import main
 from privlab.platform.configuration_index import read_index
+from privlab.platform.commands import finished_summary
 from privlab.platform.result_parts import read_results
+from privlab.platform.sqlite_reader import SqliteStoreReader
 from privlab.platform.tracking import Tracker
 
 
@@ -55,6 +57,21 @@ def test_summary_json_has_the_observable_interface(finished_run: dict) -> None:
     assert entry["metrics"]["eps_total"] == 0.5
     assert "wall_seconds" in summary["timing"] and "timing" not in entry["metrics"]
     assert [e["id"] for e in summary["configurations"]] == ["mean-000", "mean-001", "loss-000", "loss-001", "seeds-000"]
+
+
+def test_summary_json_leaves_the_entries_to_the_parts_and_finished_summary_puts_them_back(
+        finished_run: dict, finished_uri: str) -> None:
+    # Its size no longer grows with the configurations (a births grid's was 835 KB), yet shortlist
+    # and report read the whole summary as the run returned it, every timing included.
+    run_id = finished_run["run_id"]
+    for store in (Tracker(finished_uri), SqliteStoreReader.open(finished_uri)):
+        logged = json.loads(store.read_text(run_id, "summary.json"))
+        assert "configurations" not in logged and "configurations" not in logged["timing"]
+        _, summary = finished_summary(store, run_id, hint="")
+        assert summary["configurations"] == finished_run["configurations"]
+        assert summary["timing"]["configurations"] == finished_run["timing"]["configurations"]
+        assert {k: v for k, v in summary.items() if k not in ("tracking", "timing")} == \
+            {k: v for k, v in finished_run.items() if k not in ("tracking", "timing")}
 
 
 def test_mlflow_holds_parent_children_params_metrics_artifacts_and_tags(finished_run: dict, finished_uri: str) -> None:
