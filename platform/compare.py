@@ -11,6 +11,7 @@ integers) or one parquet file, plus an optional plot with one panel per study.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -229,6 +230,7 @@ def _frame(logged: Sequence[tuple[str, Any]]) -> pd.DataFrame:
 COUNT_SUFFIXES = ("_count", "_trials", "_successes")
 
 
+@functools.lru_cache(maxsize=65536)  # a grid's parameters repeat their few values across its rows
 def _parse(value: str) -> Any:
     try:
         parsed = json.loads(value)
@@ -268,10 +270,11 @@ def table_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
     several_runs = frame["parent_run_id"].nunique() > 1
     rows = []
     na = pd.NA
-    for record in frame.to_dict("records"):
+    columns = {column: frame[column].tolist() for column in frame.columns}  # Python scalars, column by column
+    for i in range(len(frame)):
         # v == v is False for NaN only (pd.NA is tested first: comparing it gives NA)
-        values = {k: (v.item() if hasattr(v, "item") else v) for k, v in record.items()
-                  if v is not None and v is not na and (not isinstance(v, float) or v == v)}
+        values = {k: v for k, values in columns.items()
+                  if (v := values[i]) is not None and v is not na and (not isinstance(v, float) or v == v)}
         # with --all-runs, the run (its id's first 8 characters) tells the same configuration's rows apart
         run = {"run": str(values.get("parent_run_id", ""))[:8]} if several_runs else {}
         rows.append({
