@@ -34,6 +34,7 @@ SLICE = [f"study.{study}.{key}={value}" for study in ("privbayes_theta", "privba
          for key, value in (("grid_points", 12), ("repetitions", 2), ("params.data", str(NVSS_10K)))]
 WALL_TIME = re.compile(r"(Wall time of the whole run|its last session took|compute time over all sessions was)"
                        r"[^\n]*")
+RELATIVE_TO_CHECKOUT = re.compile(r"(?:\.\./)+[^\"\s]*?(experiments/births/)")
 RUN_ID = re.compile(r"\b[0-9a-f]{32}\b")  # each configuration's run id (the CSV's run_id column)
 
 
@@ -42,6 +43,8 @@ def _mask(name: str, data: bytes, *, run_id: str, folder: str) -> bytes:
     times, and (in CSV) the timing columns."""
     text = data.decode()
     text = text.replace(run_id, "<run>").replace(run_id[:8], "<run8>").replace(folder, "<tmp>")
+    text = text.replace(str(ROOT), "<checkout>").replace(str(NVSS_10K.parent), "<nvss>")
+    text = RELATIVE_TO_CHECKOUT.sub(r"<checkout>/\1", text)  # the shortlist's paths, relative to where it is
     text = RUN_ID.sub("<id>", WALL_TIME.sub(r"\1 <masked>", text))
     return (_without_timing(text) if name.endswith(".csv") else text).encode()
 
@@ -69,14 +72,16 @@ def _without_timing(text: str) -> str:
     return "\n".join(out)
 
 
-def _cli(*args: str) -> str:
+def _cli(*args: str, refusal_ok: bool = False) -> tuple[int, str]:
+    """(exit code, stderr) of a privlab command run in this process."""
     from privlab.platform.cli import main
 
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(list(args))
-    assert code == 0, (args, out.getvalue())
-    return out.getvalue()
+    if code != 0 and not refusal_ok:
+        raise RuntimeError(f"privlab {' '.join(args)} exited {code}: {err.getvalue()}")
+    return code, err.getvalue()
 
 
 def slice_answers(folder: Path) -> dict[str, str]:
@@ -96,11 +101,9 @@ def slice_answers(folder: Path) -> dict[str, str]:
             answers[name] = (folder / name).read_bytes()
         for min_prob in ("0", "0.2"):
             out = folder / f"shortlist-{min_prob}.toml"
-            try:
-                _cli("shortlist", run_id, "--min-prob", min_prob, "--out", str(out), "--tracking-uri", uri)
-                answers[out.name] = out.read_bytes()
-            except Exception as error:  # noqa: BLE001 (the refusal is an answer too)
-                answers[out.name] = f"{type(error).__name__}: {error}".encode()
+            code, err = _cli("shortlist", run_id, "--min-prob", min_prob, "--out", str(out), "--tracking-uri", uri,
+                             refusal_ok=True)
+            answers[out.name] = out.read_bytes() if code == 0 else f"exit {code}: {err}".encode()  # a refusal too
         _cli("report", run_id, "--out", str(folder / "report"), "--tracking-uri", uri)
         for path in sorted((folder / "report").rglob("*")):
             if path.is_file():
