@@ -105,7 +105,8 @@ class ConfigurationLog:
         selected = study.metrics or (*kinds, *derived)
         metrics = flatten_metrics(summary, kinds, selected, derived)
         every_statistic = self.spec.tracking.run_statistics == "all"
-        unlogged = set() if every_statistic else unlogged_statistics(summary, selected)
+        unlogged = set() if every_statistic else unlogged_statistics(
+            summary, selected, run_statistics=self.spec.tracking.run_statistics)
         measured = {k: v for k, v in metrics.items() if k.startswith("timing_")}
         metrics = {k: v for k, v in metrics.items() if not k.startswith("timing_")}
         ledger_metrics = {"eps_total": ledger.total().epsilon, "delta_total": ledger.total().delta}
@@ -250,21 +251,25 @@ def flatten_metrics(
     return flat
 
 
-#: The statistics of a metric that ``[tracking] run_statistics = "summary"`` logs as MLflow
-#: metrics: what ``privlab compare`` shows, the centre and its 95% interval.
-SUMMARY_STATISTICS = frozenset({"mean", "rate", "ci_low", "ci_high"})
+#: The statistics of a metric that a configuration run logs as MLflow metrics, by ``[tracking]
+#: run_statistics``: "centre" (the default) its mean or rate, "summary" also its 95% interval
+#: (what ``privlab compare`` shows); "all" logs every statistic.
+LOGGED_STATISTICS = {"centre": frozenset({"mean", "rate"}), "summary": frozenset({"mean", "rate", "ci_low", "ci_high"})}
 
 
-def unlogged_statistics(summary: Mapping[str, Mapping[str, float]], selected: tuple[str, ...]) -> set[str]:
-    """The flattened names (``{metric}_{statistic}``) of the selected metrics' statistics
-    beyond :data:`SUMMARY_STATISTICS`: kept in result.json and the index, not as MLflow metrics.
+def unlogged_statistics(summary: Mapping[str, Mapping[str, float]], selected: tuple[str, ...], *,
+                        run_statistics: str = "centre") -> set[str]:
+    """The flattened names (``{metric}_{statistic}``) of the selected metrics' statistics that
+    ``run_statistics`` does not log as MLflow metrics (:data:`LOGGED_STATISTICS`): kept in the
+    result parts and the index, which ``compare`` reads.
 
-    A births configuration run logged ~450 MLflow metrics, ~250 KB of sqlite (each value is a
-    row of MLflow's ``metrics`` and ``latest_metrics`` tables and of three indexes, ~550 bytes);
-    the summary statistics are about a third of them.
+    Each MLflow metric value is a row of its ``metrics`` and ``latest_metrics`` tables and of
+    four indexes, ~470 bytes of sqlite: a births configuration's 47 metrics cost ~210 KB with
+    every statistic, ~49 KB with their centres and intervals, ~17 KB with their centres.
     """
+    logged = LOGGED_STATISTICS[run_statistics]
     return {f"{name}_{statistic}" for name in selected if name in summary
-            for statistic in summary[name] if statistic not in SUMMARY_STATISTICS}
+            for statistic in summary[name] if statistic not in logged}
 
 
 def split_facet(values: Mapping[str, Any], facet: str, facets: Mapping[str, Any]) -> dict[str, Any]:

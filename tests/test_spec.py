@@ -245,7 +245,7 @@ ERROR_CASES = {
     ),
     "unknown run statistics": (
         HEAD + LAPLACE + "[tracking]\nrun_statistics = 'some'\n",
-        "[tracking] run_statistics ('some') must be one of 'summary', 'all'",
+        "[tracking] run_statistics ('some') must be one of 'centre', 'summary', 'all'",
     ),
     "wrong-typed workload parameter": (
         HEAD + LAPLACE + 'lower = "zero"\n',
