@@ -55,6 +55,8 @@ class ConfigurationLog:
         self.timing: dict[str, dict[str, float]] = {}
         self.reservoir_frames: dict[str, pd.DataFrame] = {}
         self.index: dict[str, IndexRow] = {}  # entry id → its configuration run, once logged
+        self.logged_before: set[str] = set()  # entry ids a resume read back from the store
+        self.reservoirs_read = False  # their stored reservoir samples, read once when a report asks
 
     def read_back(self) -> None:
         """The entries the run logged before it stopped (on resume).
@@ -82,6 +84,7 @@ class ConfigurationLog:
             config_id = entry.get("config", entry["id"])
             measured = row.timing if row is not None and row.timing is not None else logged_timing(child.data.metrics)
             self.results.setdefault(config_id, []).append(entry)
+            self.logged_before.add(entry["id"])
             self.index.setdefault(entry["id"], IndexRow.of_run(child, entry, measured))  # newest first: keep the newest
             if measured:
                 self.timing.setdefault(config_id, measured)
@@ -206,11 +209,13 @@ class ConfigurationLog:
             self.writer.submit(functools.partial(self.tracker.send, upload), keep=upload)
 
     def reservoir_of(self, config_id: str) -> pd.DataFrame | None:
-        """A configuration's reservoir sample: kept in memory, or read back after a resume."""
-        if config_id not in self.reservoir_frames and self.spec.tracking.artifacts:
+        """A configuration's reservoir sample: kept in memory, or (for those a resume read back)
+        read from the run's parts, all at once the first time one is missing."""
+        earlier = config_id in self.logged_before  # this session did not compute it
+        if config_id not in self.reservoir_frames and earlier and self.spec.tracking.artifacts and not self.reservoirs_read:
+            self.reservoirs_read = True
             for frame_id, frame in reservoirs_of(self.tracker, self.parent.run_id, self.index).items():
                 self.reservoir_frames.setdefault(frame_id, frame)
-            self.reservoir_frames.setdefault(config_id, None)  # type: ignore[arg-type]
         return self.reservoir_frames.get(config_id)
 
 
