@@ -23,6 +23,10 @@ log = logging.getLogger(__name__)
 _Item = tuple[Callable[[], Any], Any]
 
 
+def _nothing() -> None:
+    return None
+
+
 class _Batched:
     """A batchable item: ``send([item, ...])`` logs it with its neighbours."""
 
@@ -187,7 +191,10 @@ class BackgroundWriter:
         self._queue.join()
 
     def flush(self) -> None:
+        """Wait for everything submitted (a batch being collected is sent at once, without its
+        wait for more), then re-raise the first error."""
         began = time.perf_counter()
+        self._queue.put((_nothing, None))  # not batchable: ends the collecting of a batch now
         self._queue.join()
         self.blocked_seconds += time.perf_counter() - began
         self._raise()

@@ -8,6 +8,7 @@ import json
 import math
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -150,3 +151,13 @@ def test_a_run_does_not_read_its_own_parts_back_for_its_reports(tmp_path: Path, 
     summary = run_experiment(load_spec(spec), RunOptions(serial=True, tracking_uri=tracking_uri, progress=False))
     assert len(summary["configurations"]) == 4
     assert not [path for path in reads if path.startswith("results/")]
+
+
+def test_flush_does_not_wait_for_a_batch_to_fill() -> None:
+    calls: list[object] = []
+    writer = BackgroundWriter(linger_s=30.0)
+    writer.submit_batched(calls.append, "a")
+    began = time.perf_counter()
+    writer.flush()
+    writer.close()
+    assert calls == [["a"]] and time.perf_counter() - began < 10.0
