@@ -1,8 +1,9 @@
 """The driver of ``privlab run``: the order in which a run's jobs happen.
 
-Flow: validate the spec (done before this module is reached) → read the run's data → open the
-tracking store and create the experiment (driver only, before any worker starts) → start or
-resume the parent run → start the backend → prepare each configuration's state → run the
+Flow: validate the spec (done before this module is reached) → read the run's data → start the
+backend while another thread opens the tracking store (MLflow's import and the store's opening
+overlap Ray's start-up; workers never touch the store) → create the experiment and start or
+resume the parent run → prepare each configuration's state → run the
 trial ranges, then the actor pools → log each configuration's child run as it completes →
 checkpoint every ``checkpoint_interval_s`` and on Ctrl-C → log the parent's summary, tables,
 plots and reports → release the lease and end the parent run.
