@@ -1,5 +1,16 @@
-"""Benchmark of the tracking store at grid-search scale (issue 16): bytes per attempt, and
-``privlab compare`` on thousands of configurations.
+"""Benchmark of the tracking store at grid-search scale: configuration runs per second, bytes
+per configuration and per attempt, and ``privlab compare`` on 10⁴ configurations.
+
+0. Configuration runs (issue 31): a real grid of small configurations (``laplace_mean``, 300
+   repetitions, the issue's work A) runs serially into a fresh sqlite store; its store bytes per
+   configuration are printed (less an empty store's: the database, every file, and the folders'
+   own 4 KiB each, as ``du`` counts them; also the slope between two grid sizes, which leaves out
+   what does not grow with the configurations). The configuration runs it logged are captured
+   and written again into fresh stores, timed inside the tracker: one at a time through MLflow's
+   client (as before), one per transaction, and in batches as the background writer forms them
+   (``configuration_runs_per_second``). Then 10⁴ of them (renumbered) are written into one store
+   with their parts, index and summary as a complete run, and ``privlab compare`` reads it in a
+   new process (``compare_seconds_10k_configs``).
 
 A synthetic workload stands in for the release flow (no flows are run): per attempt it reports
 the metrics a ``release_flow`` attempt reports with the births settings (acceptance, and for
@@ -25,16 +36,20 @@ The machine is shared: the load average is printed before and after.
     python benchmarks/tracking_scale.py --quick     # M = 200; about 3 minutes on 2 cores
     python benchmarks/tracking_scale.py             # M = 1,000
 
-Ends with ``store_bytes_per_attempt`` (what each attempt adds with tables, part 1) and
-``compare_seconds_10k_configs`` (part 2: from the index, ``privlab compare`` in a new process,
-imports included; ``..._in_process`` without them).
+Ends with ``configuration_runs_per_second``, ``store_bytes_per_configuration`` and
+``compare_seconds_10k_configs`` (part 0), ``store_bytes_per_attempt`` (what each attempt adds
+with tables, part 1), ``compare_seconds_10k_configs_index_only`` (part 2: a simulated index,
+``privlab compare`` in a new process; ``..._in_process`` without the new process) and the load
+average.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import dataclasses
+import json
 import io
 import math
 import os
@@ -55,7 +70,8 @@ from privlab.platform.randomness import SeededSource
 from privlab.platform.registry import MetricKind, Pattern, Workload, register_workload
 from privlab.platform.runner import RunOptions, run_experiment
 from privlab.platform.spec import load_spec
-from privlab.platform.tracking import Tracker
+from privlab.platform.run_summary import logged_summary
+from privlab.platform.tracking import ResultRunUpload, Tracker
 
 CRITERIA = ("marginals_absolute", "marginals_relative", "birth_weight_mean", "gestation_week_mean",
             "parity_mean", "regression_coefficients", "regression_mae", "faithfulness")
@@ -181,9 +197,164 @@ def simulated_parent(folder: Path, run_id: str, configurations: int) -> str:
     return large
 
 
+SMALL_EPSILONS = [round(0.05 * i, 2) for i in range(1, 21)]
+
+
+def small_spec(configurations: int) -> str:
+    """The issue's work A: ``laplace_mean`` configurations of 300 repetitions (ε × n grid)."""
+    sizes = [100 * (i + 1) for i in range(max(1, configurations // len(SMALL_EPSILONS)))]
+    return ('name = "small"\nseed = 31\nworkload = "laplace_mean"\nrepetitions = 300\n'
+            '[params]\nlower = 0.0\nupper = 1.0\n'
+            f'[grid]\nepsilon = {SMALL_EPSILONS}\nn = {sizes}\n'
+            '[budget]\nepsilon = 2.0\n[tracking]\nexperiment = "small"\n')
+
+
+def disk_bytes(folder: Path) -> int:
+    """Files' sizes plus 4 KiB per folder (what a folder takes on ext4), lock files left out."""
+    files = store_bytes(folder)
+    return files + 4096 * sum(1 for p in folder.rglob("*") if p.is_dir())
+
+
+def small_grid(folder: Path, configurations: int) -> tuple[int, int, list[ResultRunUpload], dict]:
+    """(store bytes, files only, bytes on disk) less an empty store's, the configuration runs it
+    sent (deep copies, unsent) and the summary of a serial run of ``configurations`` small ones."""
+    folder.mkdir(parents=True)
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    captured: list[ResultRunUpload] = []
+    send = Tracker.send_results
+
+    def capture(self: Tracker, uploads: list[ResultRunUpload]) -> list[str]:
+        captured.extend(copy.deepcopy([u for u in uploads if not u.finished]))
+        return send(self, uploads)
+
+    with in_folder(folder):
+        Tracker(uri).experiment_id("small", create=True)
+        empty_files, empty_disk = store_bytes(folder), disk_bytes(folder)
+        spec_path = folder / "small.toml"
+        spec_path.write_text(small_spec(configurations))
+        Tracker.send_results = capture  # type: ignore[method-assign]
+        try:
+            summary = run_experiment(load_spec(spec_path), RunOptions(serial=True, tracking_uri=uri, progress=False))
+        finally:
+            Tracker.send_results = send  # type: ignore[method-assign]
+    return store_bytes(folder) - empty_files, disk_bytes(folder) - empty_disk, captured, summary
+
+
+def fresh_uploads(uploads: list[ResultRunUpload], experiment_id: str, parent_id: str, copies: int) -> list[ResultRunUpload]:
+    """``copies`` × ``uploads``, unsent, renumbered (``small-c0001-003``) and under ``parent_id``."""
+    out = []
+    for copy_index in range(copies):
+        for upload in uploads:
+            fresh = dataclasses.replace(upload, experiment_id=experiment_id, tags=dict(upload.tags), run_id=None)
+            config_id = f"{upload.config_id}-c{copy_index:04d}" if copies > 1 else upload.config_id
+            fresh.tags.update({"privlab.config_id": config_id, "mlflow.parentRunId": parent_id})
+            if copies > 1:
+                entry = json.loads(upload.result)
+                fresh.result = json.dumps(entry | {"id": config_id}, separators=(",", ":"))
+            out.append(fresh)
+    return out
+
+
+def write_rate(folder: Path, uploads: list[ResultRunUpload], *, bulk: bool, batch: int, copies: int = 1
+               ) -> tuple[float, Tracker, str, list[ResultRunUpload]]:
+    """Configuration runs per second inside the tracker, writing ``uploads`` (× ``copies``) into a
+    fresh store in batches of ``batch``; with the tracker, the parent run and the sent uploads."""
+    folder.mkdir(parents=True)
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    with in_folder(folder):
+        tracker = Tracker(uri, bulk=bulk)
+        experiment_id = tracker.experiment_id("small", create=True)
+        parent = tracker.start_parent_run(
+            experiment_id, name="replay", params={}, description="configuration runs written again", root_seed=31,
+            mode="research", spec_name="small", spec_sha256="-", command="tracking_scale.py", version="-",
+            git_commit="-", driver={})
+        sent = fresh_uploads(uploads, experiment_id, parent, copies)
+        tracker.seconds = 0.0
+        for start in range(0, len(sent), batch):
+            tracker.send_results(sent[start:start + batch])
+    return len(sent) / tracker.seconds, tracker, parent, sent
+
+
+def complete_replay(tracker: Tracker, parent: str, sent: list[ResultRunUpload], summary: dict) -> None:
+    """Make ``parent`` a complete run of ``sent``: its index and summary.json, as a run ends."""
+    from privlab.platform.configuration_index import IndexRow, run_params_of
+
+    rows = []
+    for upload in sent:
+        entry = json.loads(upload.result)
+        metrics = {k: float(v) for k, v in entry["metrics"].items()} | \
+            {f"timing_{k}": float(v) for k, v in (upload.timing or {}).items()}
+        rows.append(IndexRow(config_id=entry["id"], study=entry["study"], workload=entry["workload"],
+                             run_id=upload.run_id or "", params=run_params_of(entry), metrics=metrics))
+    logged = logged_summary(summary | {"run_id": parent})
+    tracker.mark_complete(parent, {"configurations_done": float(len(sent))})
+    tracker.log_texts(parent, {INDEX_PATH: index_bytes(rows), "summary.json": json.dumps(logged)})
+    tracker.close_parent_run(parent, "FINISHED")
+
+
+def configuration_runs(root: Path, small: int) -> dict[str, float]:
+    """Part 0 (see the module's docstring); returns its figures."""
+    figures: dict[str, float] = {}
+    half = small // 2
+    sizes = {}
+    for n in (half, small):
+        began = time.perf_counter()
+        files, disk, captured, summary = small_grid(root / f"small-{n}", n)
+        sizes[n] = (files, disk)
+        print(f"  a real grid of {n} small configurations (serial): {time.perf_counter() - began:5.1f} s; store "
+              f"{files / n:8,.0f} bytes per configuration (files), {disk / n:8,.0f} with the folders", flush=True)
+    slope = (sizes[small][1] - sizes[half][1]) / (small - half)
+    figures["store_bytes_per_configuration"] = sizes[small][1] / small
+    figures["store_bytes_per_configuration_files"] = sizes[small][0] / small
+    figures["store_bytes_per_further_configuration"] = slope
+    print(f"  each further configuration adds {slope:,.0f} bytes (with the folders; slope {half} -> {small})")
+    print(f"  the run sent {len(captured)} configuration runs (a batch forms while the writer writes)", flush=True)
+    rates = {}
+    for label, bulk, batch in (("MLflow's client, one run at a time (before)", False, 1),
+                               ("one transaction per run", True, 1),
+                               ("batches of 100 (the writer's batches)", True, 100)):
+        rate, *_ = write_rate(root / f"rate-{bulk}-{batch}", captured, bulk=bulk, batch=batch)
+        rates[(bulk, batch)] = rate
+        print(f"  {label:<48} {rate:8.1f} configuration runs/s", flush=True)
+    copies = max(1, 10_000 // len(captured))
+    rate, tracker, parent, sent = write_rate(root / "rate-10k", captured, bulk=True, batch=200, copies=copies)
+    print(f"  {len(sent):,} configuration runs into one store, batches of 200: {rate:8.1f} runs/s", flush=True)
+    figures["configuration_runs_per_second"] = rates[(True, 100)]
+    figures["configuration_runs_per_second_10k"] = rate
+    figures["configuration_runs_per_second_mlflow_client"] = rates[(False, 1)]
+    figures["configuration_runs_per_second_one_per_transaction"] = rates[(True, 1)]
+    with in_folder(root / "rate-10k"):
+        complete_replay(tracker, parent, sent, summary)
+    folder = root / "rate-10k"
+    fresh_compare(folder, "small", parent)  # writes Python's bytecode cache, as a user's first command does
+    runs = [fresh_compare(folder, "small", parent) for _ in range(3)]
+    figures["compare_seconds_10k_configs"] = min(wall for wall, _ in runs)
+    figures["compare_cpu_seconds_10k_configs"] = min(cpu for _, cpu in runs)
+    print(f"  privlab compare of {len(sent):,} real configuration runs, a new process: "
+          f"{', '.join(f'{w:.2f} s ({c:.2f} s CPU)' for w, c in runs)}", flush=True)
+    return figures
+
+
+def fresh_compare(folder: Path, experiment: str, run_id: str) -> tuple[float, float]:
+    """(wall, CPU) seconds of ``privlab compare`` (as a user types it) in a new process, with
+    Python's bytecode cache on as a user has it (a warm-up run writes it first)."""
+    import resource
+
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    began = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "privlab.platform.cli", "compare", experiment, "--run", run_id,
+                    "--tracking-uri", f"sqlite:///{folder / 'mlflow.db'}", "--output", str(folder / "fresh.txt")],
+                   check=True, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment)
+    wall = time.perf_counter() - began
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="200 real configurations for compare (1,000 without)")
+    parser.add_argument("--configuration-runs-only", action="store_true", help="part 0 alone")
     args = parser.parse_args()
     configurations, low, high = 20, 2, 20
     compared = 200 if args.quick else 1_000
@@ -191,6 +362,14 @@ def main() -> int:
     results: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="privlab-tracking-scale-") as tmp:
         root = Path(tmp)
+        print("\n0. configuration runs: the issue's work A (laplace_mean, 300 repetitions)", flush=True)
+        zero = configuration_runs(root / "zero", 200)
+        if args.configuration_runs_only:
+            print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+            for name, value in zero.items():
+                print(f"{name}: {value:.3f}")
+            print(f"load_average_1min: {os.getloadavg()[0]:.2f}")
+            return 0
         print(f"\n1. store growth: {configurations} configurations x K attempts, "
               f"{len(SyntheticAttempts.metrics)} metrics per attempt", flush=True)
         for unit_runs in (False, True):
@@ -236,7 +415,10 @@ def main() -> int:
     print(f"store_bytes_per_attempt: {results['tables']:.0f}")
     print(f"store_bytes_per_attempt_unit_runs: {results['runs']:.0f}")
     print(f"compare_seconds_10k_configs_in_process: {large_seconds:.3f}")
-    print(f"compare_seconds_10k_configs: {fresh_seconds:.3f}")
+    print(f"compare_seconds_10k_configs_index_only: {fresh_seconds:.3f}")
+    for name, value in zero.items():
+        print(f"{name}: {value:.3f}")
+    print(f"load_average_1min: {os.getloadavg()[0]:.2f}")
     return 0 if math.isfinite(fresh_seconds) else 1
 
 

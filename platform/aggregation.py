@@ -25,7 +25,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from privlab.platform.exact_sum import ExactSum
 from privlab.platform.registry import MetricKind
@@ -110,6 +109,8 @@ class MetricAccumulator:
         if n > 1:
             variance = (self.total_sq.fraction() - self.total.fraction() * exact_mean) / (n - 1)
             sd = math.sqrt(max(float(variance), 0.0))
+            from scipy import stats  # the driver's summaries only; workers never need it
+
             half = float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
         else:
             sd, half = math.nan, math.nan

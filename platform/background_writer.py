@@ -1,4 +1,10 @@
-"""Tracking calls run in order on one background thread, so the driver never waits on the store."""
+"""Tracking calls run in order on one background thread, so the driver never waits on the store.
+
+Items submitted with :meth:`BackgroundWriter.submit_batched` that follow one another are sent
+together, in one call of their sender: the writer takes the first, then waits up to
+``linger_s`` for more (any other call ends the wait), up to ``max_batch`` items. A local store
+then writes a batch of configuration runs in one transaction, and their results in one part.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +23,23 @@ log = logging.getLogger(__name__)
 _Item = tuple[Callable[[], Any], Any]
 
 
+def _nothing() -> None:
+    return None
+
+
+class _Batched:
+    """A batchable item: ``send([item, ...])`` logs it with its neighbours."""
+
+    __slots__ = ("send", "item")
+
+    def __init__(self, send: Callable[[list[Any]], Any], item: Any) -> None:
+        self.send = send
+        self.item = item
+
+    def __call__(self) -> Any:  # sent alone
+        return self.send([self.item])
+
+
 class BackgroundWriter:
     """Runs tracking calls in order on one background thread, so the driver never waits on
     the store while workers need new work. ``flush`` waits for everything submitted and
@@ -31,8 +54,12 @@ class BackgroundWriter:
     submitted with ``keep=`` that never got through are in :attr:`unsent`, in order.
     """
 
-    def __init__(self, *, outage_wait_s: float = 120.0, retry_interval_s: float = 5.0) -> None:
+    def __init__(self, *, outage_wait_s: float = 120.0, retry_interval_s: float = 5.0, linger_s: float = 0.5,
+                 max_batch: int = 2000) -> None:
         self._queue: queue.Queue[_Item | None] = queue.Queue()
+        self.linger_s = linger_s
+        self.max_batch = max_batch
+        self._held: _Item | None | bool = False  # an item taken while collecting a batch (False: none)
         self._error: BaseException | None = None
         self.outage_wait_s = outage_wait_s
         self.retry_interval_s = retry_interval_s
@@ -45,16 +72,48 @@ class BackgroundWriter:
 
     def _work(self) -> None:
         while True:
-            item = self._queue.get()
-            try:
-                if item is None:
-                    return
-                task, keep = item
-                sent = self._error is None and self._run(task)
-                if not sent and keep is not None:
-                    self.unsent.append(keep)
-            finally:
+            item = self._next(None)
+            if item is None:
                 self._queue.task_done()
+                return
+            task, keep = item
+            batch = [(task, keep)]
+            if isinstance(task, _Batched):
+                batch += self._collect(task.send)
+            try:
+                if len(batch) > 1:
+                    send = task.send  # type: ignore[union-attr]
+                    items = [t.item for t, _ in batch]  # type: ignore[union-attr]
+                    task = lambda: send(items)  # noqa: E731
+                sent = self._error is None and self._run(task)
+                if not sent:
+                    self.unsent.extend(k for _, k in batch if k is not None)
+            finally:
+                for _ in batch:
+                    self._queue.task_done()
+
+    def _next(self, timeout: float | None) -> _Item | None:
+        """The next item (a held one first); raises ``queue.Empty`` after ``timeout`` seconds."""
+        if self._held is not False:
+            item, self._held = self._held, False
+            return item  # type: ignore[return-value]
+        return self._queue.get(timeout=timeout) if timeout is not None else self._queue.get()
+
+    def _collect(self, send: Callable[[list[Any]], Any]) -> list[_Item]:
+        """The batchable items of ``send`` that follow, waiting up to ``linger_s`` for them."""
+        collected: list[_Item] = []
+        deadline = time.monotonic() + self.linger_s
+        while len(collected) + 1 < self.max_batch:
+            try:
+                item = self._next(max(deadline - time.monotonic(), 0.0) if self._queue.empty() else 0.0)
+            except queue.Empty:
+                break
+            task = None if item is None else item[0]
+            if not isinstance(task, _Batched) or task.send != send:
+                self._held = item  # not of this batch: it goes next
+                break
+            collected.append(item)  # type: ignore[arg-type]
+        return collected
 
     def _run(self, task: Callable[[], Any]) -> bool:
         """Run ``task``, through an outage if need be; whether it got through."""
@@ -98,6 +157,12 @@ class BackgroundWriter:
         self._raise()
         self._queue.put((task, keep))
 
+    def submit_batched(self, send: Callable[[list[Any]], Any], item: Any, *, keep: Any = None) -> None:
+        """Have ``send`` log ``item`` after everything submitted before it, together with the
+        batchable items of the same ``send`` that follow it (one call: ``send([item, ...])``)."""
+        self._raise()
+        self._queue.put((_Batched(send, item), keep))
+
     def call(self, task: Callable[[], Any]) -> Any:
         """Run ``task`` after everything submitted, through an outage like the rest, and return
         its value; an error other than an unreachable server is raised as it was."""
@@ -126,7 +191,10 @@ class BackgroundWriter:
         self._queue.join()
 
     def flush(self) -> None:
+        """Wait for everything submitted (a batch being collected is sent at once, without its
+        wait for more), then re-raise the first error."""
         began = time.perf_counter()
+        self._queue.put((_nothing, None))  # not batchable: ends the collecting of a batch now
         self._queue.join()
         self.blocked_seconds += time.perf_counter() - began
         self._raise()

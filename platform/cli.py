@@ -31,6 +31,7 @@ from privlab.platform.errors import (
 )
 
 from privlab.platform.commands import (
+    EXIT_BUG,
     COMMANDS,
     EXIT_BUDGET,
     EXIT_CODES_HELP,
@@ -147,26 +148,30 @@ def _run(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from privlab.platform.configuration_index import IndexRow, read_index
-    from privlab.platform.configuration_log import RESERVOIR_PATH, logged_timing
-    from privlab.platform.reports import build_reports, parquet_frame, write_report_dir
+    from privlab.platform.configuration_log import logged_timing, reservoirs_of
+    from privlab.platform.reports import build_reports, write_report_dir
     from privlab.platform.run_summary import with_logged_timing
-    from privlab.platform.tracking import RunTags, Tracker, existing_store_uri
+    from privlab.platform.sqlite_reader import open_store
+    from privlab.platform.tracking import RunTags
 
-    tracker = Tracker(existing_store_uri(args.tracking_uri))  # only reads: never creates a store
+    tracker = open_store(args.tracking_uri)  # only reads: never creates a store
     run, summary = finished_summary(tracker, args.run_id, hint="give the id `privlab run` printed")
     indexed = read_index(tracker, args.run_id)  # a finished run's index names its configuration runs
     if indexed is None:  # newest first, as a resume reads them back
         indexed = [IndexRow.of_run(c, None) for c in tracker.configuration_runs(run.info.experiment_id, args.run_id)]
-    children: dict[str, str] = {}
+    children: dict[str, IndexRow] = {}
     timings: dict[str, dict[str, float]] = {}
     for row in indexed:
-        children.setdefault(row.config_id, row.run_id)
+        children.setdefault(row.config_id, row)
         timings.setdefault(row.config_id, logged_timing(row.metrics))
     summary = with_logged_timing(summary, timings)  # an older resumed run timed only its last session
+    reservoirs: dict[str, Any] | None = None
 
     def reservoir_of(config_id: str) -> object:
-        child = children.get(config_id)
-        return parquet_frame(tracker.read_bytes(child, RESERVOIR_PATH)) if child else None
+        nonlocal reservoirs
+        if reservoirs is None:  # read once, when a report asks for one
+            reservoirs = reservoirs_of(tracker, args.run_id, children)
+        return reservoirs.get(config_id)
 
     files = build_reports(summary, reservoir_of, command=RunTags.of(run).command or None)
     if not files:
@@ -200,6 +205,20 @@ def _print_summary(summary: dict) -> None:
     print(f"\nresults: tracking store {tracking.get('uri', '?')}\n"
           f"         artifacts of run {summary['run_id']}: {tracking.get('artifacts', '?')}")
     print(f"compare: privlab compare {summary['experiment']!r}    ledger: privlab ledger {summary['run_id']}")
+    _print_phases(summary["timing"].get("phases"))
+
+
+def _print_phases(phases: dict[str, float] | None) -> None:
+    """Where the process's time went, from its start to now (stderr): the run's own wall is
+    data → execution; before it Python's start, imports and the spec, after it the summary's
+    logging and the backend's shutdown (MLflow's import and the store's opening overlap Ray's
+    start-up, so ``store`` is not added to the total)."""
+    if not phases:
+        return
+    from privlab.platform.runner import process_age
+
+    shown = ", ".join(f"{name} {seconds:.2f}" for name, seconds in phases.items())
+    print(f"privlab: seconds from the process's start: {shown}; {process_age():.2f} in all so far", file=sys.stderr)
 
 
 def _terminal_width() -> int | None:
@@ -234,9 +253,9 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     from privlab.platform.compare import comparison_frame, comparison_plot, render_table, to_csv
-    from privlab.platform.tracking import Tracker, existing_store_uri
+    from privlab.platform.sqlite_reader import open_store
 
-    tracker = Tracker(existing_store_uri(args.tracking_uri))
+    tracker = open_store(args.tracking_uri)  # a local store without importing MLflow
     frame = comparison_frame(tracker, args.experiment, run_id=args.run, all_runs=args.all_runs,
                              metrics=args.metric or (), studies=args.study or ())
     without = frame.attrs.get("studies_without_metric") or []
@@ -268,9 +287,11 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _ledger(args: argparse.Namespace) -> int:
     from privlab.platform.ledger import Ledger
-    from privlab.platform.tracking import RunTags, Tracker, existing_store_uri
+    from privlab.platform.result_parts import read_results
+    from privlab.platform.sqlite_reader import open_store
+    from privlab.platform.tracking import PARENT_TAG, RunTags
 
-    tracker = Tracker(existing_store_uri(args.tracking_uri))
+    tracker = open_store(args.tracking_uri)
     run = tracker.get_run(args.run_id)
     kind = RunTags.of(run).kind
     if kind == "parent":
@@ -280,11 +301,15 @@ def _ledger(args: argparse.Namespace) -> int:
         children = [run]
     else:
         raise TrackingError(f"run {args.run_id} was not made by privlab; give a run id that `privlab runs` lists")
+    parent_id = args.run_id if kind == "parent" else run.data.tags.get(PARENT_TAG, "")
+    stored = read_results(tracker, parent_id) if parent_id else {}
     ledgers: dict[str, Ledger] = {}
     for child in children:
-        text = tracker.read_text(child.info.run_id, "ledger.json")
+        row = stored.get(child.info.run_id)  # the ledger in its result part, else (older runs) its ledger.json
+        text = json.dumps(row.entry["ledger"]) if row is not None else tracker.read_text(child.info.run_id, "ledger.json")
         if text is None:
-            raise TrackingError(f"run {child.info.run_id} has no ledger.json artifact (was [tracking] artifacts = false?)")
+            raise TrackingError(f"run {child.info.run_id} has no ledger: neither in its parent run's result parts nor "
+                                "as ledger.json")
         config_id = RunTags.of(child).config_id
         ledgers[child.info.run_id if config_id is None else config_id] = Ledger.from_json(text)
     if args.json:
@@ -552,8 +577,26 @@ def quiet_third_party_logs(*, verbose: bool) -> None:
 
 
 def entry() -> int:
-    """The ``privlab`` command: :func:`main` in a process of its own."""
-    return main(standalone=True)
+    """The ``privlab`` command: :func:`main` in a process of its own, which ends as soon as the
+    command has (:func:`exit_now`)."""
+    exit_now(main(standalone=True))
+    return EXIT_BUG  # not reached
+
+
+def exit_now(code: int) -> None:
+    """End the process with ``code`` once its output and logs are flushed, without the
+    interpreter's teardown: tearing down the modules of Ray, MLflow, pandas and the rest took
+    ~1–5 s after every command (measured at load 1–18), and nothing of privlab's needs it (Ray is
+    shut down, the tracking store closed, files written and closed by the command itself)."""
+    import logging as logs
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can be said there
+            pass
+    logs.shutdown()
+    os._exit(code)
 
 
 def main(argv: Sequence[str] | None = None, *, standalone: bool = False) -> int:

@@ -102,7 +102,8 @@ def add_run_reading_command(
 
 
 def finished_summary(tracker: Any, run_id: str, *, hint: str) -> tuple[Any, dict[str, Any]]:
-    """A finished privlab parent run and its ``summary.json`` (errors say what to give instead)."""
+    """A finished privlab parent run and its summary, each configuration's entry included
+    (errors say what to give instead)."""
     from privlab.platform.tracking import RunTags
 
     run = tracker.get_run(run_id)
@@ -111,7 +112,9 @@ def finished_summary(tracker: Any, run_id: str, *, hint: str) -> tuple[Any, dict
     text = tracker.read_text(run_id, "summary.json")
     if text is None:
         raise TrackingError(f"run {run_id} has no summary.json: it did not finish (resume it first)")
-    return run, json.loads(text)
+    from privlab.platform.run_summary import stored_summary
+
+    return run, stored_summary(tracker, run_id, json.loads(text))
 
 
 def for_people(text: str) -> str:

@@ -11,6 +11,7 @@ integers) or one parquet file, plus an optional plot with one panel per study.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -20,6 +21,7 @@ import pandas as pd
 
 from privlab.platform.configuration_index import METRIC_PREFIX, IndexRow, index_table, read_index_table
 from privlab.platform.errors import NotFoundError, TrackingError
+from privlab.platform.result_parts import read_results
 from privlab.platform.tracking import RunTags, Tracker
 
 ID_COLUMNS = ["config_id", "study", "workload", "parent_run_id", "run_id"]
@@ -102,15 +104,17 @@ def _unknown_metrics(missing: Sequence[str], columns: Sequence[str], experiment:
 def configuration_table(tracker: Tracker, experiment_id: str, parent: Any) -> Any:
     """A parent run's configuration runs as logged, as an index table in the spec's order (as
     ``privlab run`` printed them): the run's own index when it is complete (one artifact,
-    written in that order), else its child runs (one search and one result.json each, slow
-    for thousands), put in the order of the studies in the run's ``spec.toml``, then of their
+    written in that order), else its child runs (one search, their results read from the
+    run's result parts; runs logged before the parts each read their own result.json), put in the order of the studies in the run's ``spec.toml``, then of their
     configuration ids (numbers compared as numbers)."""
     if RunTags.of(parent).status == "complete":
         indexed = read_index_table(tracker, parent.info.run_id)
         if indexed is not None:
             return indexed
-    table = index_table(IndexRow.read(tracker, child)
-                        for child in tracker.configuration_runs(experiment_id, parent.info.run_id, finished=False))
+    children = tracker.configuration_runs(experiment_id, parent.info.run_id, finished=False)
+    stored = read_results(tracker, parent.info.run_id)
+    table = index_table(IndexRow.of_run(child, stored[child.info.run_id].entry, stored[child.info.run_id].timing)
+                        if child.info.run_id in stored else IndexRow.read(tracker, child) for child in children)
     if not table.num_rows:
         return table
     studies = _spec_studies(tracker, parent.info.run_id)
@@ -226,6 +230,7 @@ def _frame(logged: Sequence[tuple[str, Any]]) -> pd.DataFrame:
 COUNT_SUFFIXES = ("_count", "_trials", "_successes")
 
 
+@functools.lru_cache(maxsize=65536)  # a grid's parameters repeat their few values across its rows
 def _parse(value: str) -> Any:
     try:
         parsed = json.loads(value)
@@ -265,10 +270,11 @@ def table_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
     several_runs = frame["parent_run_id"].nunique() > 1
     rows = []
     na = pd.NA
-    for record in frame.to_dict("records"):
+    columns = {column: frame[column].tolist() for column in frame.columns}  # Python scalars, column by column
+    for i in range(len(frame)):
         # v == v is False for NaN only (pd.NA is tested first: comparing it gives NA)
-        values = {k: (v.item() if hasattr(v, "item") else v) for k, v in record.items()
-                  if v is not None and v is not na and (not isinstance(v, float) or v == v)}
+        values = {k: v for k, values in columns.items()
+                  if (v := values[i]) is not None and v is not na and (not isinstance(v, float) or v == v)}
         # with --all-runs, the run (its id's first 8 characters) tells the same configuration's rows apart
         run = {"run": str(values.get("parent_run_id", ""))[:8]} if several_runs else {}
         rows.append({

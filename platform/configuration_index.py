@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from privlab.platform.tracking import RunTags, Tracker
+from privlab.platform.tracking import RunTags, Tracker, param_texts
 
 INDEX_PATH = "configurations.parquet"
 # A configuration run's summary entry, every statistic of every metric included (its MLflow
@@ -40,20 +40,30 @@ class IndexRow:
     metrics: Mapping[str, float]
 
     @classmethod
-    def of_run(cls, run: Any, entry: Mapping[str, Any] | None) -> IndexRow:
+    def of_run(cls, run: Any, entry: Mapping[str, Any] | None, timing: Mapping[str, float] | None = None) -> IndexRow:
         """The row of a configuration child run read back from MLflow: its logged metrics,
-        completed by the metrics of its summary ``entry`` (its ``result.json``), which holds the
-        statistics the run did not log as MLflow metrics."""
+        completed by the metrics of its summary ``entry`` (from the run's result part, or its
+        ``result.json``), which holds the statistics the run did not log as MLflow metrics, and
+        by its ``timing`` (``timing_*``), kept beside the entry."""
         tags = RunTags.of(run)
         metrics = {k: float(v) for k, v in (entry or {}).get("metrics", {}).items()} | dict(run.data.metrics)
+        metrics |= {f"timing_{k}": float(v) for k, v in (timing or {}).items()}
+        params = dict(run.data.params) if entry is None else run_params_of(entry)
         return cls(config_id=tags.config_id or "", study=tags.study or "", workload=tags.workload or "",
-                   run_id=run.info.run_id, params=dict(run.data.params), metrics=metrics)
+                   run_id=run.info.run_id, params=params, metrics=metrics)
 
     @classmethod
     def read(cls, tracker: Tracker, run: Any) -> IndexRow:
         """:meth:`of_run` with the run's ``result.json`` read from the store."""
         text = tracker.read_text(run.info.run_id, RESULT_PATH)
         return cls.of_run(run, json.loads(text) if text else None)
+
+
+def run_params_of(entry: Mapping[str, Any]) -> dict[str, str]:
+    """The params of a configuration's index row, as text: its entry's parameters, its workload,
+    study and units (:func:`~privlab.platform.tracking.param_texts`)."""
+    return param_texts(dict(entry["params"]) | {"workload": entry["workload"], "study": entry["study"],
+                                                "units": entry["units"]})
 
 
 def index_table(rows: Iterable[IndexRow]) -> Any:

@@ -24,17 +24,23 @@ import pandas as pd
 
 from privlab.platform import registry
 from privlab.platform.background_writer import BackgroundWriter
-from privlab.platform.configuration_index import RESULT_PATH, IndexRow
+from privlab.platform.configuration_index import RESULT_PATH, IndexRow, run_params_of
 from privlab.platform.configuration_state import ConfigState
 from privlab.platform.errors import TrackingError
 from privlab.platform.parent_run import ParentRun
 from privlab.platform.registry import MetricKind
-from privlab.platform.reports import parquet_frame, reservoir_bytes, reservoir_frame
+from privlab.platform.reports import parquet_frame, reservoir_frame
+from privlab.platform.result_parts import PART_FOLDER, entry_text, read_results
 from privlab.platform.spec import ExperimentSpec
-from privlab.platform.tracking import ResultRunUpload, RunTags, Tracker, param_texts
+from privlab.platform.tracking import ResultRunUpload, Tracker
 from privlab.platform.unit_table import UNITS_PATH, unit_frame, unit_table_bytes
 
-RESERVOIR_PATH = "reservoir.parquet"
+RESERVOIR_PATH = "reservoir.parquet"  # a configuration run's own sample, in runs logged before result parts
+LEDGER_TEXT_PATH = "ledger.txt"  # a ledger too long for the run's privlab.ledger tag
+MAX_TAG_VALUE_LENGTH = 8000  # MLflow's limit on a tag's value
+#: Metrics of a configuration's entry that are its ledger's detail (δ, each step's ε): shown by
+#: the run's ledger tag, kept in the index and parts, not logged as MLflow metrics.
+LEDGER_DETAIL = ("delta_total", "eps_step_")
 
 
 class ConfigurationLog:
@@ -49,6 +55,8 @@ class ConfigurationLog:
         self.timing: dict[str, dict[str, float]] = {}
         self.reservoir_frames: dict[str, pd.DataFrame] = {}
         self.index: dict[str, IndexRow] = {}  # entry id → its configuration run, once logged
+        self.logged_before: set[str] = set()  # entry ids a resume read back from the store
+        self.reservoirs_read = False  # their stored reservoir samples, read once when a report asks
 
     def read_back(self) -> None:
         """The entries the run logged before it stopped (on resume).
@@ -60,19 +68,25 @@ class ConfigurationLog:
         Raises:
             TrackingError: a finished configuration run's result cannot be read.
         """
-        for child in self.tracker.configuration_runs(self.parent.experiment_id, self.parent.run_id):
-            result = self.tracker.read_text(child.info.run_id, RESULT_PATH)
+        children = self.tracker.configuration_runs(self.parent.experiment_id, self.parent.run_id)
+        stored = read_results(self.tracker, self.parent.run_id, finished=[c.info.run_id for c in children])
+        for child in children:
+            row = stored.get(child.info.run_id)
+            result = row.result if row is not None else self.tracker.read_text(child.info.run_id, RESULT_PATH)
             if not result:
                 raise TrackingError(
-                    f"configuration run {child.info.run_id} of run {self.parent.run_id} is finished, but its "
-                    f"{RESULT_PATH} cannot be read from {child.info.artifact_uri}; restore that folder (a local "
-                    "store's database and mlruns/ folder move together) and resume again"
+                    f"configuration run {child.info.run_id} of run {self.parent.run_id} is finished, but its result "
+                    f"cannot be read (from the parts under {PART_FOLDER}/ of the parent run, or {RESULT_PATH} of "
+                    f"{child.info.artifact_uri}); restore that folder (a local store's database and mlruns/ folder "
+                    "move together) and resume again"
                 )
             entry = json.loads(result)
             config_id = entry.get("config", entry["id"])
+            measured = row.timing if row is not None and row.timing is not None else logged_timing(child.data.metrics)
             self.results.setdefault(config_id, []).append(entry)
-            self.index.setdefault(entry["id"], IndexRow.of_run(child, entry))  # newest first: keep the newest
-            if measured := logged_timing(child.data.metrics):
+            self.logged_before.add(entry["id"])
+            self.index.setdefault(entry["id"], IndexRow.of_run(child, entry, measured))  # newest first: keep the newest
+            if measured:
                 self.timing.setdefault(config_id, measured)
 
     def index_rows(self, entry_ids: list[str]) -> list[IndexRow] | None:
@@ -93,7 +107,9 @@ class ConfigurationLog:
         kinds = workload.metric_kinds(params)
         selected = study.metrics or (*kinds, *derived)
         metrics = flatten_metrics(summary, kinds, selected, derived)
-        unlogged = set() if self.spec.tracking.run_statistics == "all" else unlogged_statistics(summary, selected)
+        every_statistic = self.spec.tracking.run_statistics == "all"
+        unlogged = set() if every_statistic else unlogged_statistics(
+            summary, selected, run_statistics=self.spec.tracking.run_statistics)
         measured = {k: v for k, v in metrics.items() if k.startswith("timing_")}
         metrics = {k: v for k, v in metrics.items() if not k.startswith("timing_")}
         ledger_metrics = {"eps_total": ledger.total().epsilon, "delta_total": ledger.total().delta}
@@ -122,38 +138,49 @@ class ConfigurationLog:
             if facet:
                 entry["config"] = config.id
                 entry["facet"] = facet
-            files: dict[str, str | bytes] = {RESULT_PATH: json.dumps(entry, indent=2, default=str)}
+            files: dict[str, str | bytes] = {}
+            ledger_text = None
+            kept = None
             if self.spec.tracking.artifacts:
-                files["ledger.json"] = ledger.to_json()
-                files["ledger.txt"] = ledger.render_table()
+                ledger_text = ledger.render_table()
+                if len(ledger_text) > MAX_TAG_VALUE_LENGTH:  # too long for a tag: an artifact of its own
+                    files[LEDGER_TEXT_PATH], ledger_text = ledger_text, None
                 kept = split_facet(reservoirs, facet, facets)
+                if not (workload.reads_reservoirs or self.spec.tracking.reservoirs == "all"):
+                    kept = None  # no report reads it: neither stored nor kept in memory
                 if kept:
                     self.reservoir_frames[entry_id] = reservoir_frame(kept)
-                    files[RESERVOIR_PATH] = reservoir_bytes(kept)
             if units_file is not None:
                 files[UNITS_PATH] = units_file
             run_params = entry["params"] | {"workload": config.workload, "study": config.study, "units": config.units}
             run_metrics = entry["metrics"] | {f"timing_{k}": v for k, v in timing.items()}
+            result = entry_text(entry)
             row = functools.partial(IndexRow, config_id=entry_id, study=config.study, workload=config.workload,
-                                    params=param_texts(run_params),
+                                    params=run_params_of(json.loads(result)),  # as a resume reads it back
                                     metrics={k: float(v) for k, v in run_metrics.items()})
             skipped = split_facet(dict.fromkeys(unlogged), facet, facets)
+            logged = run_metrics if every_statistic else {k: v for k, v in entry["metrics"].items()
+                                                          if not k.startswith(LEDGER_DETAIL)}
             upload = self.tracker.result_upload(
                 self.parent.experiment_id, parent_id=self.parent.run_id,
-                name=entry["label"][:250], params=run_params,
-                metrics={k: v for k, v in run_metrics.items() if k not in skipped}, files=files,
+                name=entry["label"][:250], params=run_params if every_statistic else entry["params"],
+                ledger_text=ledger_text,
+                metrics={k: v for k, v in logged.items() if k not in skipped}, files=files,
                 config_id=entry_id, group=config.id, study=config.study, workload=config.workload,
-                root_seed=self.parent.root_seed, mode=self.spec.mode, standard_tags=self.parent.standard_tags,
+                standard_tags=self.parent.standard_tags,
                 datasets=[self.parent.datasets[config.id]] if config.id in self.parent.datasets else [],
+                result=result, timing=timing, reservoir=kept,
             )
-            self.writer.submit(functools.partial(self._send, entry_id, row, upload), keep=upload)
+            self.writer.submit_batched(self._send, (entry_id, row, upload), keep=upload)
             entries.append(entry)
         self.results[config.id] = entries
         self.timing[config.id] = timing
 
-    def _send(self, entry_id: str, row: Any, upload: ResultRunUpload) -> None:
-        """Log a configuration run (in the writer's thread) and index it under its run id."""
-        self.index[entry_id] = row(run_id=self.tracker.send(upload))
+    def _send(self, batch: list[tuple[str, Any, ResultRunUpload]]) -> None:
+        """Log a batch of configuration runs (in the writer's thread) and index them by run id."""
+        run_ids = self.tracker.send_results([upload for _, _, upload in batch])
+        for (entry_id, row, _), run_id in zip(batch, run_ids):
+            self.index[entry_id] = row(run_id=run_id)
 
     def _unit_table(self, state: ConfigState, kinds: Mapping[str, MetricKind]) -> bytes | None:
         """The per-unit table of a finished ``unit_runs`` configuration (None for other workloads)."""
@@ -176,20 +203,35 @@ class ConfigurationLog:
                 name=f"{config.label()[:200]} #{index}",
                 params=config.flat_params() | {"workload": config.workload, "study": config.study, "unit": index},
                 metrics=metrics, files={}, config_id=config.id, group=config.id, study=config.study,
-                workload=config.workload, root_seed=self.parent.root_seed, mode=self.spec.mode, unit=index,
+                workload=config.workload, unit=index,
                 standard_tags=self.parent.standard_tags,
             )
             self.writer.submit(functools.partial(self.tracker.send, upload), keep=upload)
 
     def reservoir_of(self, config_id: str) -> pd.DataFrame | None:
-        """A configuration's reservoir sample: kept in memory, or read back after a resume."""
-        if config_id not in self.reservoir_frames and self.spec.tracking.artifacts:
-            child = next((c for c in self.tracker.configuration_runs(self.parent.experiment_id, self.parent.run_id)
-                          if RunTags.of(c).config_id == config_id), None)
-            frame = parquet_frame(self.tracker.read_bytes(child.info.run_id, RESERVOIR_PATH)) if child else None
-            if frame is not None:
-                self.reservoir_frames[config_id] = frame
+        """A configuration's reservoir sample: kept in memory, or (for those a resume read back)
+        read from the run's parts, all at once the first time one is missing."""
+        earlier = config_id in self.logged_before  # this session did not compute it
+        if config_id not in self.reservoir_frames and earlier and self.spec.tracking.artifacts and not self.reservoirs_read:
+            self.reservoirs_read = True
+            for frame_id, frame in reservoirs_of(self.tracker, self.parent.run_id, self.index).items():
+                self.reservoir_frames.setdefault(frame_id, frame)
         return self.reservoir_frames.get(config_id)
+
+
+def reservoirs_of(tracker: Tracker, parent_run_id: str, index: Mapping[str, IndexRow]) -> dict[str, pd.DataFrame]:
+    """The reservoir samples of the indexed configuration runs of a parent run (entry id →
+    frame): from its result parts, else (runs logged before the parts) each run's own
+    ``reservoir.parquet``."""
+    run_ids = {row.run_id: entry_id for entry_id, row in index.items()}
+    stored = read_results(tracker, parent_run_id, reservoirs=True, finished=run_ids)
+    frames: dict[str, pd.DataFrame] = {}
+    for run_id, entry_id in run_ids.items():
+        row = stored.get(run_id)
+        frame = row.reservoir_frame() if row is not None else parquet_frame(tracker.read_bytes(run_id, RESERVOIR_PATH))
+        if frame is not None:
+            frames[entry_id] = frame
+    return frames
 
 
 def logged_timing(metrics: Mapping[str, float]) -> dict[str, float]:
@@ -214,21 +256,25 @@ def flatten_metrics(
     return flat
 
 
-#: The statistics of a metric that ``[tracking] run_statistics = "summary"`` logs as MLflow
-#: metrics: what ``privlab compare`` shows, the centre and its 95% interval.
-SUMMARY_STATISTICS = frozenset({"mean", "rate", "ci_low", "ci_high"})
+#: The statistics of a metric that a configuration run logs as MLflow metrics, by ``[tracking]
+#: run_statistics``: "centre" (the default) its mean or rate, "summary" also its 95% interval
+#: (what ``privlab compare`` shows); "all" logs every statistic.
+LOGGED_STATISTICS = {"centre": frozenset({"mean", "rate"}), "summary": frozenset({"mean", "rate", "ci_low", "ci_high"})}
 
 
-def unlogged_statistics(summary: Mapping[str, Mapping[str, float]], selected: tuple[str, ...]) -> set[str]:
-    """The flattened names (``{metric}_{statistic}``) of the selected metrics' statistics
-    beyond :data:`SUMMARY_STATISTICS`: kept in result.json and the index, not as MLflow metrics.
+def unlogged_statistics(summary: Mapping[str, Mapping[str, float]], selected: tuple[str, ...], *,
+                        run_statistics: str = "centre") -> set[str]:
+    """The flattened names (``{metric}_{statistic}``) of the selected metrics' statistics that
+    ``run_statistics`` does not log as MLflow metrics (:data:`LOGGED_STATISTICS`): kept in the
+    result parts and the index, which ``compare`` reads.
 
-    A births configuration run logged ~450 MLflow metrics, ~250 KB of sqlite (each value is a
-    row of MLflow's ``metrics`` and ``latest_metrics`` tables and of three indexes, ~550 bytes);
-    the summary statistics are about a third of them.
+    Each MLflow metric value is a row of its ``metrics`` and ``latest_metrics`` tables and of
+    four indexes, ~470 bytes of sqlite: a births configuration's 47 metrics cost ~210 KB with
+    every statistic, ~49 KB with their centres and intervals, ~17 KB with their centres.
     """
+    logged = LOGGED_STATISTICS[run_statistics]
     return {f"{name}_{statistic}" for name in selected if name in summary
-            for statistic in summary[name] if statistic not in SUMMARY_STATISTICS}
+            for statistic in summary[name] if statistic not in logged}
 
 
 def split_facet(values: Mapping[str, Any], facet: str, facets: Mapping[str, Any]) -> dict[str, Any]:

@@ -115,6 +115,10 @@ class Workload(abc.ABC):
     #: True for diagnostic workloads that only tests and benchmarks use: they run like any
     #: other, but ``privlab workloads`` lists them only with ``--all``.
     hidden: ClassVar[bool] = False
+    #: True when :meth:`report` reads the configurations' reservoir samples
+    #: (``StudyResults.reservoirs``): a run keeps them only for such workloads, unless
+    #: ``[tracking] reservoirs = "all"``.
+    reads_reservoirs: ClassVar[bool] = False
 
     def plan(self, params: Any) -> list[PrivacyEvent]:
         """The DP steps one trial will charge, in order (checked against the budget up front

@@ -26,8 +26,8 @@ from privlab.platform.background_writer import BackgroundWriter
 from privlab.platform.backends import Backend
 from privlab.platform.configuration_index import INDEX_PATH, index_bytes
 from privlab.platform.configuration_log import ConfigurationLog
-from privlab.platform.plots import study_plots
 from privlab.platform.reports import REPORT_PREFIX, build_reports, parquet_bytes, write_report_dir
+from privlab.platform.result_parts import PART_FOLDER
 from privlab.platform.spec import ExperimentSpec
 from privlab.platform.tracking import Tracker
 
@@ -85,14 +85,17 @@ def finish_run(
         "configurations_done": float(sum(c.id in configuration_log.results for c in spec.configurations)),
         "configuration_runs": float(len(ordered)), "timing_wall_seconds": timing.wall_seconds,
     })
-    files: dict[str, str | bytes] = {"summary.json": json.dumps(summary, indent=2, default=str)}
     index = configuration_log.index_rows([e["id"] for e in ordered])
+    files: dict[str, str | bytes] = {"summary.json": json.dumps(summary if index is None else logged_summary(summary),
+                                                                indent=2, default=str)}
     if index is not None:
         files[INDEX_PATH] = index_bytes(index)
     if spec.tracking.artifacts:
         files["results.parquet"] = parquet_bytes(table)
         files["results.csv"] = table.to_csv(index=False)
     if spec.tracking.artifacts and spec.tracking.plots:
+        from privlab.platform.plots import study_plots  # matplotlib: only a run that draws plots imports it
+
         for name, png in study_plots(spec, ordered).items():
             files[f"plots/{name}"] = png
     reports = build_reports(summary, configuration_log.reservoir_of, command=command)
@@ -107,6 +110,53 @@ def finish_run(
     summary["timing"]["tracking_seconds"] = tracker.seconds
     summary["timing"]["tracking_blocked_seconds"] = writer.blocked_seconds + parent_seconds
     return summary
+
+
+#: Marks a ``summary.json`` whose configurations' entries and timings are left to the run's
+#: index and result parts (:func:`stored_summary` puts them back).
+ENTRIES_STORED = "configurations.parquet and results/"
+
+
+def logged_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """``summary`` as the parent run's ``summary.json`` holds it: without the configurations'
+    entries and timings, which its index (their order, each run's logged timing) and result
+    parts (each entry) hold already; its size no longer grows with the configurations."""
+    timing = {k: v for k, v in summary["timing"].items() if k != "configurations"}
+    return {k: v for k, v in summary.items() if k != "configurations"} | {"timing": timing,
+                                                                            "configurations_in": ENTRIES_STORED}
+
+
+def stored_summary(tracker: Tracker, run_id: str, logged: Mapping[str, Any]) -> dict[str, Any]:
+    """A finished run's whole summary from its ``summary.json`` (``logged``): the entries, in
+    the run's order, and each configuration's timing put back from its index and result parts
+    when :func:`logged_summary` left them out.
+
+    Raises:
+        TrackingError: the run's index or a configuration's result cannot be read.
+    """
+    from privlab.platform.configuration_index import read_index
+    from privlab.platform.configuration_log import logged_timing
+    from privlab.platform.errors import TrackingError
+    from privlab.platform.result_parts import read_results
+
+    if "configurations" in logged:
+        return dict(logged)
+    rows = read_index(tracker, run_id)
+    if rows is None:
+        raise TrackingError(f"run {run_id}'s summary.json leaves its configurations to its index, "
+                            "configurations.parquet, which cannot be read")
+    results = read_results(tracker, run_id, finished=[row.run_id for row in rows])
+    missing = [row.config_id for row in rows if row.run_id not in results]
+    if missing:
+        raise TrackingError(f"run {run_id}: the results of {len(missing)} configuration run(s) cannot be read "
+                            f"from its parts ({PART_FOLDER}/), e.g. {missing[0]}")
+    entries = [results[row.run_id].entry for row in rows]
+    timings: dict[str, dict[str, float]] = {}
+    for entry, row in zip(entries, rows):
+        timings.setdefault(entry.get("config", entry["id"]), logged_timing(row.metrics))
+    timing = dict(logged.get("timing", {})) | {"configurations": timings}
+    summary = {k: v for k, v in logged.items() if k != "configurations_in"}
+    return summary | {"configurations": entries, "timing": timing}
 
 
 def results_table(entries: list[Mapping[str, Any]]) -> pd.DataFrame:

@@ -1,8 +1,9 @@
 """The driver of ``privlab run``: the order in which a run's jobs happen.
 
-Flow: validate the spec (done before this module is reached) → read the run's data → open the
-tracking store and create the experiment (driver only, before any worker starts) → start or
-resume the parent run → start the backend → prepare each configuration's state → run the
+Flow: validate the spec (done before this module is reached) → read the run's data → start the
+backend while another thread opens the tracking store (MLflow's import and the store's opening
+overlap Ray's start-up; workers never touch the store) → create the experiment and start or
+resume the parent run → prepare each configuration's state → run the
 trial ranges, then the actor pools → log each configuration's child run as it completes →
 checkpoint every ``checkpoint_interval_s`` and on Ctrl-C → log the parent's summary, tables,
 plots and reports → release the lease and end the parent run.
@@ -18,9 +19,11 @@ by :class:`~privlab.platform.tracking.Tracker`.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -106,8 +109,20 @@ def run_experiment(spec: ExperimentSpec, options: RunOptions) -> dict[str, Any]:
     """
     check_store(spec, options)
     began = time.perf_counter()
+    phases = {"before_run": process_age()}  # Python's start, imports, the spec
     data = load_run_data(spec)  # read and validated before a store is opened (and so created)
-    return _Driver(spec, options).run(data, began=began)
+    phases["data"] = time.perf_counter() - began
+    return _Driver(spec, options, phases).run(data, began=began)
+
+
+def process_age() -> float:
+    """Seconds since this process started (Linux's /proc; 0 where it cannot be read)."""
+    try:
+        with open("/proc/self/stat") as stat, open("/proc/uptime") as uptime:
+            started = int(stat.read().rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+            return max(float(uptime.read().split()[0]) - started, 0.0)
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def check_store(spec: ExperimentSpec, options: RunOptions) -> None:
@@ -120,12 +135,11 @@ def check_store(spec: ExperimentSpec, options: RunOptions) -> None:
 
 
 class _Driver:
-    def __init__(self, spec: ExperimentSpec, options: RunOptions) -> None:
+    def __init__(self, spec: ExperimentSpec, options: RunOptions, phases: dict[str, float]) -> None:
         self.spec = spec
         self.options = options
-        self.tracker = Tracker(options.tracking_uri or spec.tracking.uri)
+        self.phases = phases  # seconds of each part of the run, from the process's start to its end
         self.writer = BackgroundWriter(outage_wait_s=spec.tracking.outage_wait_s)
-        self.checkpointer = Checkpointer(self.tracker, self.writer, interval_s=spec.tracking.checkpoint_interval_s)
         self.limit = UnitLimit(options.stop_after_units)
         self.states: dict[str, ConfigState] = {}
         self.driver = this_driver()
@@ -138,40 +152,80 @@ class _Driver:
         self.backend: Backend | None = None
         self.progress: Progress | None = None
 
+    def _start(self) -> Any:
+        """Start the backend while another thread opens the tracking store (MLflow's import and
+        the store's opening overlap Ray's start-up); returns the backend."""
+        spec, options = self.spec, self.options
+        phases = self.phases
+
+        def open_store() -> Tracker:
+            opening = time.perf_counter()
+            tracker = Tracker(options.tracking_uri or spec.tracking.uri)
+            phases["store"] = time.perf_counter() - opening
+            return tracker
+
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="privlab-open-store") as pool:
+            opened = pool.submit(open_store)
+            starting = time.perf_counter()
+            try:
+                backend = make_backend(serial=options.serial, address=options.address, workers=options.workers,
+                                       max_retries=spec.execution.max_retries)
+            except BaseException:
+                concurrent.futures.wait([opened])
+                raise
+            phases["backend"] = time.perf_counter() - starting
+            try:
+                self.tracker = opened.result()
+            except BaseException:
+                backend.shutdown()
+                raise
+        self.checkpointer = Checkpointer(self.tracker, self.writer, interval_s=spec.tracking.checkpoint_interval_s)
+        return backend
+
     def run(self, data: Any, *, began: float) -> dict[str, Any]:
         """Run with the run's ``data`` (:func:`load_run_data`), read since ``began``."""
-        spec, options = self.spec, self.options
-        experiment_id = self.tracker.experiment_id(spec.tracking.experiment, create=True)
-        checkpoint = self._open_parent(experiment_id, data)
+        spec, options, phases = self.spec, self.options, self.phases
+        backend = self.backend = self._start()
+        try:
+            opening = time.perf_counter()
+            experiment_id = self.tracker.experiment_id(spec.tracking.experiment, create=True)
+            checkpoint = self._open_parent(experiment_id, data)
+            phases["parent_run"] = time.perf_counter() - opening
+        except BaseException:
+            backend.shutdown()
+            raise
         self.run_id = self.parent.run_id
         if options.on_start is not None:
             options.on_start(self.run_id)
         status = "FAILED"
-        backend = None
         try:
-            backend = self.backend = make_backend(
-                serial=options.serial, address=options.address, workers=options.workers,
-                max_retries=spec.execution.max_retries,
-            )
             self.writer.submit(functools.partial(self.tracker.record_backend, self.run_id, workers=backend.workers,
                                                  nodes=backend.nodes, backend=backend.name))
+            preparing = time.perf_counter()
             self.states = prepare_states(spec, root_seed=self.parent.root_seed, data=data, put=backend.put,
                                          results=self.configuration_log.results, checkpoint=checkpoint)
             warm_up_workloads(self.states.values(), say=_to_stderr if options.progress else None)
             self._start_progress()
+            phases["states"] = time.perf_counter() - preparing
             startup_seconds = time.perf_counter() - began
             executing = time.perf_counter()
             self._run_trial_ranges()
             self._run_actor_pools()
             self.writer.flush()
-            execution_seconds = time.perf_counter() - executing
+            execution_seconds = phases["execution"] = time.perf_counter() - executing
             self.progress.close()
             timing = RunTiming(wall_seconds=time.perf_counter() - began, startup_seconds=startup_seconds,
                                execution_seconds=execution_seconds, resumed=bool(options.resume))
+            finishing = time.perf_counter()
             summary = self.writer.call(functools.partial(
                 finish_run, self.tracker, self.writer, spec, self.configuration_log, backend, timing,
                 command=options.command, report_dir=options.report_dir))
+            phases["summary"] = time.perf_counter() - finishing
             status = "FINISHED"
+            closing = time.perf_counter()
+            self._close(backend, status)
+            phases["shutdown"] = time.perf_counter() - closing
+            summary["timing"]["phases"] = dict(phases)
             return summary
         except (KeyboardInterrupt, RunInterrupted) as interrupt:
             status = "KILLED"
@@ -227,8 +281,8 @@ class _Driver:
         self.writer.abandon(f"the tracking server could not be reached: {error}")
         payload = checkpoint_payload(spec_sha256=self.spec.sha256, root_seed=self.parent.root_seed,
                                      states=self.states, completed=self.configuration_log.results)
-        held = outbox.HeldBack(run_id=self.run_id, tracking_uri=self.tracker.uri, uploads=list(self.writer.unsent),
-                               checkpoint=payload)
+        unsent = [upload for upload in self.writer.unsent if not upload.finished]  # a batch may have got part way
+        held = outbox.HeldBack(run_id=self.run_id, tracking_uri=self.tracker.uri, uploads=unsent, checkpoint=payload)
         reason = str(error) if isinstance(error, TrackingOutage) else f"the tracking server could not be reached: {error}"
         try:
             path = outbox.keep(held)

@@ -66,7 +66,7 @@ STUDY_KEYS = {
 BUDGET_KEYS = {"epsilon", "delta", "accountant", "delta_slack"}
 MAX_EXPERIMENT_NAME = 500  # MLflow refuses longer experiment names (mlflow.utils.validation)
 TRACKING_KEYS = {"experiment", "uri", "artifacts", "plots", "checkpoint_interval_s", "outage_wait_s", "unit_runs",
-                 "run_statistics"}
+                 "run_statistics", "reservoirs"}
 EXECUTION_KEYS = {"batch_size", "target_task_seconds", "max_retries", "max_in_flight_per_worker", "max_configurations"}
 MODES = ("research",)
 MAX_UNITS = 10**10
@@ -101,10 +101,14 @@ class TrackingSpec:
     # Per-unit detail of a ``unit_runs`` workload (each release-flow attempt): always a parquet
     # table on its configuration's run; with ``unit_runs = true`` also one MLflow run per unit.
     unit_runs: bool = False
-    # Which statistics of each metric a configuration run logs as MLflow metrics: "summary" (the
-    # centre and 95% interval that `privlab compare` shows) or "all" (also sd, min, max, quantiles,
-    # counts). Every statistic is always in the run's result.json and the run's index.
-    run_statistics: str = "summary"
+    # Which statistics of each metric a configuration run logs as MLflow metrics: "centre" (its
+    # mean or rate), "summary" (also the 95% interval that `privlab compare` shows) or "all" (also
+    # sd, min, max, quantiles, counts). Every statistic is always in the run's result parts and
+    # the run's index, which `privlab compare` reads.
+    run_statistics: str = "centre"
+    # Which configurations keep their reservoir sample (each metric's kept per-trial values):
+    # "reports" (those whose workload's results page reads it) or "all".
+    reservoirs: str = "reports"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -439,7 +443,14 @@ def _parse_budget(raw: Any) -> BudgetSpec | None:
     return budget
 
 
-RUN_STATISTICS = ("summary", "all")
+RUN_STATISTICS = ("centre", "summary", "all")
+RESERVOIRS = ("reports", "all")
+
+
+def _reservoirs(value: Any) -> str:
+    if value not in RESERVOIRS:
+        raise SpecError(f"[tracking] reservoirs ({value!r}) must be one of {', '.join(map(repr, RESERVOIRS))}")
+    return value
 
 
 def _run_statistics(value: Any) -> str:
@@ -470,7 +481,8 @@ def _parse_tracking(raw: Any, *, default_experiment: str) -> TrackingSpec:
         artifacts=table.get("artifacts", True),
         plots=table.get("plots", True),
         unit_runs=table.get("unit_runs", False),
-        run_statistics=_run_statistics(table.get("run_statistics", "summary")),
+        run_statistics=_run_statistics(table.get("run_statistics", "centre")),
+        reservoirs=_reservoirs(table.get("reservoirs", "reports")),
         checkpoint_interval_s=_number(
             table.get("checkpoint_interval_s", 30.0), "[tracking] checkpoint_interval_s", low=0.0
         ),

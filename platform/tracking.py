@@ -26,13 +26,14 @@ import os
 import tempfile
 import time
 from collections.abc import Iterator
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from privlab.platform.errors import NotFoundError, TrackingError
 from privlab.platform.moved_store import Rebased, experiment_folder, rebase_moved_store
 from privlab.platform.run_datasets import DatasetDescription
+from privlab.platform.sqlite_runs import FinishedRun, SqliteRunWriter, time_ordered_run_id, write_files
 from privlab.platform.tracking_outage import bound_http_retries
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ STUDY_TAG = "privlab.study"
 WORKLOAD_TAG = "privlab.workload"
 DRIVER_TAG = "privlab.driver"  # the lease: who drives the run (platform/liveness.py)
 HEARTBEAT_TAG = "privlab.heartbeat"
+LEDGER_TAG = "privlab.ledger"  # a configuration run's ε ledger as a table (ledger.txt when too long)
 PARENT_TAG = "mlflow.parentRunId"
 # MLflow's own tags, which its UI shows (the User and Source columns) and its fluent API sets.
 USER_TAG = "mlflow.user"
@@ -132,9 +134,14 @@ def resolve_tracking_uri(uri: str | None) -> str:
     env = os.environ.get("MLFLOW_TRACKING_URI")
     if env:
         return env
-    import mlflow
+    return default_tracking_uri()
 
-    return mlflow.get_tracking_uri()
+
+def default_tracking_uri() -> str:
+    """MLflow 3's default store, ``mlflow.db`` in the working directory (as
+    ``mlflow.get_tracking_uri()`` names it; said here so that a command that only reads a local
+    store need not import MLflow)."""
+    return f"sqlite:///{os.path.abspath('mlflow.db')}"
 
 
 def artifact_location(uri: str, experiment: str) -> str | None:
@@ -243,10 +250,12 @@ def _timed(method: Any) -> Any:
 class Tracker:
     """A thin, batched wrapper around :class:`mlflow.MlflowClient`."""
 
-    def __init__(self, uri: str | None) -> None:
+    def __init__(self, uri: str | None, *, bulk: bool = True) -> None:
         from mlflow import MlflowClient
 
         self.seconds = 0.0
+        self.bulk = bulk  # finished child runs into a local sqlite store many per transaction
+        self._writers: dict[str, SqliteRunWriter | None] = {}
         self.uri = resolve_tracking_uri(uri)
         bound_http_retries(self.uri)
         moved: list[Rebased] = []
@@ -458,42 +467,110 @@ class Tracker:
         group: str,
         study: str,
         workload: str,
-        root_seed: int,
-        mode: str,
         unit: int | None = None,
         standard_tags: Mapping[str, str] | None = None,
         datasets: Iterable[DatasetDescription] = (),
+        result: str = "",
+        timing: Mapping[str, float] | None = None,
+        reservoir: Mapping[str, Iterable[float]] | None = None,
+        ledger_text: str | None = None,
     ) -> ResultRunUpload:
         """A finished child run, ready for :meth:`send`: the result of a configuration (or of
         one facet of it, in ``group``), or with ``unit`` of one unit of a ``unit_runs`` workload;
-        with its parent's ``standard_tags`` and the ``datasets`` it read."""
+        with its parent's ``standard_tags``, the ``datasets`` it read and, for a configuration,
+        its summary entry ``result`` (JSON), ``timing`` and ``reservoir`` sample, which go into a
+        part on the parent run; ``ledger_text`` (the ledger as a table) is its ``privlab.ledger``
+        tag, which MLflow's UI shows with the run. The root seed and mode are the parent's tags."""
         tags = {**(standard_tags or {}), KIND_TAG: "configuration" if unit is None else "unit", CONFIG_TAG: config_id,
-                GROUP_TAG: group, STUDY_TAG: study, WORKLOAD_TAG: workload, ROOT_SEED_TAG: str(root_seed),
-                MODE_TAG: mode, PARENT_TAG: parent_id}
+                STUDY_TAG: study, WORKLOAD_TAG: workload, PARENT_TAG: parent_id}
+        if group != config_id:  # a facet: the executed configuration it belongs to
+            tags[GROUP_TAG] = group
+        if ledger_text is not None:
+            tags[LEDGER_TAG] = ledger_text
         if unit is not None:
             tags[UNIT_TAG] = str(unit)
         return ResultRunUpload(experiment_id=experiment_id, name=name, tags=tags, params=dict(params),
                                metrics=dict(metrics), files=dict(files),
-                               datasets=[d.to_record() for d in datasets])
+                               datasets=[d.to_record() for d in datasets], result=result,
+                               timing=None if timing is None else {k: float(v) for k, v in timing.items()},
+                               reservoir=None if reservoir is None else
+                               {name: [float(v) for v in values] for name, values in reservoir.items()})
 
     @_timed
     def send(self, upload: ResultRunUpload) -> str:
-        """Log ``upload`` in four calls (create, one batch, one upload, terminate; a fifth for its
-        dataset inputs), going on from the step a failed earlier attempt reached; returns the run id."""
-        if upload.run_id is None:
-            upload.run_id = self.client.create_run(upload.experiment_id, run_name=upload.name,
-                                                   tags=upload.tags).info.run_id
-        if not upload.logged:
-            self._log_batch(upload.run_id, params=upload.params, metrics=upload.metrics)
-            upload.logged = True
-        if not upload.inputs_logged:
-            self._log_datasets(upload.run_id, map(DatasetDescription.from_record, upload.datasets))
-            upload.inputs_logged = True
-        if not upload.uploaded:
-            self._log_texts(upload.run_id, upload.files)
-            upload.uploaded = True
-        self.client.set_terminated(upload.run_id, status="FINISHED")
-        return upload.run_id
+        """:meth:`send_results` of one upload; returns its run id."""
+        return self._send_results([upload])[0]
+
+    @_timed
+    def send_results(self, uploads: Sequence[ResultRunUpload]) -> list[str]:
+        """Log ``uploads`` (child runs of one parent run, in one experiment), going on from the
+        step a failed earlier attempt reached; returns their run ids.
+
+        Their results (summary entries and reservoir samples) go first, as one part on the parent
+        run (:mod:`~privlab.platform.result_parts`), then the runs: into a local sqlite store all
+        of them in one transaction (:mod:`~privlab.platform.sqlite_runs`), elsewhere each in four
+        calls (create, one batch, one upload, terminate; a fifth for its dataset inputs).
+        """
+        return self._send_results(uploads)
+
+    def _send_results(self, uploads: Sequence[ResultRunUpload]) -> list[str]:
+        if not uploads:
+            return []
+        writer = self._sqlite_writer(uploads[0].experiment_id) if self.bulk else None
+        if writer is not None:
+            pending = [u for u in uploads if not u.finished]
+            for upload in pending:
+                if upload.run_id is None:
+                    upload.run_id = time_ordered_run_id()
+            self._write_part(pending, local=writer)
+            writer.write([u.finished_run() for u in pending])
+            for upload in pending:
+                upload.finished = True
+            return [u.run_id for u in uploads]  # type: ignore[misc]
+        for upload in uploads:
+            if upload.run_id is None:
+                upload.run_id = self.client.create_run(upload.experiment_id, run_name=upload.name,
+                                                       tags=upload.tags).info.run_id
+        self._write_part([u for u in uploads if not u.finished])
+        for upload in uploads:
+            if upload.finished:
+                continue
+            if not upload.logged:
+                self._log_batch(upload.run_id, params=upload.params, metrics=upload.metrics)
+                upload.logged = True
+            if not upload.inputs_logged:
+                self._log_datasets(upload.run_id, map(DatasetDescription.from_record, upload.datasets))
+                upload.inputs_logged = True
+            if not upload.uploaded:
+                self._log_texts(upload.run_id, upload.files)
+                upload.uploaded = True
+            self.client.set_terminated(upload.run_id, status="FINISHED")
+            upload.finished = True
+        return [u.run_id for u in uploads]  # type: ignore[misc]
+
+    def _write_part(self, uploads: Sequence[ResultRunUpload], *, local: SqliteRunWriter | None = None) -> None:
+        """The results of ``uploads`` not yet in a part, as one part on their parent run."""
+        from privlab.platform.result_parts import ResultRow, part_bytes, part_name
+
+        missing = [u for u in uploads if u.result and not u.part_written]
+        if not missing:
+            return
+        parent = missing[0].tags[PARENT_TAG]
+        path = part_name(missing[0].run_id or "")
+        data = part_bytes([ResultRow(entry_id=u.config_id, run_id=u.run_id or "", result=u.result,
+                                     timing=u.timing, reservoir=u.reservoir) for u in missing])
+        if local is not None:
+            write_files(Path(local.artifact_uri(parent)), {path: data})
+        else:
+            self._log_texts(parent, {path: data})
+        for upload in missing:
+            upload.part_written = True
+
+    def _sqlite_writer(self, experiment_id: str) -> SqliteRunWriter | None:
+        if experiment_id not in self._writers:
+            self._writers[experiment_id] = (SqliteRunWriter.writable(sqlite_database(self.uri), experiment_id)
+                                            if self.uri.startswith("sqlite:///") else None)
+        return self._writers[experiment_id]
 
     def log_result_run(self, experiment_id: str, **fields: Any) -> str:
         """:meth:`send` a :meth:`result_upload` now."""
@@ -579,10 +656,15 @@ class ResultRunUpload:
     metrics: dict[str, float]
     files: dict[str, str | bytes]
     datasets: list[dict[str, str]] = dataclasses.field(default_factory=list)  # DatasetDescription records
+    result: str = ""  # a configuration's summary entry (JSON), logged in a part on the parent run
+    timing: dict[str, float] | None = None  # its timing, in the same part
+    reservoir: dict[str, list[float]] | None = None  # its reservoir sample, in the same part
     run_id: str | None = None  # once created
+    part_written: bool = False  # result and reservoir
     logged: bool = False  # params and metrics
     inputs_logged: bool = False  # datasets
     uploaded: bool = False  # files
+    finished: bool = False
 
     @property
     def config_id(self) -> str:
@@ -591,6 +673,11 @@ class ResultRunUpload:
     @property
     def kind(self) -> str:
         return self.tags[KIND_TAG]
+
+    def finished_run(self) -> FinishedRun:
+        """The upload as a whole finished run (params as MLflow stores them)."""
+        return FinishedRun(run_id=self.run_id or "", name=self.name, tags=self.tags, params=param_texts(self.params),
+                           metrics=self.metrics, files=self.files, datasets=self.datasets)
 
     def to_record(self) -> dict[str, Any]:
         """The upload as JSON-ready data (bytes files in base64)."""

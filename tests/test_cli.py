@@ -15,6 +15,9 @@ import pytest
 
 from privlab.platform.cli import main
 from privlab.platform.configuration_index import read_index
+from privlab.platform.commands import finished_summary
+from privlab.platform.result_parts import read_results
+from privlab.platform.sqlite_reader import SqliteStoreReader
 from privlab.platform.tracking import Tracker
 
 
@@ -56,6 +59,21 @@ def test_summary_json_has_the_observable_interface(finished_run: dict) -> None:
     assert [e["id"] for e in summary["configurations"]] == ["mean-000", "mean-001", "loss-000", "loss-001", "seeds-000"]
 
 
+def test_summary_json_leaves_the_entries_to_the_parts_and_finished_summary_puts_them_back(
+        finished_run: dict, finished_uri: str) -> None:
+    # Its size no longer grows with the configurations (a births grid's was 835 KB), yet shortlist
+    # and report read the whole summary as the run returned it, every timing included.
+    run_id = finished_run["run_id"]
+    for store in (Tracker(finished_uri), SqliteStoreReader.open(finished_uri)):
+        logged = json.loads(store.read_text(run_id, "summary.json"))
+        assert "configurations" not in logged and "configurations" not in logged["timing"]
+        _, summary = finished_summary(store, run_id, hint="")
+        assert summary["configurations"] == finished_run["configurations"]
+        assert summary["timing"]["configurations"] == finished_run["timing"]["configurations"]
+        assert {k: v for k, v in summary.items() if k not in ("tracking", "timing")} == \
+            {k: v for k, v in finished_run.items() if k not in ("tracking", "timing")}
+
+
 def test_mlflow_holds_parent_children_params_metrics_artifacts_and_tags(finished_run: dict, finished_uri: str) -> None:
     tracker = Tracker(finished_uri)
     parent = tracker.get_run(finished_run["run_id"])
@@ -80,19 +98,23 @@ def test_mlflow_holds_parent_children_params_metrics_artifacts_and_tags(finished
     assert child.data.params["params.epsilon"] == "1.0"
     metrics = child.data.metrics
     assert metrics["eps_total"] == 1.0
-    assert 0.0 <= metrics["in_event_d_ci_low"] <= metrics["in_event_d_rate"] <= metrics["in_event_d_ci_high"] <= 1.0
-    assert any(k.startswith("eps_step_00_") for k in metrics)
-    # MLflow holds the summary statistics ([tracking] run_statistics = "summary", the default);
-    # every statistic is in result.json and the run's index.
+    assert 0.0 <= metrics["in_event_d_rate"] <= 1.0 and "in_event_d_ci_low" not in metrics
+    # MLflow holds each metric's centre ([tracking] run_statistics = "centre", the default) and
+    # ε; the ledger's detail (δ, each step's ε) is the run's ledger tag, and every statistic, the
+    # timing and the ledger are in the parent run's result parts and its index.
     assert "in_event_d_trials" not in metrics and "in_event_d_successes" not in metrics
-    result = json.loads(tracker.read_text(child.info.run_id, "result.json"))
+    assert not any(k.startswith(("eps_step_", "delta_total", "timing_")) for k in metrics)
+    assert "ε" in child.data.tags["privlab.ledger"] and "laplace" in child.data.tags["privlab.ledger"]
+    assert child.data.params["params.epsilon"] == "1.0" and all(k.startswith("params.") for k in child.data.params)
+    (stored,) = [row for row in read_results(tracker, parent.info.run_id).values() if row.run_id == child.info.run_id]
+    result = stored.entry
     assert result["metrics"]["in_event_d_trials"] == 3000
-    assert {k: result["metrics"][k] for k in metrics if not k.startswith("timing_")} == \
-        {k: v for k, v in metrics.items() if not k.startswith("timing_")}
+    assert any(k.startswith("eps_step_00_") for k in result["metrics"]) and stored.timing["wall_seconds"] > 0
+    assert {k: result["metrics"][k] for k in metrics} == metrics
     (indexed,) = [row for row in read_index(tracker, parent.info.run_id) if row.config_id == "loss-001"]
     assert indexed.metrics["in_event_d_trials"] == 3000 and indexed.metrics["in_event_d_rate"] == metrics["in_event_d_rate"]
-    child_artifacts = set(tracker.list_artifacts(child.info.run_id))
-    assert {"ledger.json", "result.json", "reservoir.parquet"} <= child_artifacts
+    assert indexed.metrics["timing_wall_seconds"] == stored.timing["wall_seconds"]
+    assert tracker.list_artifacts(child.info.run_id) == []  # nothing per run: no folder of its own
 
 
 def test_compare_csv_table_parquet_and_plot(finished_run: dict, finished_uri: str, tmp_path: Path,

@@ -7,7 +7,6 @@ Ctrl-C exited 1 with a traceback.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -20,12 +19,12 @@ from pathlib import Path
 import pytest
 
 from privlab.platform import liveness
-from privlab.platform.tracking import driver_tags
+from privlab.platform.commands import finished_summary
 from privlab.platform.errors import ExecutionError
 from privlab.platform.runner import RunInterrupted, RunOptions, run_experiment
 from privlab.platform.runs import list_runs
 from privlab.platform.spec import load_spec
-from privlab.platform.tracking import Tracker
+from privlab.platform.tracking import Tracker, driver_tags
 
 CLI = [sys.executable, "-m", "privlab.platform.cli"]
 
@@ -107,7 +106,7 @@ def test_two_resumes_at_once_log_each_configuration_once(mini_spec: Path, tracki
     children = tracker.child_runs(run.info.experiment_id, run_id)
     assert sorted(c.data.tags["privlab.config_id"] for c in children) == \
         sorted(c["id"] for c in reference["configurations"])
-    summary = json.loads(tracker.read_text(run_id, "summary.json") or "{}")
+    _, summary = finished_summary(tracker, run_id, hint="")
     assert summary["configurations"] == reference["configurations"]
 
 

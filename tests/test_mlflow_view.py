@@ -25,6 +25,7 @@ import pytest
 
 from privlab.platform import ui_command
 from privlab.platform.cli import build_parser, main
+from privlab.platform.configuration_index import read_index
 from privlab.platform.configuration_log import _metric_safe
 from privlab.platform.parent_run import run_name
 from privlab.platform.runner import RunOptions, run_experiment
@@ -80,8 +81,12 @@ def test_every_metric_and_param_name_uses_mlflows_characters_without_spaces(mini
     runs = [mini_store["parent"], *mini_store["children"]]
     names = [name for run in runs for name in (*run.data.metrics, *run.data.params)]
     assert [n for n in names if not SAFE_NAME.match(n)] == []
-    steps = [n for run in mini_store["children"] for n in run.data.metrics if n.startswith("eps_step_")]
+    # each step's ε is in the run's index (compare shows it) and its ledger tag, not an MLflow metric
+    indexed = read_index(Tracker(mini_store["uri"]), mini_store["parent"].info.run_id)
+    steps = [n for row in indexed for n in row.metrics if n.startswith("eps_step_")]
     assert "eps_step_00_pd.entropy_H_age" in steps  # the ledger's step "pd.entropy H(age)"
+    assert not [n for run in mini_store["children"] for n in run.data.metrics if n.startswith("eps_step_")]
+    assert all(SAFE_NAME.match(n) for n in steps)
     assert _metric_safe("pd.entropy H(country|bkt age)") == "pd.entropy_H_country_bkt_age"
     assert _metric_safe("a/b c:d") == "a_b_c_d" and _metric_safe("()") == "step"
 

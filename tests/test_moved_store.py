@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from privlab.platform.errors import TrackingError
+from privlab.platform.result_parts import read_results
 from privlab.platform.runner import RunInterrupted, RunOptions, run_experiment
 from privlab.platform.spec import load_spec
 from privlab.platform.tracking import RunTags, Tracker
@@ -65,7 +66,7 @@ def test_a_run_folder_moved_between_sessions_resumes_with_each_configuration_log
     tracker = Tracker(uri)
     first = next(c for c in tracker.child_runs(tracker.get_run(run_id).info.experiment_id, run_id)
                  if RunTags.of(c).config_id == logged_before[0])
-    assert tracker.read_text(first.info.run_id, "result.json")
+    assert first.info.run_id in read_results(tracker, run_id)
 
 
 def test_a_resume_whose_finished_results_cannot_be_read_stops_naming_the_path(
@@ -76,6 +77,7 @@ def test_a_resume_whose_finished_results_cannot_be_read_stops_naming_the_path(
     logged_before = _config_ids(uri, run_id)
     shutil.rmtree(folder / "mlruns")  # the database without its artifacts
 
-    with pytest.raises(TrackingError, match=r"is finished, but its result\.json cannot be read from .*mlruns"):
+    with pytest.raises(TrackingError, match=r"is finished, but its result cannot be read \(from the parts under "
+                                            r"results/ of the parent run, or result\.json of .*mlruns"):
         _run(folder / "mini.toml", uri, resume=run_id)
     assert _config_ids(uri, run_id) == logged_before  # nothing logged twice

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from privlab.platform import runner
-from privlab.platform.configuration_log import logged_timing
+from privlab.platform.result_parts import read_results
 from privlab.platform.progress import Progress
 from privlab.platform.runner import RunInterrupted, RunOptions, run_experiment
 from privlab.platform.spec import load_spec
@@ -47,7 +47,8 @@ def test_resume_finishes_without_recomputing_or_double_counting(
     run = tracker.get_run(run_id)
     assert run.info.status == "KILLED"
     assert run.data.tags["privlab.resumable"] == "true"
-    first_session = {RunTags.of(c).config_id: logged_timing(c.data.metrics)
+    stored = read_results(tracker, run_id)  # a configuration's timing is kept beside its result
+    first_session = {RunTags.of(c).config_id: stored[c.info.run_id].timing
                      for c in tracker.child_runs(run.info.experiment_id, run_id)}
     assert 1 <= len(first_session) < 5  # the 24-repetition configurations finish after 5 batches each
 

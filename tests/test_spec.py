@@ -241,11 +241,11 @@ ERROR_CASES = {
     "unknown tracking key": (
         HEAD + LAPLACE + "[tracking]\nexperment = 'x'\n",
         "[tracking]: unknown key(s) 'experment'; allowed keys: artifacts, checkpoint_interval_s, "
-        "experiment, outage_wait_s, plots, run_statistics, unit_runs, uri",
+        "experiment, outage_wait_s, plots, reservoirs, run_statistics, unit_runs, uri",
     ),
     "unknown run statistics": (
         HEAD + LAPLACE + "[tracking]\nrun_statistics = 'some'\n",
-        "[tracking] run_statistics ('some') must be one of 'summary', 'all'",
+        "[tracking] run_statistics ('some') must be one of 'centre', 'summary', 'all'",
     ),
     "wrong-typed workload parameter": (
         HEAD + LAPLACE + 'lower = "zero"\n',

@@ -88,16 +88,20 @@ def test_a_run_whose_server_goes_away_keeps_its_results_and_the_resume_logs_them
 ) -> None:
     monkeypatch.setenv("PRIVLAB_STATE_DIR", str(tmp_path / "state"))
     uri = tracking_uri
-    send = Tracker.send
+    send = Tracker.send_results
     sent: list[str] = []
 
-    def send_until_the_server_goes(self: Tracker, upload: object) -> str:
-        if len(sent) >= 2:
-            raise MlflowException(REFUSED)
-        sent.append(upload.config_id)  # type: ignore[attr-defined]
-        return send(self, upload)  # type: ignore[arg-type]
+    def send_until_the_server_goes(self: Tracker, uploads: list) -> list[str]:
+        run_ids = []
+        for upload in uploads:  # the server goes away in the middle of a batch
+            if len(sent) >= 2 and not upload.finished:
+                raise MlflowException(REFUSED)
+            if not upload.finished:
+                sent.append(upload.config_id)
+            run_ids += send(self, [upload])
+        return run_ids
 
-    monkeypatch.setattr(Tracker, "send", send_until_the_server_goes)
+    monkeypatch.setattr(Tracker, "send_results", send_until_the_server_goes)
     # The driver exits after an outage; in this process, its lease must look like a dead one's.
     monkeypatch.setattr(runner, "this_driver", lambda: {**liveness.this_driver(), "pid_start": "exited"})
     with pytest.raises(TrackingOutage, match=r"Nothing computed is lost: \d+ configuration run\(s\)") as stopped:
@@ -108,11 +112,10 @@ def test_a_run_whose_server_goes_away_keeps_its_results_and_the_resume_logs_them
     held = json.loads(kept.read_text())
     held_ids = {u["tags"]["privlab.config_id"] for u in held["uploads"]}
     assert held_ids and not held_ids & set(sent)
-    kept_timing = {u["tags"]["privlab.config_id"]: u["metrics"]["timing_compute_seconds"] for u in held["uploads"]}
-    kept_results = {u["tags"]["privlab.config_id"]: json.loads(u["files"]["result.json"]["text"])
-                    for u in held["uploads"]}
+    kept_timing = {u["tags"]["privlab.config_id"]: u["timing"]["compute_seconds"] for u in held["uploads"]}
+    kept_results = {u["tags"]["privlab.config_id"]: json.loads(u["result"]) for u in held["uploads"]}
 
-    monkeypatch.setattr(Tracker, "send", send)  # the server is back
+    monkeypatch.setattr(Tracker, "send_results", send)  # the server is back
     monkeypatch.setattr(runner, "this_driver", liveness.this_driver)
     resumed = _run(mini_spec, uri, "tracking.outage_wait_s=0.3", resume=run_id)
 
@@ -148,7 +151,7 @@ def test_a_stop_asked_for_during_an_outage_keeps_the_work_too(
             raise MlflowException(REFUSED)
         log_texts(self, run_id, files)
 
-    monkeypatch.setattr(Tracker, "send", unreachable)
+    monkeypatch.setattr(Tracker, "send_results", unreachable)
     monkeypatch.setattr(Tracker, "log_texts", checkpoints_unreachable)  # the checkpoint cannot go up either
     monkeypatch.setattr(runner, "this_driver", lambda: {**liveness.this_driver(), "pid_start": "exited"})
     with pytest.raises(TrackingOutage, match="Nothing computed is lost") as stopped:

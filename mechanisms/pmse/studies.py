@@ -121,6 +121,8 @@ class PMSESensitivity(Workload):
                 derived[f"{label}/max_abs_diff"] = summary[f"{label}/abs_diff"]["max"]
         return derived
 
+    reads_reservoirs = True  # Figure 1's histograms
+
     def report(self, results: StudyResults) -> dict[str, str | bytes]:
         from privlab.mechanisms.pmse.reports_sensitivity import figure1_png, table1_markdown
 

@@ -299,6 +299,7 @@ def ols(data: np.ndarray) -> np.ndarray:
 
 class _UtilityWorkload(Workload):
     pattern = Pattern.GRID
+    reads_reservoirs = True  # the results pages' per-simulation distributions
 
     #: Whether every method's trials fit trees (the pMSE metric), or only the pMSE mechanism's.
     every_method_fits_trees: ClassVar[bool] = False
