@@ -31,8 +31,8 @@ from privlab.platform.errors import (
 )
 
 from privlab.platform.commands import (
-    EXIT_BUG,
     COMMANDS,
+    EXIT_BUG,
     EXIT_BUDGET,
     EXIT_CODES_HELP,
     EXIT_EXECUTION,
