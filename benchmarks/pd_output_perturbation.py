@@ -2,6 +2,7 @@
 
     python benchmarks/pd_output_perturbation.py            # Adult and a 1.5 M-style population
     python benchmarks/pd_output_perturbation.py --quick    # Adult only, fewer noise draws
+    python benchmarks/pd_output_perturbation.py --no-adult --sizes 735000 --encodings numeric   # D_S's size
 
 Chaudhuri et al.'s output perturbation releases f* + b with ‖b‖ ~ Gamma(d, 2/(nλε)) (ε = 1, the
 paper's), f* the regularised ERM minimiser over unit-norm features: the noise's expected norm is
@@ -108,6 +109,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="Adult only, 5 noise draws")
     parser.add_argument("--draws", type=int, default=20)
     parser.add_argument("--seed", type=int, default=2017)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[22_158, 50_000, 200_000],
+                        help="training sizes drawn from the population (default: 22158 50000 200000)")
+    parser.add_argument("--encodings", nargs="+", choices=("one-hot", "numeric"), default=["one-hot", "numeric"])
+    parser.add_argument("--no-adult", action="store_true", help="only the population's sizes")
     args = parser.parse_args()
     draws = 5 if args.quick else args.draws
     rng = np.random.default_rng(args.seed)
@@ -115,16 +120,16 @@ def main() -> None:
     sizes, names = table.domain.sizes, table.domain.names
     target = names.index("income")
     adult = table.codes.to_numpy(dtype=np.int64)[rng.permutation(len(table.codes))]
-    settings = [("Adult", adult[:ADULT_SEEDS], adult[ADULT_SEEDS:ADULT_SEEDS + ADULT_TEST])]
+    settings = [] if args.no_adult else [("Adult", adult[:ADULT_SEEDS], adult[ADULT_SEEDS:ADULT_SEEDS + ADULT_TEST])]
     if not args.quick:
-        pop = population(table, 50_000 + 200_000, args.seed)
-        settings += [(f"population n={n:,}", pop[50_000:50_000 + n], pop[:50_000]) for n in (22_158, 50_000, 200_000)]
+        pop = population(table, 50_000 + max(args.sizes), args.seed)
+        settings += [(f"population n={n:,}", pop[50_000:50_000 + n], pop[:50_000]) for n in args.sizes]
     began = time.perf_counter()
     summary: dict[str, float] = {}
     print("| data | features (d) | loss | λ | non-private | ‖f*‖ | E‖b‖ | output perturbation [sd over draws] |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for label, train, test in settings:
-        for kind in ("one-hot", "numeric"):
+        for kind in args.encodings:
             for loss, short in (("logistic", "lr"), ("huber", "svm")):
                 rows = measure(train, test, sizes, names, target, kind, loss, draws, rng)
                 for r in rows:
