@@ -663,17 +663,20 @@ def _parse_study(
 
 def seed_key_params(params_type: type, values: Mapping[str, Any]) -> dict[str, Any]:
     """The parameters a configuration's seeds are keyed by: all of them, except a field declared
-    ``metadata={"seed_key": "when_set"}`` while it is unset (None), and a field declared
+    ``metadata={"seed_key": "when_set"}`` while it is unset (None), a field declared
+    ``metadata={"seed_key": "unless_default"}`` while it holds its default, and a field declared
     ``metadata={"seed_key": "never"}`` (how the work is cut up, e.g. a batch size, which a
     workload guarantees does not change its results).
 
-    A workload's ``Params`` can thus gain an optional field without changing the seeds, and so
-    the results, of every spec written before it existed.
+    A workload's ``Params`` can thus gain an optional field without changing the seeds of every
+    spec written before it existed.
     """
     fields = dataclasses.fields(params_type)
     when_set = {f.name for f in fields if f.metadata.get("seed_key") == "when_set"}
+    defaults = {f.name: f.default for f in fields if f.metadata.get("seed_key") == "unless_default"}
     never = {f.name for f in fields if f.metadata.get("seed_key") == "never"}
-    return {k: v for k, v in values.items() if k not in never and not (k in when_set and v is None)}
+    return {k: v for k, v in values.items() if k not in never and not (k in when_set and v is None)
+            and not (k in defaults and v == defaults[k])}
 
 
 def _resolve_paths(params_type: type, values: Mapping[str, Any], spec_dir: Path) -> dict[str, Any]:

@@ -95,6 +95,18 @@ def test_a_trial_charges_exactly_the_estimators_plan_on_the_replace_one_ledger(m
     assert alone.events == ledger.events and alone.partitions == ledger.partitions
 
 
+def test_the_robot_task_is_the_papers_binary_one_and_depth_is_the_papers_where_stated() -> None:
+    binary = _first_params(next(p for p in SPECS if p.stem == "table2_robot"))
+    _require(binary.data)
+    target = ForestStudy().load_data(binary)[TARGET]
+    assert list(binary.classes) == ["Move-Forward", "Turn"]
+    assert float((target == "Move-Forward").mean()) == pytest.approx(0.404, abs=5e-4)  # the majority-class error
+    four = ForestStudy().load_data(_first_params(next(p for p in SPECS if p.stem == "table2_robot_4class")))
+    assert four[TARGET].nunique() == 4
+    for stem in ("table1_parkinsons", "table1_appliances", "figure3_trees"):  # Section 4.1: depth 5 (UCI regression)
+        assert _first_params(next(p for p in SPECS if p.stem == stem)).max_depth == 5
+
+
 def test_the_runner_checks_the_plan_with_its_partition_against_the_cap() -> None:
     base = _first_params(next(p for p in SPECS if p.stem == "table2_banknote"))
     params = ForestStudyParams(**{**base.__dict__, "method": "dipreme", "epsilon": 0.7, "n_estimators": 10})

@@ -86,10 +86,12 @@ def test_generation_probabilities_of_a_seed_sum_to_one(model, seeds, synthesis: 
 
 
 @pytest.mark.statistical
-def test_synthesis_frequencies_match_the_exact_probability(model, seeds) -> None:
+@pytest.mark.parametrize("omega_rule", ["mixture", "per_candidate"])
+def test_synthesis_frequencies_match_the_exact_probability(model, seeds, omega_rule: str) -> None:
     """20,000 seeded syntheses from one seed with ω ∈R [1, m]: every outcome's frequency is
-    within 5 standard errors (plus 1e-3) of its exact probability."""
-    synthesis = SynthesisParams(omega_min=1, omega_max=M)
+    within 5 standard errors (plus 1e-3) of the probability the test scores it with — of y
+    under the mixture, of (ω, y) as π(ω)·Pr{y = M_ω(d)} under the fixed-ω model of its own ω."""
+    synthesis = SynthesisParams(omega_min=1, omega_max=M, omega_rule=omega_rule)
     seed = seeds.to_numpy()[1]
     rng = np.random.default_rng(12)
     n = 20_000
@@ -97,11 +99,58 @@ def test_synthesis_frequencies_match_the_exact_probability(model, seeds) -> None
     for _ in range(n):
         omega = int(rng.integers(1, M + 1))
         y = tuple(synthesize(model, seed, omega, rng.random(M)).tolist())
-        counts[y] = counts.get(y, 0) + 1
-    for y in _universe():
-        p = generation_probability(model, seed, y, synthesis)
-        freq = counts.get(tuple(y.tolist()), 0) / n
-        assert abs(freq - p) <= 5 * np.sqrt(p * (1 - p) / n) + 1e-3, (y, p, freq)
+        key = y if omega_rule == "mixture" else (omega, *y)
+        counts[key] = counts.get(key, 0) + 1
+    outcomes = [(None, y) for y in _universe()] if omega_rule == "mixture" else \
+        [(omega, y) for omega in synthesis.omegas() for y in _universe()]
+    for omega, y in outcomes:
+        if omega is None:
+            p, key = generation_probability(model, seed, y, synthesis), tuple(y.tolist())
+        else:
+            p = synthesis.weight() * generation_probability(model, seed, y, synthesis.tested_with(omega))
+            key = (omega, *y.tolist())
+        freq = counts.get(key, 0) / n
+        assert abs(freq - p) <= 5 * np.sqrt(p * (1 - p) / n) + 1e-3, (omega, y, p, freq)
+
+
+def _brute_force_plausible(model, codes: np.ndarray, row: int, y: np.ndarray, synthesis: SynthesisParams,
+                           gamma: float) -> int:
+    """k' of candidate y from seed ``row`` with no stopping rule: a loop over every seed."""
+    own = partition_index(generation_probability(model, codes[row], y, synthesis), gamma)
+    found = 0
+    for d in codes:
+        p = generation_probability(model, d, y, synthesis)
+        found += int(p > 0.0 and partition_index(p, gamma) == own)
+    return found
+
+
+def test_the_two_omega_rules_score_the_same_candidates_as_their_models_say(model, seeds) -> None:
+    """Same draws, two scores: under "per_candidate" a candidate's k' is the fixed-ω run's of its
+    own ω, under "mixture" the mixture's; the rules agree for a fixed ω and differ on a range."""
+    codes = seeds.to_numpy()
+    test = PrivacyTestParams(k=8, gamma=1.5)
+    runs = {}
+    for rule in ("per_candidate", "mixture"):
+        synthesis = SynthesisParams(omega_min=1, omega_max=M, omega_rule=rule)
+        run = runs[rule] = generate_candidates(model, seeds, synthesis=synthesis, test=test, n=40,
+                                               source=SeededSource(np.random.default_rng(31)))
+        for j in range(0, 40, 4):
+            scored_with = synthesis.tested_with(int(run.omegas[j]))
+            assert scored_with == (SynthesisParams.fixed(int(run.omegas[j])) if rule == "per_candidate" else synthesis)
+            assert run.plausible[j] == _brute_force_plausible(model, codes, int(run.seed_rows[j]), run.candidates[j],
+                                                              scored_with, test.gamma)
+    for field in ("candidates", "seed_rows", "omegas", "thresholds"):
+        assert np.array_equal(getattr(runs["per_candidate"], field), getattr(runs["mixture"], field)), field
+    assert not np.array_equal(runs["per_candidate"].plausible, runs["mixture"].plausible)
+    fixed = [generate_candidates(model, seeds, synthesis=SynthesisParams(omega_min=2, omega_max=2, omega_rule=rule),
+                                 test=test, n=40, source=SeededSource(np.random.default_rng(31)))
+             for rule in ("per_candidate", "mixture")]
+    _same(*fixed)
+
+
+def test_an_unknown_omega_rule_is_refused() -> None:
+    with pytest.raises(SpecError, match=r"omega_rule \('pooled'\) must be one of \['per_candidate', 'mixture'\]"):
+        SynthesisParams(omega_min=1, omega_max=3, omega_rule="pooled")
 
 
 def test_partition_index_follows_the_gamma_rule_exactly() -> None:
@@ -139,13 +188,15 @@ def test_prefix_probabilities_are_the_literal_probabilities_bit_for_bit(model, s
 
 
 SYNTHESES = [SynthesisParams.fixed(1), SynthesisParams.fixed(2), SynthesisParams.fixed(M),
-             SynthesisParams(omega_min=1, omega_max=M), SynthesisParams(omega_min=2, omega_max=3)]
+             SynthesisParams(omega_min=1, omega_max=M), SynthesisParams(omega_min=2, omega_max=3),
+             SynthesisParams(omega_min=1, omega_max=M, omega_rule="mixture")]  # the mixture's literal path:
+# test_batched_equals_the_literal_loop_over_seeds and the two-rules test
 STOPPING = [(None, None), (4, None), (10, None), (None, 40), (12, 60), (None, 150), (3, 1000)]
 
 
 @pytest.mark.parametrize("epsilon0", [None, 1.0], ids=["test1", "test2"])
 @pytest.mark.parametrize(("max_plausible", "max_check"), STOPPING)
-@pytest.mark.parametrize("synthesis", SYNTHESES, ids=lambda s: f"omega{s.omega_min}-{s.omega_max}")
+@pytest.mark.parametrize("synthesis", SYNTHESES[:-1], ids=lambda s: f"omega{s.omega_min}-{s.omega_max}-{s.omega_rule}")
 def test_fast_path_agrees_with_the_literal_reference(model, seeds, synthesis, max_plausible, max_check,
                                                      epsilon0) -> None:
     test = PrivacyTestParams(k=8, gamma=1.5, epsilon0=epsilon0, max_plausible=max_plausible,
@@ -314,7 +365,7 @@ BATCHED_STOPPING = [*STOPPING, (2, 149)]
 
 @pytest.mark.parametrize("epsilon0", [None, 1.0, 0.1], ids=["test1", "test2", "test2-eps0.1"])
 @pytest.mark.parametrize(("max_plausible", "max_check"), BATCHED_STOPPING)
-@pytest.mark.parametrize("synthesis", SYNTHESES, ids=lambda s: f"omega{s.omega_min}-{s.omega_max}")
+@pytest.mark.parametrize("synthesis", SYNTHESES, ids=lambda s: f"omega{s.omega_min}-{s.omega_max}-{s.omega_rule}")
 def test_batched_equals_the_per_candidate_reference(model, seeds, synthesis, max_plausible, max_check,
                                                     epsilon0) -> None:
     test = PrivacyTestParams(k=8, gamma=1.5, epsilon0=epsilon0, max_plausible=max_plausible,
@@ -329,9 +380,10 @@ def test_batched_equals_the_per_candidate_reference(model, seeds, synthesis, max
         _same(run("batched", batch_size), reference)
 
 
+@pytest.mark.parametrize("omega_rule", ["per_candidate", "mixture"])
 @pytest.mark.parametrize("gamma", [1.2, 4.0])
-def test_batched_equals_the_literal_loop_over_seeds(model, seeds, gamma: float) -> None:
-    synthesis = SynthesisParams(omega_min=1, omega_max=M)
+def test_batched_equals_the_literal_loop_over_seeds(model, seeds, gamma: float, omega_rule: str) -> None:
+    synthesis = SynthesisParams(omega_min=1, omega_max=M, omega_rule=omega_rule)
     for stopping in ((None, None), (6, 70)):
         test = PrivacyTestParams(k=5, gamma=gamma, epsilon0=0.5, max_plausible=stopping[0],
                                  max_check_plausible=stopping[1])

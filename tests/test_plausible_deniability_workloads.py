@@ -21,7 +21,7 @@ import pytest
 
 from privlab.mechanisms.plausible_deniability.privacy_tests import PrivacyTestParams, generate_candidates
 from privlab.mechanisms.plausible_deniability.generation_params import (
-    GenerationParams, coded_table, fit_split_model, parse_omega)
+    GenerationParams, coded_table, fit_split_model, parse_omega, run_plan)
 from privlab.platform.errors import PrivlabError, SchemaError, SpecError
 from privlab.platform.randomness import SeededSource
 from privlab.platform.runner import RunOptions, run_experiment
@@ -191,6 +191,8 @@ def test_the_ledger_holds_the_model_and_theorem1_over_every_candidate(
     ("study.generation.params.epsilon0=0.0", SpecError, "epsilon0 (0.0) must be finite and > 0"),
     ("study.generation.grid.omega=[5]", SpecError, "omega_max (5) must be <= m (4)"),
     ("study.generation.grid.omega=['3-x']", SpecError, "omega ('3-x') must be an int >= 1 or a range"),
+    ("study.generation.params.omega_rule='pooled'", SpecError,
+     "omega_rule ('pooled') must be one of ['per_candidate', 'mixture']"),
     ("study.generation.params.seeds_fraction=0.7", SpecError, "must be < 1 (the rest is the test set)"),
     ("study.generation.params.t=10", ValueError, "t (10) must be < k (10)"),
     ("study.generation.params.data='missing.csv'", SpecError, "does not exist"),
@@ -215,6 +217,20 @@ def test_generation_params_round_trip_and_omega_forms() -> None:
         parse_omega("9-5")
     test = GenerationParams(space="s", data=["a", "b"], k=30, gamma=3.0, epsilon0=None).test()
     assert test == PrivacyTestParams(k=30, gamma=3.0, epsilon0=None, max_plausible=100, max_check_plausible=None)
+
+
+def test_omega_rule_defaults_to_the_papers_and_leaves_old_specs_seeds_and_the_plan_alone() -> None:
+    from privlab.platform.spec import seed_key_params
+
+    paper = GenerationParams(toy_records=500, epsilon0=1.0)
+    mixture = GenerationParams(toy_records=500, epsilon0=1.0, omega_rule="mixture")
+    assert paper.synthesis() == parse_omega("5-11") and paper.synthesis().omega_rule == "per_candidate"
+    assert mixture.synthesis().omega_rule == "mixture" and parse_omega(9, "mixture").omegas() == range(9, 10)
+    values = {"toy_records": 500, "epsilon0": 1.0, "omega": "5-11"}
+    assert seed_key_params(GenerationParams, values | {"omega_rule": "per_candidate"}) == values
+    assert seed_key_params(GenerationParams, values | {"omega_rule": "mixture"})["omega_rule"] == "mixture"
+    table = coded_table(paper)
+    assert run_plan(paper, table) == run_plan(mixture, table)  # Theorem 1 does not depend on the rule
 
 
 @pytest.mark.slow  # a three-node loopback ray.cluster_utils.Cluster (about 20 s)

@@ -35,11 +35,14 @@ addition (group privacy of size 2); within one node the same factor 2 appears di
 * Categorical split by balance, utility ``−|N_S − m/2|`` for the subset S of the node's
   allowed categories sent left: ``|Δu| ≤ 1/2`` as above.
 * Feature choice, utility ``u_j = −(SSE_L + SSE_R)`` of candidate j's split (SSE = sum of
-  squared deviations from the child's mean; the unnormalised form of the paper's MSE score,
-  whose normalisation by the node's private n would make Δ depend on the data). Adding x to a
-  set S of size m changes SSE by ``m/(m+1)·‖x − mean_S‖² < diam²``: ``B²`` for targets in an
-  interval of width B; 2 for classes coded one-hot (``‖e_a − e_b‖² = 2``; SSE is then the
-  count-weighted Gini impurity). One child changes, so Δ = B² (regression) or 2 (classes).
+  squared deviations from the child's mean). Adding x to a set S of size m changes SSE by
+  ``m/(m+1)·‖x − mean_S‖² < diam²``: ``B²`` for targets in an interval of width B; 2 for
+  classes coded one-hot (``‖e_a − e_b‖² = 2``; SSE is then the count-weighted Gini impurity,
+  twice the SSE of 0/1 labels for two classes). One child changes, so Δ = B² (regression) or
+  2 (classes). The authors' code scores the MSE, SSE/n with n the node's size, with
+  sensitivity 4B²/n: the weight ``exp(ε·(−SSE/n)/(2·4B²/n))`` is ``exp(ε·(−SSE)/(2·4B²))``,
+  the same exponential mechanism on −SSE with Δ = 4B² — a valid bound, four times ours, so
+  their choice is ε-DP and flatter than ours at the same ε.
 * Leaf class counts: adding a record changes one count of one leaf by 1: Δ₁ = 1.
 * Leaf counts (regression): Δ₁ = 1. Leaf sums of ``y − (lo + hi)/2`` with y in [lo, hi]: Δ₁ = B/2.
 

@@ -15,7 +15,9 @@ float64 inputs in the same order, or an exact integer operation:
 3. **Pr{y = M(d)} by prefix length** (:mod:`.probability`): the factors f_p(y) are the same
    table entries, Q_ω = ∏_{p=m−ω}^{m−1} f_p multiplied from 1.0 in increasing p, and
    P_y(ℓ) = Σ_{ω ≥ m−ℓ} π·Q_ω added from 0.0 in increasing ω, as
-   :func:`.probability.prefix_probabilities` does (adding 0.0 for an absent term is exact).
+   :func:`.probability.prefix_probabilities` does (adding 0.0 for an absent term is exact);
+   under ``omega_rule="per_candidate"`` the sum has the candidate's own ω as its one term, as
+   the per-candidate paths' fixed-ω model (:meth:`.synthesis.SynthesisParams.tested_with`).
 4. **γ-partitions**: i(p) = #{i ≥ 1 : γ^(−i) ≥ p} against a table of the floats ``gamma ** -i``
    that :func:`.probability.partition_index` compares with; for a strictly decreasing table
    this is the unique i with γ^(−i−1) < p ≤ γ^(−i) (partition 0 for p > γ^(−1)), i.e. the
@@ -226,8 +228,13 @@ class BatchTester:
                                                                 scale_by_total=True)
         return y
 
-    def prefix_probabilities(self, y: np.ndarray) -> np.ndarray:
-        """P_y(ℓ), ℓ = 0..m, for each candidate: (B, m + 1) (module docstring, 3)."""
+    def prefix_probabilities(self, y: np.ndarray, omegas: np.ndarray | None = None) -> np.ndarray:
+        """P_y(ℓ), ℓ = 0..m, for each candidate: (B, m + 1) (module docstring, 3).
+
+        When the test scores each candidate with its own ω (``omegas``, the candidates' drawn
+        ω; :attr:`.synthesis.SynthesisParams.omega_rule`), P_y(ℓ) = 1[ℓ ≥ m − ω_j]·Q_{ω_j}, the
+        fixed-ω sum with its single term (π = 1.0, added to 0.0: the same float).
+        """
         m, batch = self.m, len(y)
         factors = np.empty((batch, m))
         for position, attribute in enumerate(self.order):
@@ -239,6 +246,14 @@ class BatchTester:
             for position in range(m - omega, m):
                 value = value * factors[:, position]
             q[omega] = value
+        if self.synthesis.scores_own_omega:
+            if omegas is None:
+                raise ValueError("omegas (None) must be the candidates' drawn ω under omega_rule='per_candidate'")
+            own = np.zeros(batch)
+            for omega, value in q.items():
+                own = np.where(omegas == omega, value, own)
+            lengths = np.arange(m + 1)
+            return np.where(lengths[None, :] >= m - np.asarray(omegas)[:, None], own[:, None], 0.0)
         weight = self.synthesis.weight()
         out = np.zeros((batch, m + 1))
         for length in range(m + 1):
@@ -251,7 +266,7 @@ class BatchTester:
 
     def count(self, draws: CandidateDraws, y: np.ndarray) -> np.ndarray:
         """k' of each candidate, with max_plausible and the examination order (module docstring, 5)."""
-        parts = self.partitions(self.prefix_probabilities(y))
+        parts = self.partitions(self.prefix_probabilities(y, draws.omegas))
         at = np.arange(len(y))
         own = self.index.prefix_lengths_batch(draws.rows, y)
         plausible = (parts >= 0) & (parts == parts[at, own][:, None])

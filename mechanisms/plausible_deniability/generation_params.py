@@ -9,7 +9,9 @@ for examples that need no data) —, ``buckets`` (:func:`.dataset.bucket_map`), 
 fractions and ``public_records`` (the public record count they are fractions of; unset: the
 data's own count, see :meth:`GenerationParams.sizes`), the model's ``model_epsilon``,
 ``accountant``, ``maxcost``, ``alpha``, ``omega`` (an int, or ``"a-b"`` for ω drawn uniformly
-from [a, b] per candidate), the test's ``k``, ``gamma``, ``epsilon0`` (omit it for Test 1,
+from [a, b] per candidate) and ``omega_rule`` (how the test scores a candidate of a range:
+``"per_candidate"``, the paper's, with its own ω, or ``"mixture"``, with the mixture over the
+range; :mod:`.synthesis`), the test's ``k``, ``gamma``, ``epsilon0`` (omit it for Test 1,
 which has no DP guarantee), ``max_plausible``,
 ``max_check_plausible`` (unset: every seed is examined, exactly, through the seed index; set
 below |D_S|, each candidate draws a random examination order, which costs memory and time in
@@ -64,18 +66,19 @@ MAX_ORDER_WORDS = 2**26
 _OMEGA_RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
 
 
-def parse_omega(value: int | str) -> SynthesisParams:
-    """``10`` → ω fixed at 10; ``"5-11"`` → ω uniform on [5, 11] per candidate.
+def parse_omega(value: int | str, omega_rule: str = "per_candidate") -> SynthesisParams:
+    """``10`` → ω fixed at 10; ``"5-11"`` → ω uniform on [5, 11] per candidate, scored by the
+    test under ``omega_rule`` (:mod:`.synthesis`).
 
     Raises:
-        SpecError: anything else, or bounds < 1 or reversed.
+        SpecError: anything else, bounds < 1 or reversed, or an unknown ``omega_rule``.
     """
     if isinstance(value, int) and not isinstance(value, bool):
-        return SynthesisParams.fixed(value)
+        return SynthesisParams(omega_min=value, omega_max=value, omega_rule=omega_rule)
     match = _OMEGA_RANGE.match(value) if isinstance(value, str) else None
     if match is None:
         raise SpecError(f"omega ({value!r}) must be an int >= 1 or a range 'a-b' such as '5-11'")
-    return SynthesisParams(omega_min=int(match.group(1)), omega_max=int(match.group(2)))
+    return SynthesisParams(omega_min=int(match.group(1)), omega_max=int(match.group(2)), omega_rule=omega_rule)
 
 
 def _data_paths(data: str | list[str]) -> tuple[str, ...]:
@@ -106,6 +109,7 @@ class GenerationParams:
     maxcost: int = 64
     alpha: float = 1.0
     omega: Any = "5-11"
+    omega_rule: str = dataclasses.field(default="per_candidate", metadata={"seed_key": "unless_default"})
     k: int = 50
     gamma: float = 4.0
     epsilon0: float | None = None
@@ -169,7 +173,7 @@ class GenerationParams:
                                                delta_slack=self.delta_slack, maxcost=self.maxcost, alpha=self.alpha)
 
     def synthesis(self) -> SynthesisParams:
-        return parse_omega(self.omega)
+        return parse_omega(self.omega, self.omega_rule)
 
     def test(self) -> PrivacyTestParams:
         return PrivacyTestParams(k=self.k, gamma=self.gamma, epsilon0=self.epsilon0,

@@ -226,7 +226,7 @@ def generate_candidates(model, seeds: pd.DataFrame, *, synthesis: SynthesisParam
         order = None if draws.orders is None else draws.orders[0]
         y = synthesize(model, codes[row], omega, draws.uniforms[0])
         out_y[j], rows[j], omegas[j] = y, row, omega
-        found[j] = count_plausible(model, codes, index, row, y, synthesis, test, order, method)
+        found[j] = count_plausible(model, codes, index, row, y, synthesis.tested_with(omega), test, order, method)
     return CandidateResults(out_y, rows, omegas, found, thresholds, found >= thresholds)
 
 

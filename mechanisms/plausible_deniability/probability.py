@@ -13,7 +13,9 @@ With ω uniform on [ω₋, ω₊] (weight π = 1/(ω₊ − ω₋ + 1)),
 
     Pr{y = M(d)} = Σ_{ω=ω₋}^{ω₊} π · 1[ω ≥ m − L(d, y)] · Q_ω(y) =: P_y(L(d, y)),
 
-a function of L alone, non-decreasing in L. So the γ-partition of a seed (Section 2) depends
+a function of L alone, non-decreasing in L. That is the ``"mixture"`` rule; under
+``"per_candidate"`` (:mod:`.synthesis`) a candidate drawn with ω is scored with the fixed-ω
+model, the sum's single term (callers pass :meth:`.synthesis.SynthesisParams.tested_with`). So the γ-partition of a seed (Section 2) depends
 only on L, and counting plausible seeds needs, for each ℓ, the number of seeds of D_S that
 share exactly ℓ leading σ-attributes with y: :class:`SeedIndex` answers that with m sorted-key
 lookups after an O(n·m log n) build.

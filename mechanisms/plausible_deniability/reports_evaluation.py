@@ -45,6 +45,8 @@ def _param(entry: Mapping[str, Any], name: str) -> Any:
 def _label(entry: Mapping[str, Any], vary_epsilon: bool) -> str:
     omega = _param(entry, "omega")
     text = f"ω ∈R [{omega}]" if isinstance(omega, str) else f"ω = {omega}"
+    if isinstance(omega, str) and _param(entry, "omega_rule") == "mixture":
+        text += " (mixture)"
     return f"{text}, ε = {_param(entry, 'model_epsilon'):g}" if vary_epsilon else text
 
 

@@ -25,12 +25,23 @@ def _param(entry: Mapping[str, Any], name: str) -> Any:
     return params.get(f"params.{name}", params.get(name))
 
 
-def _omega_label(value: Any) -> str:
-    return f"ω ∈R [{value}]" if isinstance(value, str) and "-" in value else f"ω = {value}"
+def _omega_key(entry: Mapping[str, Any]) -> tuple[Any, str | None]:
+    """ω and, for a range, how the test scored its candidates (``omega_rule``; None in runs
+    made before the rule was a parameter, which scored by the mixture)."""
+    omega = _param(entry, "omega")
+    return omega, _param(entry, "omega_rule") if isinstance(omega, str) and "-" in omega else None
 
 
-def _omega_order(value: Any) -> tuple[int, str]:
-    return (1, str(value)) if isinstance(value, str) else (0, f"{int(value):04d}")
+def _omega_label(key: tuple[Any, str | None]) -> str:
+    value, rule = key
+    if not (isinstance(value, str) and "-" in value):
+        return f"ω = {value}"
+    return f"ω ∈R [{value}]" + (f" ({rule.replace('_', '-')})" if rule else "")
+
+
+def _omega_order(key: tuple[Any, str | None]) -> tuple[int, str, str]:
+    value, rule = key
+    return (1, str(value), str(rule)) if isinstance(value, str) else (0, f"{int(value):04d}", "")
 
 
 def table_markdown(results: StudyResults) -> str:
@@ -46,17 +57,17 @@ def table_markdown(results: StudyResults) -> str:
         epsilon0 = _param(entry, "epsilon0")
         lines.append(
             f"| {entry['id']} | {_param(entry, 'k')} | {_param(entry, 'gamma')} | "
-            f"{'— (Test 1)' if epsilon0 is None else epsilon0} | {_param(entry, 'omega')} | "
+            f"{'— (Test 1)' if epsilon0 is None else epsilon0} | {_omega_label(_omega_key(entry))} | "
             f"{_param(entry, 'candidates'):,} | {m['passed_rate']:.4f} [{m['passed_ci_low']:.4f}, "
             f"{m['passed_ci_high']:.4f}] | {m['plausible_seeds_mean']:.1f} | {m['eps_total']:.6g} |")
     return "\n".join(lines) + "\n"
 
 
 def figure6_png(results: StudyResults) -> bytes | None:
-    """Pass rate against k, one line per ω (None when the study has a single k)."""
-    by_omega: dict[Any, list[tuple[int, Mapping[str, float]]]] = {}
+    """Pass rate against k, one line per ω and rule (None when the study has a single k)."""
+    by_omega: dict[tuple[Any, str | None], list[tuple[int, Mapping[str, float]]]] = {}
     for entry in results.entries:
-        by_omega.setdefault(_param(entry, "omega"), []).append((int(_param(entry, "k")), entry["metrics"]))
+        by_omega.setdefault(_omega_key(entry), []).append((int(_param(entry, "k")), entry["metrics"]))
     if len({k for points in by_omega.values() for k, _ in points}) < 2:
         return None
     figure, ax = plt.subplots(figsize=(6.4, 4.2), dpi=110)
