@@ -1,7 +1,7 @@
 """Fit time of a 100-tree DiPriMe forest against scikit-learn's random forest, one run.
 
 Data: the UCI default-of-credit-card-clients table (30,000 rows, 23 features,
-``/work/shared/data``). Both fit on all rows, single-threaded:
+``../shared/data``). Both fit on all rows, single-threaded:
 
 * ``sklearn_rf``: ``RandomForestClassifier(n_estimators=100, n_jobs=1)`` (defaults otherwise:
   unlimited depth, bootstrap, √p features per split);
@@ -32,7 +32,7 @@ from best_time import best_seconds  # benchmarks/ is the script's folder, first 
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "experiments" / "dipreme" / "table2_credit.toml"
-DATA = Path("/work/shared/data/default_credit_card_clients/UCI_Credit_Card.csv")
+DATA = ROOT.parent / "shared" / "data" / "default_credit_card_clients" / "UCI_Credit_Card.csv"
 
 
 

@@ -13,7 +13,7 @@ the 35-39 mother_age binning, so the "37 inside a bin" exception is active, on:
 4. ``nvss-vs-200k``: the NVSS 160K sample vs the first 160,000 rows of the 200K sample (two
    independent real samples).
 
-Cases 3-4 run only if ``/work/shared/data/nvss`` (or ``--nvss DIR``) holds the files. Printed
+Cases 3-4 run only if ``../shared/data/nvss`` (or ``--nvss DIR``) holds the files. Printed
 per case: seconds for the whole release (median and min of ``--repeats`` runs) and, from the
 last run, the split between building the class graph and the flow, with the number of
 classes, edges and the exact error ``1 − β_max``. Target: the whole release well under 10 s.
@@ -38,7 +38,7 @@ from privlab.platform.ledger import Ledger
 from privlab.platform.randomness import SeededSource
 
 N_SYNTHETIC = 166_000
-NVSS_DIR = Path("/work/shared/data/nvss")
+NVSS_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "nvss"
 
 # Section 4.7 binnings: (labels, right-open edges applied with searchsorted(side="right")).
 AGE = (("<18", "18-19", "20-24", "25-29", "30-34", "35-39", "40-42", "43-44", "44<"),

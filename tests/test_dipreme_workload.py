@@ -2,7 +2,7 @@
 
 Every spec under experiments/dipreme loads; its public bounds cover every column of its dataset
 and every value in it (the estimators refuse data outside them); one trial charges exactly the
-workload's plan. Tests that read /work/shared/data skip with a reason when it is absent, and
+workload's plan. Tests that read ../shared/data skip with a reason when it is absent, and
 fail under CI=true (the pattern of tests/conftest.py::shared_dataset).
 """
 

@@ -1,4 +1,4 @@
-"""Readers for the DiPriMe paper's UCI datasets (files under ``/work/shared/data``).
+"""Readers for the DiPriMe paper's UCI datasets (files under ``../shared/data`` beside the checkout).
 
 Each reader returns the feature columns (named as in the UCI documentation) and a ``target``
 column, nothing else (``wall_robot_binary``: the robot's four classes folded into Move-Forward
@@ -76,7 +76,7 @@ def read_dataset(reader: str, path: str | Path) -> pd.DataFrame:
     """
     path = Path(path)
     if not path.is_file():
-        raise SchemaError(f"data ({str(path)!r}) must be an existing file (public data lives in /work/shared/data)",
+        raise SchemaError(f"data ({str(path)!r}) must be an existing file (the public datasets live in ../shared/data beside the checkout)",
                           problem="missing_column")
     try:
         return READERS[reader](path)
