@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
-from privlab.platform.errors import SpecError
+from privlab.platform.errors import SchemaError, SpecError
 
 __all__ = [
     "BYTES_PER_CELL",
@@ -131,8 +131,44 @@ def estimate(
 
 
 def project(model: Any, clique: Sequence[str]) -> np.ndarray:
-    """The model's marginal over ``clique`` (in that column order) as a flat float64 vector."""
-    return np.asarray(model.project(tuple(clique)).datavector(), dtype=np.float64)
+    """The model's marginal over ``clique`` (in that column order) as a flat float64 vector,
+    scaled to the model's total.
+
+    A clique inside one of the model's cliques is read from its marginals. Any other is
+    summed out of the model's joint ``∝ exp(Σ_c θ_c)`` by one NumPy ``einsum`` over the
+    potentials (each shifted by its maximum, a constant the normalisation removes), contracted
+    in a greedy order: ``mbi``'s own variable elimination compiles a JAX program per clique,
+    seconds each, which MST's and AIM's selections over hundreds of candidates cannot afford.
+    """
+    clique = tuple(clique)
+    if model.marginals.supports(clique):
+        return np.asarray(model.project(clique).datavector(), dtype=np.float64)
+    potentials = model.potentials
+    sizes = dict(zip(model.domain.attributes, model.domain.shape, strict=True))
+    letters = {name: _einsum_letter(i) for i, name in enumerate(model.domain.attributes)}
+    operands: list[np.ndarray] = []
+    subscripts: list[str] = []
+    covered: set[str] = set()
+    for factor_clique in potentials.cliques:
+        factor = potentials.tables[factor_clique]
+        values = np.asarray(factor.values, dtype=np.float64)
+        operands.append(np.exp(values - values.max()))
+        subscripts.append("".join(letters[a] for a in factor.domain.attributes))
+        covered.update(factor.domain.attributes)
+    for name in clique:
+        if name not in covered:  # no potential mentions it: uniform in the model
+            operands.append(np.ones(sizes[name]))
+            subscripts.append(letters[name])
+    joint = np.einsum(",".join(subscripts) + "->" + "".join(letters[a] for a in clique), *operands,
+                      optimize="greedy")
+    return (joint / joint.sum() * float(model.total)).ravel()
+
+
+def _einsum_letter(i: int) -> str:
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    if i >= len(letters):
+        raise SchemaError(f"the model has more than {len(letters)} columns; project supports at most that many")
+    return letters[i]
 
 
 def _draw(cdf: np.ndarray, rows: np.ndarray, u: np.ndarray) -> np.ndarray:
