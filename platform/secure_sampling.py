@@ -240,14 +240,14 @@ def discrete_gaussian(sigma_squared: Fraction) -> int:
     s2 = _rational("sigma_squared", sigma_squared)
     if s2 <= 0:
         raise ValueError(f"sigma_squared ({sigma_squared!r}) must be > 0")
-    t = math.isqrt(s2.numerator // s2.denominator) + 1  # floor(sigma) + 1, exactly
-    mean = s2 / t
-    two_s2 = 2 * s2
+    p, q = s2.numerator, s2.denominator  # sigma**2 = p/q
+    t = math.isqrt(p // q) + 1  # floor(sigma) + 1, exactly
+    # gamma = (|y| - sigma**2/t)**2 / (2 sigma**2) = (|y| q t - p)**2 / (2 p q t**2), in integers.
+    den = 2 * p * q * t * t
     while True:
         y = _discrete_laplace(t, 1)
-        gap = abs(y) - mean
-        gamma = gap * gap / two_s2
-        if _bernoulli_exp_neg(gamma.numerator, gamma.denominator):
+        gap = abs(y) * q * t - p
+        if _bernoulli_exp_neg(gap * gap, den):
             return y
 
 

@@ -83,7 +83,7 @@ DELTA = 1e-6
 def _has_mbi() -> bool:
     from privlab.mechanisms.synthesizers import pgm
 
-    return pgm._load() is not None
+    return pgm.installed()
 
 
 # A zCDP synthesizer's fit compiles Private-PGM's JAX programs (seconds each): those cases run
@@ -496,9 +496,10 @@ def expected_step(name: str, params: Mapping[str, Any], event: PrivacyEvent, *, 
         score = params.get("score", "mi")
         return "exponential", mi_sensitivity_by_hand(n) if score == "mi" else r_sensitivity_by_hand(n)
     if name in ZCDP and "/select" in event.name:
-        # ‖M(D) − M̂‖₁ (weighted by AIM's workload weight c_r): one replaced record moves the
-        # count vector by 2 in ℓ1; the largest weight of the pair workload a,b,c,d is 3.
-        return "exponential", 2.0 * (3.0 if name == "aim" else 1.0)
+        # ‖M(D) − M̂‖₁ (weighted by AIM's workload weight c_r = Σ_s |r ∩ s|): one replaced record
+        # moves the count vector by 2 in ℓ1. In the all-pairs workload over a, b, c, d the largest
+        # weight is a pair's: 2 (itself) + 4 × 1 (the pairs sharing one column) = 6.
+        return "exponential", 2.0 * (6.0 if name == "aim" else 1.0)
     if name in ZCDP:
         return "gaussian", math.sqrt(2.0)  # a count vector: one cell −1, another +1
     raise AssertionError(f"{name}: no hand-derived sensitivity for step {event.name!r}; add one here")

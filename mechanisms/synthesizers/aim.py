@@ -147,7 +147,7 @@ class AIMParams:
             if not isinstance(self.workload, str):
                 raise TypeError(f"workload ({self.workload!r}) must be a string such as 'a,b,c; b,d'")
             parse_workload(self.workload)
-        pgm.require_mbi("aim")
+        pgm.require_mbi("aim", load=False)
 
 
 @register_synthesizer

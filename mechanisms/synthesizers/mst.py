@@ -5,8 +5,9 @@ ledger's δ'', :mod:`~privlab.mechanisms.synthesizers.zcdp`) runs three phases o
 
 1. **One-way marginals.** Every column's count vector gets Gaussian noise with ρ/(3d) each:
    σ₁ = √2/sqrt(2ρ/(3d)) = sqrt(3d/ρ).
-2. **Selection of a spanning tree.** Private-PGM estimates a model from the one-way
-   measurements alone (post-processing). Each pair of columns ``(a, b)`` gets the weight
+2. **Selection of a spanning tree.** The model of the one-way measurements alone is estimated
+   (post-processing; what Private-PGM would find, in closed form: the product of each column's
+   noisy counts projected onto the simplex of total n, :func:`~privlab.mechanisms.synthesizers.pgm.simplex_projection`). Each pair of columns ``(a, b)`` gets the weight
    ``w_ab = ‖M_ab(D) − M̂_ab‖₁``: how badly the noisy independent model explains the pair.
    Kruskal's algorithm then adds ``d − 1`` edges, each chosen among the pairs joining two
    components of the current forest by the exponential mechanism with utility ``w_ab``
@@ -84,8 +85,7 @@ class MSTParams:
     """MST hyperparameters.
 
     Attributes:
-        iters: Mirror-descent steps of Private-PGM's final estimate (the selection's estimate
-            from the one-way marginals uses a quarter of them).
+        iters: Mirror-descent steps of Private-PGM's estimate from all the measurements.
         max_model_size: Largest model in MB (8 bytes per cell of the junction tree): pairs
             whose two-way table alone exceeds it are not candidates, and a domain where no
             spanning tree of the remaining pairs exists is refused before any budget is spent.
@@ -101,7 +101,7 @@ class MSTParams:
     def __post_init__(self) -> None:
         _int_at_least("iters", self.iters, 1)
         _positive_real("max_model_size", self.max_model_size)
-        pgm.require_mbi("mst")
+        pgm.require_mbi("mst", load=False)
 
 
 @register_synthesizer
@@ -186,12 +186,15 @@ class MST(ZcdpSynthesizer):
         tree: list[tuple[int, int]] = []
         if d > 1:
             select, twoway = steps[d:2 * d - 1], steps[2 * d - 1:]
-            oneway_model = pgm.estimate(domain, measurements, total=n, iters=max(1, self.params.iters // 4))
+            # Private-PGM's model of the one-way measurements alone: the product of each column's
+            # noisy counts projected onto the simplex of total n (pgm.simplex_projection).
+            marginals = [pgm.simplex_projection(y, n) / n for _, y, _ in measurements]
             candidates = self._pairs(domain)
             weights = {}
             for a, b in candidates:
                 exact = pgm.marginal_counts(codes, (a, b), sizes)
-                weights[a, b] = float(np.abs(exact - pgm.project(oneway_model, (names[a], names[b]))).sum())
+                estimate = n * np.outer(marginals[a], marginals[b]).ravel()
+                weights[a, b] = float(np.abs(exact - estimate).sum())
             components = _Components(d)
             for step in select:
                 joining = [pair for pair in candidates if not components.connected(*pair)]

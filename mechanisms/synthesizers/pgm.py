@@ -24,6 +24,7 @@ References:
 from __future__ import annotations
 
 import functools
+import importlib.util
 import math
 from collections.abc import Sequence
 from types import ModuleType
@@ -37,12 +38,14 @@ from privlab.platform.errors import SchemaError, SpecError
 __all__ = [
     "BYTES_PER_CELL",
     "estimate",
+    "installed",
     "marginal_counts",
     "mbi_domain",
     "model_size_mb",
     "project",
     "require_mbi",
     "sample_codes",
+    "simplex_projection",
 ]
 
 BYTES_PER_CELL = 8
@@ -66,19 +69,25 @@ def _load() -> ModuleType | None:
     return mbi
 
 
-def require_mbi(who: str) -> ModuleType:
-    """The ``mbi`` module, or a :class:`SpecError` telling ``who``'s user to install the extra.
+def installed() -> bool:
+    """Whether Private-PGM and JAX are installed (found, not imported: importing JAX takes seconds)."""
+    return all(importlib.util.find_spec(name) is not None for name in ("jax", "mbi"))
+
+
+def require_mbi(who: str, *, load: bool = True) -> ModuleType | None:
+    """The ``mbi`` module (``load=False``: only check that it is installed), or a
+    :class:`SpecError` telling ``who``'s user to install the extra.
 
     Raises:
         SpecError: Private-PGM (``mbi``) or JAX is not installed.
     """
-    mbi = _load()
+    mbi = _load() if load else (True if installed() else None)
     if mbi is None:
         raise SpecError(
             f"synthesizer {who!r} needs Private-PGM (the mbi package, with JAX on CPU), which is not "
             "installed; install privlab's pgm extra: pip install 'privlab[pgm]' (or '.[pgm]' in a checkout)"
         )
-    return mbi
+    return mbi if load else None
 
 
 def mbi_domain(domain: Domain) -> Any:
@@ -128,6 +137,23 @@ def estimate(
               for clique, y, sigma in measurements]
     return mbi.estimation.MirrorDescent().estimate(
         mbi_domain(domain), linear, known_total=float(total), iters=int(iters), warm_start=warm_start)
+
+
+def simplex_projection(noisy: np.ndarray, total: float) -> np.ndarray:
+    """The Euclidean projection of ``noisy`` onto ``{x ≥ 0, Σx = total}`` (Duchi, Shalev-Shwartz,
+    Singer & Chandra 2008: sort, find the threshold τ, clip ``noisy − τ`` at 0).
+
+    Private-PGM's estimate from one-way measurements alone (each column measured once) is the
+    product of these projections: the loss separates over the columns and every product of
+    one-way marginals is in the marginal polytope, so each column's marginal is the point of
+    its scaled simplex nearest to its noisy counts. Post-processing.
+    """
+    y = np.asarray(noisy, dtype=np.float64)
+    ordered = np.sort(y)[::-1]
+    cumulative = np.cumsum(ordered) - total
+    ranks = np.arange(1, y.size + 1)
+    last = np.nonzero(ordered - cumulative / ranks > 0)[0][-1]
+    return np.maximum(y - cumulative[last] / (last + 1), 0.0)
 
 
 def project(model: Any, clique: Sequence[str]) -> np.ndarray:
