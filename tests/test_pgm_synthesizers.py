@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import random
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -260,3 +261,64 @@ def test_simplex_projection_is_the_nearest_point_of_the_scaled_simplex() -> None
         # KKT: x = max(y − τ, 0) for one τ, with τ ≥ y on the zero coordinates.
         tau = (y - x)[x > 0]
         assert np.ptp(tau) < 1e-9 and np.all(y[x == 0] <= tau[0] + 1e-9)
+
+
+# --- in the release flow's grids ---------------------------------------------------------------
+
+ACS = Path(__file__).resolve().parents[1] / "experiments" / "acs"
+ACS_TRANSFORMATION = "age=decades,marital-status=grouped,education=grouped,income=coarse"
+
+
+@needs_mbi
+@pytest.mark.slow  # the criteria's first domain check compiles numba kernels (~10 s under load)
+@pytest.mark.parametrize(("name", "params"), [("mst", {"iters": 500}), ("aim", {"max_model_size": 10.0})])
+def test_a_flow_plans_mst_and_aim_at_its_zcdp_delta(name: str, params: dict[str, Any]) -> None:
+    import dataclasses
+
+    from privlab.mechanisms.release.flow import FlowConfiguration, load_settings, planned_events
+    from privlab.mechanisms.tabular.space import load_release_space
+
+    space, settings = load_release_space(ACS / "space.toml"), load_settings(ACS / "flow.toml")
+    configuration = FlowConfiguration(transformation=ACS_TRANSFORMATION, synthesizer=name,
+                                      synthesizer_params=tuple(params.items()))
+    plan = planned_events(configuration, settings, space=space, n=20_000)
+    synthesizer_steps = [e for e in plan if e.name.startswith(f"{name}/")]
+    assert synthesizer_steps and len(plan) == len(synthesizer_steps) + len(settings.criteria)
+    # ε_generation read at zcdp_delta, plus the criteria's pure-ε steps, fit the grid's cap.
+    ledger = Ledger(epsilon_cap=5.5, delta_cap=1e-9, accountant="zcdp", delta_slack=settings.zcdp_delta)
+    assert ledger.check_plan(plan).epsilon == pytest.approx(5.349, abs=1e-3)
+    with pytest.raises(SpecError, match="set zcdp_delta in the flow settings"):
+        planned_events(configuration, dataclasses.replace(settings, zcdp_delta=None), space=space, n=20_000)
+
+
+@needs_mbi
+def test_a_flow_refuses_mst_on_a_pure_ledger_before_reading_the_data() -> None:
+    from privlab.mechanisms.release.flow import FlowConfiguration, load_settings, run_flow
+    from privlab.mechanisms.tabular.space import load_release_space
+
+    configuration = FlowConfiguration(transformation=ACS_TRANSFORMATION, synthesizer="mst")
+    ledger = Ledger(epsilon_cap=5.0)
+    with pytest.raises(SpecError, match=r'needs \[budget\] accountant = "zcdp" and delta_slack = zcdp_delta'):
+        run_flow(pd.DataFrame(), space=load_release_space(ACS / "space.toml"), configuration=configuration,
+                 settings=load_settings(ACS / "flow.toml"), source=SeededSource(np.random.default_rng(0)),
+                 ledger=ledger)
+    assert ledger.events == ()
+
+
+@needs_mbi
+@pytest.mark.slow
+def test_an_mst_flow_runs_on_acs_and_spends_its_plan(acs_national: Path) -> None:
+    from privlab.mechanisms.release.flow import FlowConfiguration, load_settings, planned_events, run_flow
+    from privlab.mechanisms.release.workloads import _cleaned
+    from privlab.mechanisms.tabular.space import load_release_space
+
+    space, settings = load_release_space(ACS / "space.toml"), load_settings(ACS / "flow.toml")
+    cleaned = _cleaned(str(ACS / "space.toml"), str(acs_national))
+    configuration = FlowConfiguration(transformation=ACS_TRANSFORMATION, synthesizer="mst",
+                                      synthesizer_params=(("iters", 200),), min_count=2)
+    ledger = Ledger(epsilon_cap=5.5, delta_cap=1e-9, accountant="zcdp", delta_slack=1e-9)
+    outcome = run_flow(cleaned, space=space, configuration=configuration, settings=settings,
+                       source=SeededSource(np.random.default_rng(4)), ledger=ledger)
+    check_conforms(ledger.events, planned_events(configuration, settings, space=space, n=len(outcome.candidate)),
+                   who="flow", exact_sensitivity=False)
+    assert len(outcome.results) == len(settings.criteria) and ledger.total().epsilon <= 5.5
