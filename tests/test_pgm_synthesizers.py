@@ -322,3 +322,51 @@ def test_an_mst_flow_runs_on_acs_and_spends_its_plan(acs_national: Path) -> None
     check_conforms(ledger.events, planned_events(configuration, settings, space=space, n=len(outcome.candidate)),
                    who="flow", exact_sensitivity=False)
     assert len(outcome.results) == len(settings.criteria) and ledger.total().epsilon <= 5.5
+
+
+@needs_mbi
+def test_a_release_refuses_a_shortlist_naming_mst_before_reading_the_data(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    from privlab.platform.cli import main
+
+    for name in ("release.toml", "space.toml", "flow.toml"):
+        shutil.copy(ACS / name, tmp_path / name)
+    (tmp_path / "shortlist.toml").write_text(
+        'space = "space.toml"\nsettings = "flow.toml"\n\n[[configuration]]\n'
+        f'transformation = "{ACS_TRANSFORMATION}"\nsynthesizer = "mst"\nmin_count = 2\niters = 500\n')
+    out = tmp_path / "bundle"
+    code = main(["release", str(tmp_path / "release.toml"), "--data", str(tmp_path / "never-read.csv"),
+                 "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "synthesizer 'mst' measures with Gaussian noise" in err and "No data was read" in err
+    assert not out.exists() and not any(tmp_path.glob("*.transcript*"))
+    assert main(["validate", str(tmp_path / "release.toml")]) == 2
+
+
+@needs_mbi
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "params"), [("mst", {"iters": 50}), ("aim", {"max_iters": 30, "rounds": 8})])
+def test_a_release_mode_fit_replays_bit_identically_from_its_transcript(
+        name: str, params: dict[str, Any], tmp_path: Path) -> None:
+    from privlab.platform.randomness import ReplaySource
+    from privlab.platform.transcript import TranscriptReader
+
+    domain = _domain(3, 4, 2)
+    data = _data(domain, 400)
+    context = {"spec_sha256": "0", "data_sha256": "1"}
+    with TranscriptWriter(tmp_path / "fit.transcript", context=context) as writer:
+        first = synthesizer_from_spec(name, params, where="t").fit(
+            data, domain=domain, epsilon=2.0, ledger=_zcdp_ledger(2.0), source=SecureSource(writer))
+    replay = ReplaySource(TranscriptReader(tmp_path / "fit.transcript", expected_context=context))
+    again = synthesizer_from_spec(name, params, where="t").fit(
+        data, domain=domain, epsilon=2.0, ledger=_zcdp_ledger(2.0), source=replay)
+    replay.finish()  # every recorded draw was consumed
+    assert len(first.measurements_) == len(again.measurements_)
+    for (c1, y1, s1), (c2, y2, s2) in zip(first.measurements_, again.measurements_, strict=True):
+        assert c1 == c2 and s1 == s2 and np.array_equal(y1, y2)
+        assert np.array_equal(y1, np.round(y1))  # discrete Gaussian noise on counts
+    assert [e.mechanism for e in first.events_] == [e.mechanism for e in again.events_]
+    assert {e.mechanism for e in first.events_} == {"discrete_gaussian", "permute_and_flip"}
