@@ -268,11 +268,11 @@ def run_flow(
     transformation = resolve_transformation(space, configuration.transformation)
     domain = transformation.domain
     synthesizer = configuration.build_synthesizer()
-    check_criteria(settings.criteria, domain)  # a bad spec fails before the data is read or budget spent
     if isinstance(synthesizer, ZcdpSynthesizer) and (ledger.accountant, ledger.delta_slack) != ("zcdp", settings.zcdp_delta):
         raise SpecError(f"synthesizer {synthesizer.name!r} is budgeted in zCDP: the run needs [budget] accountant = "
                         f"\"zcdp\" and delta_slack = zcdp_delta of the flow settings ({settings.zcdp_delta!r}); it has "
                         f"{ledger.accountant!r} and {ledger.delta_slack!r}")
+    check_criteria(settings.criteria, domain)  # a bad spec fails before the data is read or budget spent
     transformed = transformation.apply(cleaned, source="original data")
     n = len(transformed)
     plan = planned_events(configuration, settings, space=space, n=n, scope=scope)
