@@ -370,3 +370,17 @@ def test_a_release_mode_fit_replays_bit_identically_from_its_transcript(
         assert np.array_equal(y1, np.round(y1))  # discrete Gaussian noise on counts
     assert [e.mechanism for e in first.events_] == [e.mechanism for e in again.events_]
     assert {e.mechanism for e in first.events_} == {"discrete_gaussian", "permute_and_flip"}
+
+
+@needs_mbi
+@pytest.mark.slow
+def test_the_acs_grid_runs_mst_and_logs_its_configuration(acs_national: Path, tmp_path: Path) -> None:
+    """A configuration whose ledger holds Gaussian steps (no pure ε) is logged like any other."""
+    from privlab.platform.cli import main
+
+    code = main(["run", str(ACS / "grid_pgm.toml"), "--serial", "--no-progress", "--set", "study.mst.repetitions=1",
+                 "--set", "study.mst.params.iters=50", "--max-units", "1",
+                 "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"])
+    assert code == 0
+    assert main(["compare", "acs-grid-pgm", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
+                 "--metric", "accepted"]) == 0
