@@ -379,7 +379,7 @@ def test_the_acs_grid_runs_mst_and_logs_its_configuration(acs_national: Path, tm
     from privlab.platform.cli import main
 
     code = main(["run", str(ACS / "grid_pgm.toml"), "--serial", "--no-progress", "--set", "study.mst.repetitions=1",
-                 "--set", "study.mst.params.iters=50", "--max-units", "1",
+                 "--set", "study.mst.grid.iters=[50]", "--max-units", "1",
                  "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"])
     assert code == 0
     assert main(["compare", "acs-grid-pgm", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
