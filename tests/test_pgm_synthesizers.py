@@ -384,3 +384,20 @@ def test_the_acs_grid_runs_mst_and_logs_its_configuration(acs_national: Path, tm
     assert code == 0
     assert main(["compare", "acs-grid-pgm", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
                  "--metric", "accepted"]) == 0
+
+
+@needs_mbi
+@pytest.mark.slow  # imports JAX and compiles mbi's elimination
+def test_clique_marginals_survive_potentials_sharp_enough_to_underflow() -> None:
+    """Two sharp cliques whose shifted product underflows everywhere (an AIM fit on ACS hit this
+    at round 19): the marginal comes from mbi's log-space elimination, and is exact."""
+    mbi = pgm.require_mbi("test")
+    domain = mbi.Domain(("a", "b", "c"), (2, 2, 2))
+    sharp = -2000.0  # exp(−2000) is 0 in float64
+    ab = mbi.Factor(domain.project(("a", "b")), np.array([[0.0, sharp], [sharp, sharp]]))
+    bc = mbi.Factor(domain.project(("b", "c")), np.array([[sharp, sharp], [sharp, 0.0]]))
+    potentials = mbi.CliqueVector(domain, [("a", "b"), ("b", "c")], {("a", "b"): ab, ("b", "c"): bc})
+    model = mbi.MarkovRandomField(potentials=potentials, marginals=mbi.CliqueVector.zeros(domain, [("a",)]),
+                                  total=100.0)
+    # The four configurations at log-potential −2000: (0,0,0), (0,0,1), (0,1,1), (1,1,1).
+    np.testing.assert_allclose(pgm.project(model, ("a", "c")), [25.0, 50.0, 0.0, 25.0], atol=1e-9)

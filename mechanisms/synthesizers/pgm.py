@@ -164,7 +164,9 @@ def project(model: Any, clique: Sequence[str]) -> np.ndarray:
     summed out of the model's joint ``∝ exp(Σ_c θ_c)`` by one NumPy ``einsum`` over the
     potentials (each shifted by its maximum, a constant the normalisation removes), contracted
     in a greedy order: ``mbi``'s own variable elimination compiles a JAX program per clique,
-    seconds each, which MST's and AIM's selections over hundreds of candidates cannot afford.
+    seconds each, which MST's and AIM's selections over hundreds of candidates cannot afford. When
+    every term of the sum underflows (a large model with sharp potentials), ``mbi``'s
+    elimination, which works in log space, answers instead.
     """
     clique = tuple(clique)
     if model.marginals.supports(clique):
@@ -185,9 +187,15 @@ def project(model: Any, clique: Sequence[str]) -> np.ndarray:
         if name not in covered:  # no potential mentions it: uniform in the model
             operands.append(np.ones(sizes[name]))
             subscripts.append(letters[name])
-    joint = np.einsum(",".join(subscripts) + "->" + "".join(letters[a] for a in clique), *operands,
-                      optimize="greedy")
-    return (joint / joint.sum() * float(model.total)).ravel()
+    with np.errstate(under="ignore"):
+        joint = np.einsum(",".join(subscripts) + "->" + "".join(letters[a] for a in clique), *operands,
+                          optimize="greedy")
+    mass = float(joint.sum())
+    if not (math.isfinite(mass) and mass > 0.0):
+        # Every term underflowed (sharp potentials of a large model): mbi's own elimination works
+        # in log space. Slower (a compiled program per clique), and only needed then.
+        return np.asarray(model.project(clique).datavector(), dtype=np.float64)
+    return (joint / mass * float(model.total)).ravel()
 
 
 def _einsum_letter(i: int) -> str:
