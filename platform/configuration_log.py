@@ -114,7 +114,8 @@ class ConfigurationLog:
         metrics = {k: v for k, v in metrics.items() if not k.startswith("timing_")}
         ledger_metrics = {"eps_total": ledger.total().epsilon, "delta_total": ledger.total().delta}
         for i, event in enumerate(ledger.events):
-            ledger_metrics[f"eps_step_{i:02d}_{_metric_safe(event.name)}"] = event.effective_epsilon
+            if event.epsilon is not None:  # a Gaussian step has no ε of its own; ledger.txt shows its ρ
+                ledger_metrics[f"eps_step_{i:02d}_{_metric_safe(event.name)}"] = event.effective_epsilon
         wall = time.perf_counter() - (state.started or time.perf_counter())
         timing = {"wall_seconds": wall, "compute_seconds": state.aggregate.compute_seconds,
                   "nodes": float(len(state.aggregate.nodes))} | {k.removeprefix("timing_"): v for k, v in measured.items()}

@@ -20,9 +20,11 @@ from typing import Any
 from privlab.platform import accountants, composition
 from privlab.platform.accountants import ScopeNode
 from privlab.platform.dp_events import (
+    DiscreteGaussianEvent,
     DpEvent,
     EpsilonDeltaEvent,
     ExponentialEvent,
+    GaussianEvent,
     LaplaceEvent,
     PrivateSelectionEvent,
     Subsampled,
@@ -35,7 +37,8 @@ from privlab.platform.exact_sum import ExactSum
 from privlab.platform.positional_split import PositionalSplit
 from privlab.platform.validation import check_real
 
-__all__ = ["ACCOUNTANTS", "CAP_RELATIVE_TOLERANCE", "Budget", "Ledger", "PrivacyEvent"]
+__all__ = ["ACCOUNTANTS", "CAP_RELATIVE_TOLERANCE", "ZCDP_FILTER", "Budget", "Ledger", "PrivacyEvent", "zcdp_cost",
+           "zcdp_filter_event"]
 
 ACCOUNTANTS = accountants.SELECTABLE
 """Accountant names :class:`Ledger` accepts (:mod:`privlab.platform.accountants`)."""
@@ -100,7 +103,11 @@ def _fmt(x: float | None) -> str:
 
 def _effective_cell(event: PrivacyEvent) -> str:
     """What composition charges for the step: ε after amplification by subsampling (and the
-    sampling rate), or the step's own ε when it ran on the full data."""
+    sampling rate), or the step's own ε when it ran on the full data; a step with no pure-ε
+    guarantee (Gaussian noise) shows its zCDP ρ."""
+    if event.epsilon is None:
+        rho = getattr(event.typed, "rho", None)
+        return "-" if rho is None else f"ρ={rho:.6g}"
     if event.sampling_rate is None:
         return f"{event.effective_epsilon:.6g}"
     return f"{event.effective_epsilon:.6g} (p={event.sampling_rate:.6g})"
@@ -1125,7 +1132,36 @@ class Ledger:
 
 
 #: The release-mode counterpart of a research-mode mechanism (exact, floating-point safe).
-RELEASE_COUNTERPART = {"laplace": "laplace_lattice", "exponential": "permute_and_flip"}
+RELEASE_COUNTERPART = {"laplace": "laplace_lattice", "exponential": "permute_and_flip", "gaussian": "discrete_gaussian"}
+
+ZCDP_FILTER = "zcdp_filter"
+"""The mechanism name of a planned zCDP *filter*: a budget of ρ for a run of steps whose number
+and sizes a mechanism chooses adaptively from its own DP outputs (AIM's rounds). Its details name
+the steps' common ``prefix`` and the ``rho`` they may spend together; its typed event is a
+Gaussian of that ρ, so a preflight counts the whole budget. Fully adaptive composition holds for
+zCDP when the running total never exceeds ρ (a privacy filter: Whitehouse, Ramdas, Rogers & Wu
+2023), which the ledger's cap enforces step by step and :func:`check_conforms` checks after."""
+
+
+def zcdp_filter_event(*, prefix: str, rho: float, scope: str, step: str) -> PrivacyEvent:
+    """The planned event of a zCDP filter of budget ``rho`` for the steps named ``prefix…``."""
+    if not (isinstance(rho, float) and math.isfinite(rho) and rho > 0):
+        raise LedgerError(f"rho ({rho!r}) must be a positive finite float")
+    sigma = 1.0 / math.sqrt(2.0 * rho)
+    return PrivacyEvent.from_dp_event(GaussianEvent(1.0, sigma), name=f"{prefix}*", mechanism=ZCDP_FILTER,
+                                      scope=scope, step=step, sensitivity=1.0, noise_scale=sigma,
+                                      details=(("prefix", prefix), ("rho", rho)))
+
+
+def zcdp_cost(event: PrivacyEvent) -> float | None:
+    """ρ of one step under the zcdp accountant: Δ²/2σ² for (discrete) Gaussian noise, ε²/2 for a
+    pure ε-DP step (Bun & Steinke 2016, Proposition 1.4); ``None`` for anything else."""
+    typed = event.typed
+    if isinstance(typed, (GaussianEvent, DiscreteGaussianEvent)):
+        return typed.rho
+    if event.epsilon is not None and event.delta == 0.0 and event.sampling_rate is None:
+        return event.epsilon * event.epsilon / 2.0
+    return None
 
 
 def check_conforms(spent: Sequence[PrivacyEvent], plan: Sequence[PrivacyEvent], *, who: str,
@@ -1154,6 +1190,32 @@ def check_conforms(spent: Sequence[PrivacyEvent], plan: Sequence[PrivacyEvent], 
         scales = s.noise_scale is not None and p.noise_scale is not None and s.noise_scale >= p.noise_scale
         return scales and (not exact_sensitivity or s.sensitivity == p.sensitivity)
 
+    def refuse() -> None:
+        raise LedgerError(f"{who} charged {len(spent)} DP step(s) {[e.name for e in spent]} but planned "
+                          f"{[e.name for e in plan]}; it must charge exactly the steps it declares")
+
+    if any(p.mechanism == ZCDP_FILTER for p in plan):
+        position = 0
+        for p in plan:
+            if p.mechanism != ZCDP_FILTER:
+                if position >= len(spent) or not matches(spent[position], p):
+                    refuse()
+                position += 1
+                continue
+            known = dict(p.details)
+            prefix, budget = str(known["prefix"]), float(known["rho"])
+            end = position
+            while end < len(spent) and spent[end].name.startswith(prefix):
+                end += 1
+            costs = [zcdp_cost(e) for e in spent[position:end]]
+            if (any(c is None for c in costs) or any((e.scope, e.step) != (p.scope, p.step) for e in spent[position:end])
+                    or math.fsum(costs) > budget * (1.0 + 1e-9)):  # type: ignore[arg-type]
+                raise LedgerError(f"{who}: the steps {prefix}… spent ρ = {math.fsum(c or 0.0 for c in costs)!r}, "
+                                  f"more than their zCDP filter's {budget!r}, or a step zCDP cannot account for")
+            position = end
+        if position != len(spent):
+            refuse()
+        return
     if len(spent) != len(plan) or not all(matches(s, p) for s, p in zip(spent, plan, strict=False)):
         raise LedgerError(f"{who} charged {len(spent)} DP step(s) {[e.name for e in spent]} but planned "
                           f"{[e.name for e in plan]}; it must charge exactly the steps it declares")

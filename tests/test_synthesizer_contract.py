@@ -47,6 +47,8 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
         {"epsilon_split": 0.5, "theta": 4.0, "score": "r"},
     ],
     "independent_marginals": [{}],
+    "mst": [{"iters": 50}],
+    "aim": [{"max_iters": 30, "rounds": 6, "workload_degree": 2}],
 }
 
 BAD_CONFIGS: dict[str, list[dict[str, Any]]] = {
@@ -69,10 +71,29 @@ BAD_CONFIGS: dict[str, list[dict[str, Any]]] = {
         {"epsilon_split": 0.5, "degre": 2},  # typo
     ],
     "independent_marginals": [{"epsilon": 1.0}, {"epsilon_split": 0.5}],
+    "mst": [{"iters": 0}, {"max_model_size": 0.0}, {"iters": 1.5}, {"degree": 2}],
+    "aim": [{"rounds": 1}, {"max_model_size": -1.0}, {"max_iters": 0}, {"workload_degree": 0},
+            {"workload": "a,,;"}, {"workload": "a,a"}, {"epsilon": 1.0}],
 }
 
+ZCDP = {"mst", "aim"}
+"""Synthesizers budgeted in zCDP (Gaussian noise): fitted on a zcdp ledger read at DELTA."""
+DELTA = 1e-6
+
+
+def _has_mbi() -> bool:
+    from privlab.mechanisms.synthesizers import pgm
+
+    return pgm.installed()
+
+
+# A zCDP synthesizer's fit compiles Private-PGM's JAX programs (seconds each): those cases run
+# with the slow tests, and are skipped without the pgm extra.
+_PGM_MARKS = [pytest.mark.slow, pytest.mark.skipif(not _has_mbi(), reason="MST and AIM need Private-PGM: "
+                                                   "pip install -e '.[pgm]' (CI installs it with [dev])")]
+
 CASES = [
-    pytest.param(name, params, id=f"{name}-{i}")
+    pytest.param(name, params, id=f"{name}-{i}", marks=_PGM_MARKS if name in ZCDP else [])
     for name in synthesizer_names()
     for i, params in enumerate(EXAMPLES.get(name, []))
 ]
@@ -124,6 +145,21 @@ def writer(tmp_path: Path) -> Iterator[TranscriptWriter]:
         yield w
 
 
+def _ledger(name: str, epsilon: float | None) -> Ledger:
+    """A ledger capped at ``epsilon``: basic for pure-ε synthesizers, zcdp at DELTA for zCDP ones."""
+    if name in ZCDP:
+        return Ledger(epsilon_cap=epsilon, delta_cap=None if epsilon is None else DELTA, accountant="zcdp",
+                      delta_slack=DELTA)
+    return Ledger(epsilon_cap=epsilon)
+
+
+def _model_arrays(synth: Synthesizer) -> list[np.ndarray]:
+    """What a fit learned, as arrays: PrivBayes' conditionals, or the noisy measurements."""
+    if hasattr(synth, "measurements_"):
+        return [np.asarray(y) for _, y, _ in synth.measurements_]
+    return list(synth.model_.conditionals)
+
+
 def _build(name: str, params: Mapping[str, Any]) -> Synthesizer:
     return synthesizer_from_spec(name, params, where="test")
 
@@ -138,7 +174,7 @@ def _fit(
     epsilon: float = EPSILON,
     ledger: Ledger | None = None,
 ) -> tuple[Synthesizer, Ledger]:
-    ledger = Ledger(epsilon_cap=epsilon) if ledger is None else ledger
+    ledger = _ledger(name, epsilon) if ledger is None else ledger
     synth = _build(name, params).fit(
         data, domain=domain, epsilon=epsilon, ledger=ledger, source=SeededSource(np.random.default_rng(seed))
     )
@@ -151,14 +187,15 @@ def _fit(
 def test_every_registered_synthesizer_has_examples() -> None:
     names = synthesizer_names()
     assert {"privbayes", "independent_marginals"} <= set(names)
+    assert {"mst", "aim"} <= set(names)
     assert set(names) == set(EXAMPLES), "add example hyperparameters for every registered synthesizer"
     assert set(names) == set(BAD_CONFIGS), "add bad configurations for every registered synthesizer"
 
 
 def test_unknown_name_is_a_spec_error_listing_the_registered_names() -> None:
-    with pytest.raises(SpecError, match=r"configuration x: synthesizer \('privbays'\).*independent_marginals, privbayes"):
+    with pytest.raises(SpecError, match=r"configuration x: synthesizer \('privbays'\).*aim, independent_marginals, mst, privbayes"):
         synthesizer_from_spec("privbays", {}, where="configuration x")
-    with pytest.raises(RegistryError, match="registered synthesizers: independent_marginals, privbayes"):
+    with pytest.raises(RegistryError, match="registered synthesizers: aim, independent_marginals, mst, privbayes"):
         synthesizer_class("privbays")
 
 
@@ -218,14 +255,14 @@ def test_same_seed_same_output_and_different_seeds_differ(
     first, _ = _fit(name, params, data, domain, seed=11)
     again, _ = _fit(name, params, data, domain, seed=11)
     other, _ = _fit(name, params, data, domain, seed=12)
-    for a, b in zip(first.model_.conditionals, again.model_.conditionals, strict=True):
+    for a, b in zip(_model_arrays(first), _model_arrays(again), strict=True):
         np.testing.assert_array_equal(a, b)
     sample = first.sample(400, rng=np.random.default_rng(5))
     pd.testing.assert_frame_equal(sample, again.sample(400, rng=np.random.default_rng(5)))
     # A different fit seed changes the noise, hence the model and (same sampling seed) the sample.
     assert any(
         a.shape != b.shape or not np.array_equal(a, b)
-        for a, b in zip(first.model_.conditionals, other.model_.conditionals, strict=True)
+        for a, b in zip(_model_arrays(first), _model_arrays(other), strict=False)
     )
     assert not sample.equals(other.sample(400, rng=np.random.default_rng(5)))
     # A different sampling seed changes the sample of the same model.
@@ -240,11 +277,14 @@ def test_same_seed_same_output_and_different_seeds_differ(
 def test_ledger_is_charged_exactly_epsilon_as_planned(
     name: str, params: dict[str, Any], epsilon: float, data: pd.DataFrame, domain: Domain
 ) -> None:
-    ledger = Ledger(epsilon_cap=epsilon)
+    ledger = _ledger(name, epsilon)
     synth = _build(name, params).fit(
         data, domain=domain, epsilon=epsilon, ledger=ledger, source=SeededSource(np.random.default_rng(3)),
         scope="births",
     )
+    if name in ZCDP:
+        _check_zcdp_charge(synth, ledger, epsilon, data, domain)
+        return
     plan = synth.planned_events(epsilon, domain, len(data), scope="births")
     assert list(ledger.events) == plan
     assert ledger.total().epsilon == epsilon
@@ -261,14 +301,43 @@ def test_ledger_is_charged_exactly_epsilon_as_planned(
     assert synth.planned_events(epsilon, domain, len(shuffled), scope="births") == plan
 
 
+def _check_zcdp_charge(synth: Synthesizer, ledger: Ledger, epsilon: float, data: pd.DataFrame,
+                       domain: Domain) -> None:
+    """A zCDP fit spends its ρ: the zcdp total is ε to the conversion's margin, the events are
+    the plan's (a filter's steps within its ρ), every one Gaussian or an exponential choice."""
+    from privlab.platform.accountants import zcdp_rho_for_epsilon
+    from privlab.platform.ledger import check_conforms, zcdp_cost
+
+    rho = zcdp_rho_for_epsilon(epsilon, DELTA)
+    plan = synth.planned_events(epsilon, domain, len(data), scope="births", delta=DELTA)  # type: ignore[call-arg]
+    check_conforms(ledger.events, plan, who="test", exact_sensitivity=True)
+    assert synth.rho_ == pytest.approx(rho, rel=1e-9) and synth.delta_ == DELTA
+    assert math.fsum(zcdp_cost(e) for e in ledger.events) == pytest.approx(rho, rel=1e-9)
+    total = ledger.total()
+    assert epsilon * (1 - 1e-6) <= total.epsilon <= epsilon and total.delta == DELTA
+    for event in ledger.events:
+        assert event.scope == "births" and event.mechanism in ("gaussian", "exponential")
+        if event.mechanism == "gaussian":
+            assert event.sensitivity == math.sqrt(2) and event.typed.sigma == event.noise_scale
+    assert synth.planned_events(epsilon, domain, len(data), scope="births", delta=DELTA) == plan  # type: ignore[call-arg]
+
+
 @pytest.mark.parametrize(("name", "params"), CASES)
 def test_release_mode_charges_the_same_epsilon(
     name: str, params: dict[str, Any], data: pd.DataFrame, domain: Domain, writer: TranscriptWriter
 ) -> None:
-    ledger = Ledger(epsilon_cap=EPSILON)
+    ledger = _ledger(name, EPSILON)
     synth = _build(name, params).fit(
         data, domain=domain, epsilon=EPSILON, ledger=ledger, source=SecureSource(writer)
     )
+    if name in ZCDP:  # discrete Gaussian measurements, permute-and-flip choices, all in the transcript
+        assert {e.mechanism for e in ledger.events} == {"discrete_gaussian", "permute_and_flip"}
+        assert ledger.total().epsilon <= EPSILON
+        for _, noisy, _ in synth.measurements_:
+            assert np.array_equal(noisy, np.round(noisy))  # integer counts + integer noise
+        sample = synth.sample(300, rng=SecureSource(writer).generator(purpose="sample"))
+        assert domain.validate(sample, what="release sample").shape == (300, len(domain))
+        return
     plan = synth.planned_events(EPSILON, domain, len(data))
     assert ledger.total().epsilon == EPSILON
     assert len(ledger.events) == len(plan)
@@ -317,7 +386,7 @@ def test_bad_inputs_raise_clear_errors(name: str, params: dict[str, Any], data: 
     source = SeededSource(np.random.default_rng(0))
 
     def fit(frame: Any = data, **overrides: Any) -> None:
-        kwargs: dict[str, Any] = {"domain": domain, "epsilon": 1.0, "ledger": Ledger(epsilon_cap=None), "source": source}
+        kwargs: dict[str, Any] = {"domain": domain, "epsilon": 1.0, "ledger": _ledger(name, None), "source": source}
         synth.fit(frame, **(kwargs | overrides))
 
     with pytest.raises(NotFittedError, match="not fitted; call fit"):
@@ -427,6 +496,13 @@ def expected_step(name: str, params: Mapping[str, Any], event: PrivacyEvent, *, 
     if name == "privbayes" and event.name.startswith("privbayes/structure/"):
         score = params.get("score", "mi")
         return "exponential", mi_sensitivity_by_hand(n) if score == "mi" else r_sensitivity_by_hand(n)
+    if name in ZCDP and "/select" in event.name:
+        # ‖M(D) − M̂‖₁ (weighted by AIM's workload weight c_r = Σ_s |r ∩ s|): one replaced record
+        # moves the count vector by 2 in ℓ1. In the all-pairs workload over a, b, c, d the largest
+        # weight is a pair's: 2 (itself) + 4 × 1 (the pairs sharing one column) = 6.
+        return "exponential", 2.0 * (6.0 if name == "aim" else 1.0)
+    if name in ZCDP:
+        return "gaussian", math.sqrt(2.0)  # a count vector: one cell −1, another +1
     raise AssertionError(f"{name}: no hand-derived sensitivity for step {event.name!r}; add one here")
 
 
@@ -436,6 +512,11 @@ class RecordingSource(SeededSource):
     def __init__(self, seed: int) -> None:
         super().__init__(np.random.default_rng(seed))
         self.laplace_scales: list[float] = []
+        self.gaussian_sigmas: list[float] = []
+
+    def _draw_gaussian(self, sigma: float, shape: Any) -> Any:
+        self.gaussian_sigmas.append(sigma)
+        return super()._draw_gaussian(sigma, shape)
 
     def _draw_laplace(self, scale: float, shape: Any) -> Any:
         self.laplace_scales.append(scale)
@@ -447,10 +528,29 @@ class RecordingSource(SeededSource):
 def test_sensitivities_and_noise_scales_match_hand_derived_values(
     name: str, params: dict[str, Any], epsilon: float, data: pd.DataFrame, domain: Domain
 ) -> None:
-    ledger = Ledger(epsilon_cap=None)
+    ledger = _ledger(name, None)
     source = RecordingSource(3)
-    _build(name, params).fit(data, domain=domain, epsilon=epsilon, ledger=ledger, source=source)
+    synth = _build(name, params).fit(data, domain=domain, epsilon=epsilon, ledger=ledger, source=source)
     d, n = len(domain), len(data)
+    if name in ZCDP:
+        rho = synth.rho_
+        for event in ledger.events:
+            mechanism, delta = expected_step(name, params, event, n=n)
+            assert (event.mechanism, event.sensitivity) == (mechanism, pytest.approx(delta, rel=1e-12)), event
+        gaussians = [e for e in ledger.events if e.mechanism == "gaussian"]
+        # The noise actually drawn: one request per measurement at σ = Δ/sqrt(2ρ_step).
+        assert source.gaussian_sigmas == pytest.approx([math.sqrt(2.0) / math.sqrt(2 * e.typed.rho)
+                                                        for e in gaussians], rel=1e-12)
+        if name == "mst":  # ρ/3 over d one-ways, ρ/3 over d − 1 choices (ε = sqrt(2ρ)), ρ/3 over d − 1 pairs
+            assert [e.typed.rho for e in gaussians] == pytest.approx([rho / (3 * d)] * d + [rho / (3 * (d - 1))] * (d - 1))
+            assert [e.epsilon for e in ledger.events if e.mechanism == "exponential"] == pytest.approx(
+                [math.sqrt(2 * rho / (3 * (d - 1)))] * (d - 1))
+        else:  # AIM: each one-way gets 0.9ρ/T; the first round's σ and ε are those of ρ/T
+            rounds = params["rounds"]
+            assert [e.typed.rho for e in gaussians[:d]] == pytest.approx([0.9 * rho / rounds] * d)
+            first = next(e for e in ledger.events if e.mechanism == "exponential")
+            assert first.epsilon == pytest.approx(math.sqrt(2 * 0.1 * rho / rounds))
+        return
     laplace_events = []
     for event in ledger.events:
         mechanism, delta = expected_step(name, params, event, n=n)

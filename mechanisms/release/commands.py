@@ -143,13 +143,14 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _validate_release_spec(path: Path) -> int:
-    from privlab.mechanisms.release.shortlist import check_split, load_shortlist
+    from privlab.mechanisms.release.shortlist import check_pure_epsilon, check_split, load_shortlist
     from privlab.mechanisms.release.spec import check_budget, load_release_spec
 
     spec = load_release_spec(path)
     cap = check_budget(spec, None)
     shortlist = load_shortlist(spec.shortlist)
     check_split(spec, shortlist.settings, shortlist.settings_path)
+    check_pure_epsilon(shortlist)
     selection = spec.selection
     horizon = "infinite horizon" if selection.is_infinite_horizon else \
         f"γ = {selection.gamma:g}, at most {selection.steps} flows, ε₀ = {selection.epsilon0:g}"

@@ -38,6 +38,7 @@ import pandas as pd
 
 from privlab.mechanisms.acceptance.base import AcceptanceCriterion, CriterionResult, criterion_from_spec
 from privlab.mechanisms.synthesizers.base import Synthesizer, synthesizer_from_spec
+from privlab.mechanisms.synthesizers.zcdp import ZcdpSynthesizer
 from privlab.mechanisms.tabular.constraints import rejection_sample
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
 from privlab.mechanisms.tabular.space import ReleaseSpace, resolve_transformation
@@ -88,11 +89,15 @@ class FlowSettings:
         epsilon_generation: ε of the synthesizer's fit.
         criteria: The acceptance criteria (each with its own ε).
         max_rounds: Rejection-sampling rounds before a flow gives up on reaching n valid records.
+        zcdp_delta: δ'' at which a zCDP synthesizer's (MST's, AIM's) ``epsilon_generation`` is
+            read; the run's ledger must use the zcdp accountant with this ``delta_slack``. Unused
+            by pure-ε synthesizers.
     """
 
     epsilon_generation: float
     criteria: tuple[AcceptanceCriterion, ...]
     max_rounds: int = 20
+    zcdp_delta: float | None = None
 
     def __post_init__(self) -> None:
         e = self.epsilon_generation
@@ -100,6 +105,9 @@ class FlowSettings:
             raise SpecError(f"epsilon_generation ({e!r}) must be a positive finite number")
         if not self.criteria:
             raise SpecError("criteria must list at least one acceptance criterion")
+        d = self.zcdp_delta
+        if d is not None and (isinstance(d, bool) or not isinstance(d, float) or not 0.0 < d < 1.0):
+            raise SpecError(f"zcdp_delta ({d!r}) must be a float in (0, 1)")
         names = [c.name for c in self.criteria]
         if len(set(names)) != len(names):
             raise SpecError(f"criterion names ({names!r}) must be distinct")
@@ -201,7 +209,14 @@ def planned_events(configuration: FlowConfiguration, settings: FlowSettings, *, 
     space.projection(configuration.min_count)
     synthesizer = configuration.build_synthesizer()
     check_criteria(settings.criteria, transformation.domain)
-    events = list(synthesizer.planned_events(settings.epsilon_generation, transformation.domain, n, scope=scope))
+    if isinstance(synthesizer, ZcdpSynthesizer):
+        if settings.zcdp_delta is None:
+            raise SpecError(f"synthesizer {synthesizer.name!r} is budgeted in zCDP: set zcdp_delta in the flow settings "
+                            "(the δ'' its epsilon_generation is read at, equal to [budget] delta_slack)")
+        events = synthesizer.planned_events(settings.epsilon_generation, transformation.domain, n, scope=scope,
+                                            delta=settings.zcdp_delta)
+    else:
+        events = list(synthesizer.planned_events(settings.epsilon_generation, transformation.domain, n, scope=scope))
     for criterion in settings.criteria:
         events.extend(criterion.planned_events(n, scope=scope))
     return events
@@ -230,6 +245,10 @@ def run_flow(
     transformation = resolve_transformation(space, configuration.transformation)
     domain = transformation.domain
     synthesizer = configuration.build_synthesizer()
+    if isinstance(synthesizer, ZcdpSynthesizer) and (ledger.accountant, ledger.delta_slack) != ("zcdp", settings.zcdp_delta):
+        raise SpecError(f"synthesizer {synthesizer.name!r} is budgeted in zCDP: the run needs [budget] accountant = "
+                        f"\"zcdp\" and delta_slack = zcdp_delta of the flow settings ({settings.zcdp_delta!r}); it has "
+                        f"{ledger.accountant!r} and {ledger.delta_slack!r}")
     check_criteria(settings.criteria, domain)  # a bad spec fails before the data is read or budget spent
     transformed = transformation.apply(cleaned, source="original data")
     n = len(transformed)
@@ -283,7 +302,7 @@ def criteria_from_tables(tables: Sequence[Mapping[str, Any]], *, where: str) -> 
 
 
 def load_settings(path: str | Path) -> FlowSettings:
-    """Read a flow-settings TOML: ``epsilon_generation``, optional ``max_rounds`` and
+    """Read a flow-settings TOML: ``epsilon_generation``, optional ``max_rounds`` and ``zcdp_delta``, and
     ``[[criterion]]`` tables (each ``kind``, ``name``, ``threshold``, ``epsilon`` and its keys).
 
     Raises:
@@ -293,7 +312,7 @@ def load_settings(path: str | Path) -> FlowSettings:
     if not path.is_file():
         raise SpecError(f"flow settings file {str(path)!r} does not exist")
     document = read_toml(path, what="flow settings file")[0]  # not UTF-8, not TOML, too deep: a SpecError
-    allowed = {"epsilon_generation", "max_rounds", "criterion", "description"}
+    allowed = {"epsilon_generation", "max_rounds", "criterion", "description", "zcdp_delta"}
     unknown = sorted(set(document) - allowed)
     if unknown:
         raise SpecError(f"{path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
@@ -303,4 +322,5 @@ def load_settings(path: str | Path) -> FlowSettings:
         epsilon_generation=document["epsilon_generation"],
         criteria=criteria_from_tables(document.get("criterion", []), where=str(path)),
         max_rounds=document.get("max_rounds", 20),
+        zcdp_delta=document.get("zcdp_delta"),
     )

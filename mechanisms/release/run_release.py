@@ -93,7 +93,7 @@ from privlab.mechanisms.tabular import bundle_files
 from privlab.mechanisms.release.documents import datasheet, privacy_statement
 from privlab.mechanisms.release.firewall import load_private_data
 from privlab.mechanisms.release.flow import FlowConfiguration, FlowOutcome, planned_events, run_flow
-from privlab.mechanisms.release.shortlist import Shortlist, check_split, load_shortlist
+from privlab.mechanisms.release.shortlist import Shortlist, check_pure_epsilon, check_split, load_shortlist
 from privlab.mechanisms.release.spec import (
     ReleaseSpec,
     check_budget,
@@ -217,6 +217,7 @@ def run_release(
         bundle.check_transcript_ignored(out)
     shortlist = load_shortlist(spec.shortlist)
     check_split(spec, shortlist.settings, shortlist.settings_path)
+    check_pure_epsilon(shortlist)
     require_regular_file(data, "private data")
     context = transcript_context(spec=spec, shortlist=shortlist, data=data, budget=cap)
     reader = None

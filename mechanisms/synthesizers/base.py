@@ -41,11 +41,13 @@ import numpy as np
 import pandas as pd
 
 from privlab.mechanisms.basic.exponential import exponential_mechanism
+from privlab.mechanisms.basic.gaussian import gaussian_mechanism
 from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.platform.budget import split_epsilon
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
 from privlab.platform.errors import LedgerError, NotFittedError, SchemaError, SpecError
 from privlab.platform.estimator import PrivateEstimator
+from privlab.platform.dp_events import GaussianEvent
 from privlab.platform.ledger import Ledger, PrivacyEvent
 from privlab.platform.plugins import Registry, build, require_frozen_kw_only
 from privlab.platform.validation import check_count, check_positive_finite, check_text
@@ -64,8 +66,9 @@ __all__ = [
     "synthesizer_names",
 ]
 
-MECHANISMS = ("laplace", "exponential")
-"""The research-mode mechanism names a :class:`BudgetStep` can use."""
+MECHANISMS = ("laplace", "exponential", "gaussian")
+"""The research-mode mechanism names a :class:`BudgetStep` can use (``"gaussian"``: zCDP
+synthesizers, :mod:`privlab.mechanisms.synthesizers.zcdp`)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -75,11 +78,14 @@ class BudgetStep:
     Attributes:
         name: The ledger name of the step; it depends on public inputs only (a step index or
             a column name), never on what earlier DP steps selected.
-        mechanism: ``"laplace"`` or ``"exponential"`` (research-mode names; release mode
-            records ``"laplace_lattice"`` and ``"permute_and_flip"``).
-        epsilon: The step's ε, > 0.
+        mechanism: ``"laplace"``, ``"exponential"`` or ``"gaussian"`` (research-mode names;
+            release mode records ``"laplace_lattice"``, ``"permute_and_flip"`` and
+            ``"discrete_gaussian"``).
+        epsilon: The step's ε, > 0 (Laplace and exponential steps; ``None`` for Gaussian).
         sensitivity: The global sensitivity Δ of the statistic (Laplace: L1 sensitivity of the
-            released vector; exponential: of every candidate's utility), > 0.
+            released vector; exponential: of every candidate's utility; Gaussian: L2
+            sensitivity of the released vector), > 0.
+        rho: The step's zCDP ρ, > 0 (Gaussian steps only): σ = Δ/sqrt(2ρ).
 
     Raises:
         TypeError: ``epsilon`` or ``sensitivity`` is not a real number.
@@ -88,26 +94,46 @@ class BudgetStep:
 
     name: str
     mechanism: str
-    epsilon: float
+    epsilon: float | None = None
     sensitivity: float
+    rho: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"name ({self.name!r}) must be a non-empty string")
         if self.mechanism not in MECHANISMS:
             raise ValueError(f"mechanism ({self.mechanism!r}) must be one of {list(MECHANISMS)}")
-        for label in ("epsilon", "sensitivity"):
+        budget, unused = ("rho", "epsilon") if self.mechanism == "gaussian" else ("epsilon", "rho")
+        if getattr(self, unused) is not None:
+            raise ValueError(f"a {self.mechanism} step takes {budget}, not {unused} ({getattr(self, unused)!r})")
+        for label in (budget, "sensitivity"):
             object.__setattr__(self, label, check_positive_finite(label, getattr(self, label)))
 
     @property
     def noise_scale(self) -> float:
-        """The research-mode scale: ``Δ/ε`` (Laplace) or ``2Δ/ε`` (exponential mechanism)."""
+        """The research-mode scale: ``Δ/ε`` (Laplace), ``2Δ/ε`` (exponential mechanism) or
+        ``σ = Δ/sqrt(2ρ)`` (Gaussian)."""
+        if self.mechanism == "gaussian":
+            return self.sensitivity / math.sqrt(2.0 * self.rho)  # type: ignore[operator]
         if self.mechanism == "laplace":
-            return self.sensitivity / self.epsilon
-        return 2 * self.sensitivity / self.epsilon
+            return self.sensitivity / self.epsilon  # type: ignore[operator]
+        return 2 * self.sensitivity / self.epsilon  # type: ignore[operator]
+
+    @property
+    def zcdp_rho(self) -> float:
+        """The step's ρ under zCDP: its own ρ (Gaussian) or ε²/2 (a pure ε-DP step, Bun &
+        Steinke 2016, Proposition 1.4: the bound the ledger's zcdp accountant uses)."""
+        if self.mechanism == "gaussian":
+            return self.rho  # type: ignore[return-value]
+        return self.epsilon * self.epsilon / 2.0  # type: ignore[operator]
 
     def event(self, *, scope: str, step: str) -> PrivacyEvent:
         """The event a research-mode run records for this step (bit-identical)."""
+        if self.mechanism == "gaussian":
+            sigma = self.noise_scale
+            return PrivacyEvent.from_dp_event(
+                GaussianEvent(self.sensitivity, sigma), name=self.name, mechanism="gaussian", scope=scope,
+                step=step, sensitivity=self.sensitivity, noise_scale=sigma)
         return PrivacyEvent(
             name=self.name,
             mechanism=self.mechanism,
@@ -208,6 +234,11 @@ class Synthesizer(PrivateEstimator, abc.ABC):
             )
         return steps
 
+    def _fit_steps(self, epsilon: float, domain: Domain, n: int, *, ledger: Ledger) -> tuple[BudgetStep, ...]:
+        """The steps :meth:`fit` takes for ``epsilon`` on ``ledger`` (zCDP synthesizers read
+        the ledger's δ'' here)."""
+        return self._validated_steps(epsilon, domain, n)
+
     # --- fitting ---------------------------------------------------------------------------
 
     def fit(
@@ -259,7 +290,7 @@ class Synthesizer(PrivateEstimator, abc.ABC):
         scope = check_text("scope", scope)
         frame = domain.validate(data, what=f"{self.name} training data")
         n = len(frame)
-        steps = self._validated_steps(epsilon, domain, n)
+        steps = self._fit_steps(epsilon, domain, n, ledger=ledger)
         plan = [step.event(scope=scope, step=self._ledger_step) for step in steps]
         # A (d, n) private copy, one contiguous row per column; dropped when fit returns.
         codes = np.array(frame.to_numpy(dtype=CODE_DTYPE).T, dtype=CODE_DTYPE, order="C")
@@ -307,6 +338,24 @@ class Synthesizer(PrivateEstimator, abc.ABC):
         return exponential_mechanism(
             utilities, sensitivity=step.sensitivity, epsilon=step.epsilon, source=source,
             ledger=ledger, name=step.name, scope=scope, step=self._ledger_step,
+        )
+
+    def _gaussian(
+        self,
+        step: BudgetStep,
+        counts: np.ndarray,
+        *,
+        ledger: Ledger,
+        source: RandomSource,
+        scope: str,
+    ) -> np.ndarray:
+        """Release ``counts + N(0, σ²)`` per cell for a declared Gaussian step (charges the
+        ledger first); :func:`gaussian_mechanism` has the argument."""
+        if step.mechanism != "gaussian":
+            raise LedgerError(f"{self.name}: step {step.name!r} is declared as {step.mechanism}, not gaussian")
+        return gaussian_mechanism(
+            counts, sensitivity=step.sensitivity, rho=step.rho, source=source, ledger=ledger,  # type: ignore[arg-type]
+            name=step.name, scope=scope, step=self._ledger_step,
         )
 
     @abc.abstractmethod
