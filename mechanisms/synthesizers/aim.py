@@ -62,13 +62,14 @@ import numpy as np
 
 from privlab.mechanisms.synthesizers import pgm
 from privlab.mechanisms.synthesizers.base import BudgetStep, register_synthesizer
-from privlab.mechanisms.synthesizers.mst import _int_at_least, _positive_real
 from privlab.mechanisms.synthesizers.zcdp import (
     COUNT_L1_SENSITIVITY,
     COUNT_L2_SENSITIVITY,
     Step,
     ZcdpFilter,
     ZcdpSynthesizer,
+    hyperparameter_count,
+    hyperparameter_positive,
     selection_epsilon,
 )
 from privlab.mechanisms.tabular.domain import Domain
@@ -139,10 +140,10 @@ class AIMParams:
 
     def __post_init__(self) -> None:
         if self.rounds is not None:
-            _int_at_least("rounds", self.rounds, 2)
-        _positive_real("max_model_size", self.max_model_size)
-        _int_at_least("max_iters", self.max_iters, 1)
-        _int_at_least("workload_degree", self.workload_degree, 1)
+            hyperparameter_count("rounds", self.rounds, 2)
+        hyperparameter_positive("max_model_size", self.max_model_size)
+        hyperparameter_count("max_iters", self.max_iters, 1)
+        hyperparameter_count("workload_degree", self.workload_degree, 1)
         if self.workload is not None:
             if not isinstance(self.workload, str):
                 raise TypeError(f"workload ({self.workload!r}) must be a string such as 'a,b,c; b,d'")

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import numbers
 from typing import ClassVar
 
 import numpy as np
@@ -54,30 +53,16 @@ from privlab.mechanisms.synthesizers.zcdp import (
     COUNT_L1_SENSITIVITY,
     COUNT_L2_SENSITIVITY,
     ZcdpSynthesizer,
+    hyperparameter_count,
+    hyperparameter_positive,
     selection_epsilon,
 )
 from privlab.mechanisms.tabular.domain import Domain
-from privlab.platform.errors import SchemaError, SpecError
+from privlab.platform.errors import SchemaError
 from privlab.platform.ledger import Ledger
 from privlab.platform.randomness import RandomSource
 
 __all__ = ["MST", "MSTParams"]
-
-
-def _int_at_least(label: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{label} ({value!r}) must be an int")
-    if value < minimum:
-        raise SpecError(f"{label} ({value!r}) must be >= {minimum}")
-    return int(value)
-
-
-def _positive_real(label: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{label} ({value!r}) must be a real number")
-    if not (np.isfinite(float(value)) and float(value) > 0):
-        raise SpecError(f"{label} ({value!r}) must be positive and finite")
-    return float(value)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -99,8 +84,8 @@ class MSTParams:
     max_model_size: float = 80.0
 
     def __post_init__(self) -> None:
-        _int_at_least("iters", self.iters, 1)
-        _positive_real("max_model_size", self.max_model_size)
+        hyperparameter_count("iters", self.iters, 1)
+        hyperparameter_positive("max_model_size", self.max_model_size)
         pgm.require_mbi("mst", load=False)
 
 

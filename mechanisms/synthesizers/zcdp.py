@@ -36,11 +36,33 @@ import math
 from privlab.mechanisms.synthesizers.base import BudgetStep, Synthesizer
 from privlab.mechanisms.tabular.domain import Domain
 from privlab.platform.accountants import zcdp_rho_for_epsilon
-from privlab.platform.errors import LedgerError
+from privlab.platform.errors import LedgerError, SpecError
 from privlab.platform.ledger import Ledger, PrivacyEvent, zcdp_filter_event
 from privlab.platform.validation import check_count, check_positive_finite, check_text
 
-__all__ = ["COUNT_L1_SENSITIVITY", "COUNT_L2_SENSITIVITY", "ZcdpFilter", "ZcdpSynthesizer", "selection_epsilon"]
+__all__ = ["COUNT_L1_SENSITIVITY", "COUNT_L2_SENSITIVITY", "ZcdpFilter", "ZcdpSynthesizer", "hyperparameter_count",
+           "hyperparameter_positive", "selection_epsilon"]
+
+
+def hyperparameter_count(label: str, value: object, minimum: int) -> int:
+    """:func:`~privlab.platform.validation.check_count`, a wrong value being a spec's
+    :class:`SpecError` (MST's and AIM's hyper-parameters come from specs)."""
+    try:
+        return check_count(label, value, minimum=minimum)
+    except TypeError:
+        raise
+    except ValueError as error:
+        raise SpecError(str(error)) from None
+
+
+def hyperparameter_positive(label: str, value: object) -> float:
+    """:func:`~privlab.platform.validation.check_positive_finite`, a wrong value being a :class:`SpecError`."""
+    try:
+        return check_positive_finite(label, value)
+    except TypeError:
+        raise
+    except ValueError as error:
+        raise SpecError(str(error)) from None
 
 COUNT_L2_SENSITIVITY = math.sqrt(2.0)
 """ℓ2 sensitivity of a marginal's count vector under replace-one: one count −1, another +1."""
