@@ -20,6 +20,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from privlab.platform import registry
@@ -30,7 +31,7 @@ from privlab.platform.errors import TrackingError
 from privlab.platform.parent_run import ParentRun
 from privlab.platform.registry import MetricKind
 from privlab.platform.reports import parquet_frame, reservoir_frame
-from privlab.platform.result_parts import PART_FOLDER, entry_text, read_results
+from privlab.platform.result_parts import PART_FOLDER, ResultRow, entry_text, read_results
 from privlab.platform.spec import ExperimentSpec
 from privlab.platform.tracking import ResultRunUpload, Tracker
 from privlab.platform.unit_table import UNITS_PATH, unit_frame, unit_table_bytes
@@ -229,7 +230,7 @@ def reservoirs_of(tracker: Tracker, parent_run_id: str, index: Mapping[str, Inde
     frames: dict[str, pd.DataFrame] = {}
     for run_id, entry_id in run_ids.items():
         row = stored.get(run_id)
-        frame = row.reservoir_frame() if row is not None else parquet_frame(tracker.read_bytes(run_id, RESERVOIR_PATH))
+        frame = _row_reservoir(row) if row is not None else parquet_frame(tracker.read_bytes(run_id, RESERVOIR_PATH))
         if frame is not None:
             frames[entry_id] = frame
     return frames
@@ -304,3 +305,10 @@ def _metric_safe(name: str) -> str:
     or a column and a slash makes it a path), each run of other characters one ``_``:
     ``pd.entropy H(age)`` → ``pd.entropy_H_age``."""
     return re.sub(r"[^A-Za-z0-9_.\-]+", "_", name).strip("_") or "step"
+
+
+def _row_reservoir(row: ResultRow) -> pd.DataFrame | None:
+    """A result row's reservoir as a frame, a column per metric (None when the run kept none)."""
+    if row.reservoir is None:
+        return None
+    return reservoir_frame({name: np.asarray(values, np.float64) for name, values in row.reservoir.items()})

@@ -48,13 +48,6 @@ class ResultRow:
     def entry(self) -> dict[str, Any]:
         return json.loads(self.result)
 
-    def reservoir_frame(self) -> Any:
-        """The reservoir as a frame, a column per metric (None when the run kept none)."""
-        if self.reservoir is None:
-            return None
-        from privlab.platform.reports import reservoir_frame
-
-        return reservoir_frame({name: np.asarray(values, np.float64) for name, values in self.reservoir.items()})
 
 
 def entry_text(entry: Mapping[str, Any]) -> str:
