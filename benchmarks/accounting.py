@@ -26,9 +26,9 @@ import os
 import time
 from pathlib import Path
 
-from privlab.platform import accountants
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.positional_split import PositionalSplit
+from privlab.platform.dp import accountants
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.positional_split import PositionalSplit
 
 ROOT = Path(__file__).resolve().parents[1]
 ADULT_SPEC = ROOT / "experiments" / "plausible_deniability" / "adult.toml"
@@ -39,8 +39,8 @@ def pd_adult_scales() -> dict[str, float] | None:
     """The Adult model's planned scales now and under the old all-steps-together rule."""
     from privlab.mechanisms.plausible_deniability.accounting import step_epsilons
     from privlab.mechanisms.plausible_deniability.generation_params import GenerationParams, coded_table, model_plan
-    from privlab.platform import registry
-    from privlab.platform.spec import load_spec
+    from privlab.platform.experiment import registry
+    from privlab.platform.experiment.spec import load_spec
 
     spec = load_spec(ADULT_SPEC)
     config = next(c for c in spec.configurations if c.workload == "pd_generation")

@@ -59,14 +59,14 @@ from privlab.mechanisms.acceptance.marginal_differences import (  # noqa: E402
     max_abs_marginal_difference_per_subset,
 )
 from privlab.mechanisms.release.flow import FlowConfiguration, load_settings, run_flow  # noqa: E402
-from privlab.mechanisms.tabular.space import load_release_space  # noqa: E402
 from privlab.mechanisms.release.workloads import ReleaseFlowParams, flow_inputs  # noqa: E402
-from privlab.platform.ledger import Ledger  # noqa: E402
-from privlab.platform.randomness import SeededSource  # noqa: E402
-from privlab.platform.registry import build_params  # noqa: E402
-from privlab.platform.runner import RunOptions, run_experiment  # noqa: E402
-from privlab.platform.spec import Configuration, load_spec  # noqa: E402
-from privlab.platform.tracking import Tracker  # noqa: E402
+from privlab.mechanisms.tabular.space import load_release_space  # noqa: E402
+from privlab.platform.dp.ledger import Ledger  # noqa: E402
+from privlab.platform.dp.randomness import SeededSource  # noqa: E402
+from privlab.platform.experiment.registry import build_params  # noqa: E402
+from privlab.platform.experiment.spec import Configuration, load_spec  # noqa: E402
+from privlab.platform.run.runner import RunOptions, run_experiment  # noqa: E402
+from privlab.platform.tracking.tracker import Tracker  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID = ROOT / "experiments" / "births" / "grid.toml"
@@ -378,7 +378,7 @@ def grid_efficiency(seconds_per_flow: float) -> tuple[float, float]:
     instance (measured here, alone, just before) and measured = the whole ``run_experiment`` call
     (data, Ray, execution, logging, reports, shutdown) on an existing store. Where the rest went
     is printed."""
-    from privlab.platform.backends import make_backend
+    from privlab.platform.execution.backends import make_backend
 
     flows = 2 * EFFICIENCY_POINTS * EFFICIENCY_ATTEMPTS
     began = time.perf_counter()
@@ -418,7 +418,7 @@ def grid_efficiency(seconds_per_flow: float) -> tuple[float, float]:
 
 def attempt_seconds(uri: str, run_id: str) -> list[float]:
     """Every attempt's ``timing_flow_seconds`` of a run, from its configurations' per-attempt tables."""
-    from privlab.platform.unit_table import read_unit_table
+    from privlab.platform.tracking.unit_table import read_unit_table
 
     tracker = Tracker(uri)
     experiment_id = tracker.get_run(run_id).info.experiment_id

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from privlab.mechanisms.release.firewall import load_private_data
 from privlab.mechanisms.tabular.space import load_release_space
-from privlab.platform.csv_fields import check_field_counts
+from privlab.platform.core.csv_fields import check_field_counts
 from best_time import best_seconds  # benchmarks/ is the script's folder, first on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]

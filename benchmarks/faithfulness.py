@@ -34,8 +34,8 @@ import pandas as pd
 from privlab.mechanisms.acceptance.base import criterion_from_spec
 from privlab.mechanisms.acceptance.faithfulness import FaithfulnessCriterion
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import SeededSource
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import SeededSource
 
 N_SYNTHETIC = 166_000
 NVSS_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "nvss"

@@ -32,8 +32,8 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from privlab.mechanisms.plausible_deniability.census_like import LEVELS, census_like  # noqa: E402
-from privlab.platform.runner import RunOptions, run_experiment  # noqa: E402
-from privlab.platform.spec import load_spec  # noqa: E402
+from privlab.platform.experiment.spec import load_spec  # noqa: E402
+from privlab.platform.run.runner import RunOptions, run_experiment  # noqa: E402
 
 
 def write_inputs(folder: Path, records: int, seed: int) -> None:

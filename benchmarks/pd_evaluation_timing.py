@@ -41,8 +41,8 @@ from privlab.mechanisms.plausible_deniability.evaluation_statistics import (  # 
 from privlab.mechanisms.plausible_deniability.model import (  # noqa: E402
     PlausibleDeniabilityModel, PlausibleDeniabilityModelParams)
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain  # noqa: E402
-from privlab.platform.ledger import Ledger  # noqa: E402
-from privlab.platform.randomness import SeededSource  # noqa: E402
+from privlab.platform.dp.ledger import Ledger  # noqa: E402
+from privlab.platform.dp.randomness import SeededSource  # noqa: E402
 
 ADULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "adult_uci" / "adult-train.csv"
 COLUMNS = ["age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",

@@ -48,8 +48,8 @@ from privlab.mechanisms.plausible_deniability.dp_erm import (  # noqa: E402
 from privlab.mechanisms.plausible_deniability.evaluation_data import one_hot  # noqa: E402
 from privlab.mechanisms.plausible_deniability.model import (  # noqa: E402
     PlausibleDeniabilityModel, PlausibleDeniabilityModelParams)
-from privlab.platform.ledger import Ledger  # noqa: E402
-from privlab.platform.randomness import SeededSource  # noqa: E402
+from privlab.platform.dp.ledger import Ledger  # noqa: E402
+from privlab.platform.dp.randomness import SeededSource  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SPACE = ROOT / "experiments" / "plausible_deniability" / "adult_space.toml"

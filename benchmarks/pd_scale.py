@@ -51,10 +51,10 @@ from privlab.mechanisms.plausible_deniability.model import (  # noqa: E402
     PlausibleDeniabilityModel, PlausibleDeniabilityModelParams)
 from privlab.mechanisms.tabular.space import resolve_transformation  # noqa: E402
 from privlab.mechanisms.tabular.space import load_release_space  # noqa: E402
-from privlab.platform.ledger import Ledger  # noqa: E402
-from privlab.platform.randomness import SeededSource  # noqa: E402
-from privlab.platform.runner import RunOptions, run_experiment  # noqa: E402
-from privlab.platform.spec import load_spec  # noqa: E402
+from privlab.platform.dp.ledger import Ledger  # noqa: E402
+from privlab.platform.dp.randomness import SeededSource  # noqa: E402
+from privlab.platform.experiment.spec import load_spec  # noqa: E402
+from privlab.platform.run.runner import RunOptions, run_experiment  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SPACE = ROOT / "experiments" / "plausible_deniability" / "adult_space.toml"

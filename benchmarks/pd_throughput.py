@@ -42,8 +42,8 @@ from privlab.mechanisms.plausible_deniability.privacy_tests import (  # noqa: E4
     PrivacyTestParams, generate_candidates)
 from privlab.mechanisms.plausible_deniability.split import SplitSizes, split_dataset  # noqa: E402
 from privlab.mechanisms.plausible_deniability.synthesis import SynthesisParams  # noqa: E402
-from privlab.platform.ledger import Ledger  # noqa: E402
-from privlab.platform.randomness import SeededSource  # noqa: E402
+from privlab.platform.dp.ledger import Ledger  # noqa: E402
+from privlab.platform.dp.randomness import SeededSource  # noqa: E402
 
 def rate(n: int, method: str, **kwargs) -> tuple[float, object]:  # noqa: ANN003
     start = time.perf_counter()

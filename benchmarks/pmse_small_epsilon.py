@@ -31,8 +31,8 @@ from privlab.mechanisms.pmse.mechanism import PMSEMechanism, PMSEMechanismParams
 from privlab.mechanisms.pmse.propensity import pmse
 from privlab.mechanisms.pmse.synthesis import SequentialLinearGaussian
 from privlab.mechanisms.pmse.utility_studies import ComparisonParams
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import SeededSource
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import SeededSource
 
 N = 5000
 RELEASES = 10

@@ -19,8 +19,8 @@ from pathlib import Path
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep Ray on loopback
 
-from privlab.platform.runner import RunOptions, run_experiment  # noqa: E402
-from privlab.platform.spec import load_spec  # noqa: E402
+from privlab.platform.experiment.spec import load_spec  # noqa: E402
+from privlab.platform.run.runner import RunOptions, run_experiment  # noqa: E402
 
 SPEC = Path(__file__).resolve().parents[1] / "experiments" / "pmse" / "sensitivity.toml"
 

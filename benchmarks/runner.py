@@ -29,11 +29,11 @@ from pathlib import Path
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep Ray on loopback
 os.environ.setdefault("PRIVLAB_PLUGINS", "privlab.mechanisms.basic.diagnostic_workloads")  # cpu_burn: a diagnostic plug-in
 
-from privlab.platform.registry import build_params, get_workload  # noqa: E402
-from privlab.platform.runner import RunOptions, run_experiment  # noqa: E402
-from privlab.platform.seeding import trial_generator  # noqa: E402
-from privlab.platform.spec import load_spec  # noqa: E402
 from privlab.mechanisms.basic.diagnostic_workloads import BurnParams, burn  # noqa: E402
+from privlab.platform.dp.seeding import trial_generator  # noqa: E402
+from privlab.platform.experiment.registry import build_params, get_workload  # noqa: E402
+from privlab.platform.experiment.spec import load_spec  # noqa: E402
+from privlab.platform.run.runner import RunOptions, run_experiment  # noqa: E402
 
 TRIALS_SPEC = """
 name = "bench-trials"

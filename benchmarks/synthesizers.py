@@ -34,8 +34,8 @@ from privlab.mechanisms.release.flow import resolve_transformation  # noqa: E402
 from privlab.mechanisms.release.workloads import _cleaned  # noqa: E402
 from privlab.mechanisms.synthesizers.base import synthesizer_from_spec  # noqa: E402
 from privlab.mechanisms.tabular.space import load_release_space  # noqa: E402
-from privlab.platform.ledger import Ledger  # noqa: E402
-from privlab.platform.randomness import SeededSource  # noqa: E402
+from privlab.platform.dp.ledger import Ledger  # noqa: E402
+from privlab.platform.dp.randomness import SeededSource  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SPACE = ROOT / "experiments" / "acs" / "space.toml"

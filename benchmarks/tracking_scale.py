@@ -62,16 +62,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from privlab.platform import compare
-from privlab.platform.cli import main as cli
-from privlab.platform.configuration_index import INDEX_PATH, index_bytes, read_index
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import SeededSource
-from privlab.platform.registry import MetricKind, Pattern, Workload, register_workload
-from privlab.platform.runner import RunOptions, run_experiment
-from privlab.platform.spec import load_spec
-from privlab.platform.run_summary import logged_summary
-from privlab.platform.tracking import ResultRunUpload, Tracker
+from privlab.platform.cli.main import main as cli
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import SeededSource
+from privlab.platform.experiment.registry import MetricKind, Pattern, Workload, register_workload
+from privlab.platform.experiment.spec import load_spec
+from privlab.platform.results import compare
+from privlab.platform.run.run_summary import logged_summary
+from privlab.platform.run.runner import RunOptions, run_experiment
+from privlab.platform.tracking.configuration_index import INDEX_PATH, index_bytes, read_index
+from privlab.platform.tracking.tracker import ResultRunUpload, Tracker
 
 CRITERIA = ("marginals_absolute", "marginals_relative", "birth_weight_mean", "gestation_week_mean",
             "parity_mean", "regression_coefficients", "regression_mae", "faithfulness")
@@ -277,7 +277,7 @@ def write_rate(folder: Path, uploads: list[ResultRunUpload], *, bulk: bool, batc
 
 def complete_replay(tracker: Tracker, parent: str, sent: list[ResultRunUpload], summary: dict) -> None:
     """Make ``parent`` a complete run of ``sent``: its index and summary.json, as a run ends."""
-    from privlab.platform.configuration_index import IndexRow, run_params_of
+    from privlab.platform.tracking.configuration_index import IndexRow, run_params_of
 
     rows = []
     for upload in sent:

@@ -92,9 +92,9 @@ def tune_child(work: str, folder: Path) -> int:
     from ray import tune
     from ray.air.integrations.mlflow import MLflowLoggerCallback
 
-    from privlab.platform.configuration_state import load_run_data, prepare_states
-    from privlab.platform.spec import load_spec
-    from privlab.platform.worker_tasks import run_trial_range
+    from privlab.platform.run.configuration_state import load_run_data, prepare_states
+    from privlab.platform.experiment.spec import load_spec
+    from privlab.platform.execution.worker_tasks import run_trial_range
 
     spec_path, sets = spec_of(work, folder)
     spec = load_spec(spec_path, sets)

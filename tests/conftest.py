@@ -28,7 +28,7 @@ import pytest
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 # The diagnostic workloads (cpu_burn, crash_once, column_mean…) are not in the installed
 # registry; the tests, their subprocesses and Ray workers (which inherit the environment)
-# load them as a plug-in (privlab.platform.plugins).
+# load them as a plug-in (privlab.platform.core.plugins).
 os.environ["PRIVLAB_PLUGINS"] = "privlab.mechanisms.basic.diagnostic_workloads"
 
 MINI_SPEC = """
@@ -81,7 +81,7 @@ def mini_spec(tmp_path: Path) -> Path:
 def empty_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A local MLflow store with its tables made, once per session: MLflow's migrations take
     ~1.5 s per new database, and tests make dozens; :func:`tracking_uri` copies this file."""
-    from privlab.platform.tracking import Tracker
+    from privlab.platform.tracking.tracker import Tracker
 
     database = tmp_path_factory.mktemp("empty-store") / "mlflow.db"
     Tracker(f"sqlite:///{database}")
@@ -199,7 +199,7 @@ def transcript_disk(monkeypatch: pytest.MonkeyPatch) -> dict[str, int | bool]:
     """Every transcript file written during the test lies on a :class:`FillingDisk`; returns its
     state (``full``, ``room`` in writes, ``writes`` and ``refused`` so far). Only the transcript
     module's ``os.fdopen`` is replaced, so nothing else writes to the simulated disk."""
-    from privlab.platform import transcript
+    from privlab.platform.dp import transcript
 
     state: dict[str, int | bool] = {"full": False, "room": 1 << 30, "writes": 0, "refused": 0}
     fake_os = types.ModuleType("os")
@@ -366,7 +366,7 @@ def postgres_tracking_server() -> Iterator[TrackingServer]:
         pytest.skip("as root the PostgreSQL server runs through runuser, which is missing")
     folder = Path(tempfile.mkdtemp(prefix="privlab-pg-"))
     folder.chmod(0o711)
-    from privlab.platform.local_cluster import _free_port
+    from privlab.platform.execution.local_cluster import _free_port
 
     db_port, server_port = _free_port(), _free_port()
     password = secrets.token_urlsafe(24)

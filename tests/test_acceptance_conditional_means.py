@@ -22,10 +22,10 @@ from privlab.mechanisms.acceptance.conditional_means import (
     resized_group_means,
 )
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
-from privlab.platform.errors import SpecError
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import SecureSource, SeededSource
-from privlab.platform.transcript import TranscriptWriter, read_records
+from privlab.platform.core.errors import SpecError
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import SecureSource, SeededSource
+from privlab.platform.dp.transcript import TranscriptWriter, read_records
 
 CONTEXT = {"spec_sha256": "ab12", "data_sha256": "cd34"}
 N_PAPER = 165_915

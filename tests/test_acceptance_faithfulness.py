@@ -29,10 +29,10 @@ from scipy.sparse.csgraph import maximum_bipartite_matching
 from privlab.mechanisms.acceptance.base import criterion_from_spec, criterion_kinds
 from privlab.mechanisms.acceptance.faithfulness import FaithfulnessCriterion, bin_interval, value_in_interior
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
-from privlab.platform.errors import SchemaError, SpecError
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import SecureSource, SeededSource
-from privlab.platform.transcript import TranscriptWriter, read_records
+from privlab.platform.core.errors import SchemaError, SpecError
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import SecureSource, SeededSource
+from privlab.platform.dp.transcript import TranscriptWriter, read_records
 
 CONTEXT = {"spec_sha256": "ab12", "data_sha256": "cd34"}
 

@@ -25,10 +25,10 @@ from privlab.mechanisms.acceptance.linear_fit import (
 )
 from privlab.mechanisms.acceptance.regression import RegressionCoefficientsError, RegressionMAEError, mae_sensitivity
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
-from privlab.platform.errors import BudgetExceededError, SpecError
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import SecureSource, SeededSource
-from privlab.platform.transcript import TranscriptWriter
+from privlab.platform.core.errors import BudgetExceededError, SpecError
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import SecureSource, SeededSource
+from privlab.platform.dp.transcript import TranscriptWriter
 
 CONTEXT = {"spec_sha256": "ab12", "data_sha256": "cd34"}
 N_PAPER = 165_915

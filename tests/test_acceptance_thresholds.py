@@ -24,12 +24,12 @@ import pytest
 from privlab.mechanisms.acceptance.base import CriterionResult
 from privlab.mechanisms.acceptance.conditional_means import ConditionalMeanError
 from privlab.mechanisms.acceptance.faithfulness import FaithfulnessCriterion
-from privlab.mechanisms.acceptance.marginals import MarginalsAbsoluteError, MarginalsRelativeError
 from privlab.mechanisms.acceptance.linear_fit import PrivateLinearFit
+from privlab.mechanisms.acceptance.marginals import MarginalsAbsoluteError, MarginalsRelativeError
 from privlab.mechanisms.acceptance.regression import RegressionCoefficientsError, RegressionMAEError
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import SeededSource
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import SeededSource
 
 # released value / threshold, and whether Definition 3 says the candidate passes
 POSITIONS: list[tuple[str, float, bool]] = [

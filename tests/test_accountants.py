@@ -15,9 +15,10 @@ import re
 import numpy as np
 import pytest
 
-from privlab.platform import accountants
-from privlab.platform.accountants import ScopeNode, compose, largest_step_epsilon, zcdp_to_epsilon
-from privlab.platform.dp_events import (
+from privlab.platform.core.errors import BudgetExceededError, LedgerError
+from privlab.platform.dp import accountants
+from privlab.platform.dp.accountants import ScopeNode, compose, largest_step_epsilon, zcdp_to_epsilon
+from privlab.platform.dp.dp_events import (
     Composed,
     DiscreteGaussianEvent,
     DpEvent,
@@ -32,9 +33,8 @@ from privlab.platform.dp_events import (
     basic_guarantee,
     event_from_dict,
 )
-from privlab.platform.errors import BudgetExceededError, LedgerError
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.positional_split import PositionalSplit
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.positional_split import PositionalSplit
 
 DELTA = 2.0**-30
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from privlab.platform.cli import EXIT_EXECUTION, EXIT_OK, main
+from privlab.platform.cli.main import EXIT_EXECUTION, EXIT_OK, main
 
 ACS = Path(__file__).resolve().parents[1] / "experiments" / "acs"
 

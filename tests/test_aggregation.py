@@ -1,4 +1,4 @@
-"""Tests of privlab.platform.aggregation: exact sums, order-free merging, intervals, state.
+"""Tests of privlab.platform.execution.aggregation: exact sums, order-free merging, intervals, state.
 
 The central property: an aggregate is bit-identical (compared with ``==``, never approx) for
 any partition of the trials into batches and any merge order. The data used here is chosen
@@ -17,15 +17,15 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from privlab.platform.aggregation import (
+from privlab.platform.dp.seeding import reservoir_priorities
+from privlab.platform.execution.aggregation import (
     ConfigAggregate,
     ExactSum,
     IntervalSet,
     MetricAccumulator,
     wilson_interval,
 )
-from privlab.platform.registry import MetricKind
-from privlab.platform.seeding import reservoir_priorities
+from privlab.platform.experiment.registry import MetricKind
 
 N = 10_000
 SALT = 0x5EED_1234
@@ -419,7 +419,7 @@ def test_reservoir_artifacts_are_long_and_read_back_as_the_frame_they_came_from(
     """Reservoir samples are stored long (metric, value): the frame read back equals the one
     built in memory (NaN padding for shorter samples, NaN values kept), the wide layout of
     earlier runs still reads, and 47 metrics × 2 values take a fraction of the wide bytes."""
-    from privlab.platform.reports import parquet_bytes, parquet_frame, reservoir_bytes, reservoir_frame
+    from privlab.platform.results.reports import parquet_bytes, parquet_frame, reservoir_bytes, reservoir_frame
 
     values = {"a": np.array([1.0, np.nan, 3.0]), "b": np.array([0.5]), "c": np.array([], np.float64),
               "d": np.array([2, 4])}

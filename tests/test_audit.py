@@ -22,13 +22,14 @@ from privlab.mechanisms.basic.audit import (
 )
 from privlab.mechanisms.pmse.audit import PMSEAudit, PMSEAuditParams
 from privlab.mechanisms.pmse.studies import TABLE1_CONFIGS, SensitivityParams, table1_trial
-from privlab.platform import audit, audit_results, audit_run, audit_statistics, registry
-from privlab.platform.cli import main
-from privlab.platform.errors import LedgerError, RegistryError
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import RandomSource, SeededSource
-from privlab.platform.runner import RunOptions, run_experiment
-from privlab.platform.spec import load_spec
+from privlab.platform.audit import registration as audit, audit_results, audit_run, audit_statistics
+from privlab.platform.cli.main import main
+from privlab.platform.core.errors import LedgerError, RegistryError
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import RandomSource, SeededSource
+from privlab.platform.experiment import registry
+from privlab.platform.experiment.spec import load_spec
+from privlab.platform.run.runner import RunOptions, run_experiment
 
 
 @audit.register_auditable
@@ -331,7 +332,7 @@ def test_interrupted_audit_resumes_to_the_uninterrupted_result(uri: str, capsys:
 
 def test_audit_run_is_logged_to_mlflow_with_its_report(uri: str, capsys: pytest.CaptureFixture[str],
                                                        tmp_path: Path) -> None:
-    from privlab.platform.tracking import Tracker
+    from privlab.platform.tracking.tracker import Tracker
 
     path = tmp_path / "s.json"
     assert main(["audit", "pmse", "--set", "n=200", "--set", "depth=2", "--trials", "40", "--seed", "1",
@@ -353,7 +354,7 @@ def test_audit_run_is_logged_to_mlflow_with_its_report(uri: str, capsys: pytest.
 
 def test_a_violation_has_its_own_exit_code(uri: str, capsys: pytest.CaptureFixture[str]) -> None:
     # issue 34 item 2: `verdict VIOLATION` exited 0, so scripts could not tell
-    from privlab.platform.cli import EXIT_VIOLATION
+    from privlab.platform.cli.main import EXIT_VIOLATION
 
     assert main(["audit", "pmse", "--set", "n=200", "--set", "depth=unlimited", "--trials", "40", "--seed", "1",
                  "--serial", "--no-progress", "--tracking-uri", uri]) == EXIT_VIOLATION == 6

@@ -20,11 +20,11 @@ import pytest
 from privlab.mechanisms.release import bundle
 
 from privlab.mechanisms.tabular import bundle_files
-from privlab.platform.cli import EXIT_INPUT, EXIT_NOT_VERIFIED, main
-from privlab.platform.commands import toml_kind
-from privlab.platform.errors import PrivlabError, SpecError, TranscriptError
-from privlab.platform.spec import load_spec, parse_spec
-from privlab.platform.transcript import MAGIC, TranscriptReader, TranscriptWriter, read_records
+from privlab.platform.cli.commands import toml_kind
+from privlab.platform.cli.main import EXIT_INPUT, EXIT_NOT_VERIFIED, main
+from privlab.platform.core.errors import PrivlabError, SpecError, TranscriptError
+from privlab.platform.dp.transcript import MAGIC, TranscriptReader, TranscriptWriter, read_records
+from privlab.platform.experiment.spec import load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = 'name = "tiny"\nseed = 1\nworkload = "laplace_mean"\nrepetitions = 2\n[params]\nepsilon = 0.5\nn = 10\n'
@@ -117,7 +117,7 @@ def test_a_tracking_uri_from_the_environment_is_named(workdir: Path, monkeypatch
 
 
 def test_run_options_check_their_values() -> None:
-    from privlab.platform.runner import RunOptions
+    from privlab.platform.run.runner import RunOptions
 
     for bad in ({"stop_after_units": 0}, {"stop_after_units": -1}, {"workers": 0}):
         with pytest.raises(SpecError, match="must be a positive integer"):

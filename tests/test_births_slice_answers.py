@@ -83,7 +83,7 @@ def _without_timing(text: str) -> str:
 
 def _cli(*args: str, refusal_ok: bool = False) -> tuple[int, str]:
     """(exit code, stderr) of a privlab command run in this process."""
-    from privlab.platform.cli import main
+    from privlab.platform.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("ray", "mlflow", "matplotlib", "numba", "scipy.stats")
 PROBE = """
 import json, sys
-from privlab.platform.cli import main
+from privlab.platform.cli.main import main
 code = main(sys.argv[1:])
 sys.stdout.flush()
 print("\\nMODULES " + json.dumps(sorted(sys.modules)))
@@ -53,7 +53,7 @@ def test_compare_and_ledger_of_a_local_store_import_neither_mlflow_nor_ray_nor_p
                     "--tracking-uri", uri, "--summary-json", str(summary), "--set", "study.loss.trials=200"],
                    check=True, capture_output=True, cwd=REPO, timeout=300)
     run_id = json.loads(summary.read_text())["run_id"]
-    # a local store is read with sqlite3 (platform/sqlite_reader.py): MLflow's import was most of
+    # a local store is read with sqlite3 (platform/tracking/sqlite_reader.py): MLflow's import was most of
     # a new process's compare
     assert heavy(loaded_modules("compare", "mini", "--tracking-uri", uri)) == []
     assert heavy(loaded_modules("ledger", run_id, "--tracking-uri", uri)) == []

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from privlab.platform.backends import _check_reachable
-from privlab.platform.errors import ExecutionError
+from privlab.platform.core.errors import ExecutionError
+from privlab.platform.execution.backends import _check_reachable
 
 SPEC = """name = "q"
 seed = 1

@@ -6,12 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from privlab.mechanisms.tabular.column_transforms import BinTransform, BooleanTransform
 from privlab.mechanisms.tabular.constraints import ConstraintSet, rejection_sample
 from privlab.mechanisms.tabular.rules import Constraint
 from privlab.mechanisms.tabular.schema import RawColumn, RawSchema
-from privlab.mechanisms.tabular.column_transforms import BinTransform, BooleanTransform
 from privlab.mechanisms.tabular.transforms import Transformation
-from privlab.platform.errors import ExecutionError, SchemaError, SpecError
+from privlab.platform.core.errors import ExecutionError, SchemaError, SpecError
 
 SCHEMA = RawSchema(
     columns=(

@@ -23,13 +23,13 @@ import pytest
 
 from privlab.mechanisms.acceptance.base import CRITERIA, AcceptanceCriterion, CriterionResult
 from privlab.mechanisms.release.flow import load_settings
-from privlab.mechanisms.tabular.space import resolve_transformation
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
+from privlab.mechanisms.tabular.space import resolve_transformation
 from privlab.mechanisms.tabular.space import load_release_space
-from privlab.platform.errors import BudgetExceededError
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import SecureSource, SeededSource
-from privlab.platform.transcript import TranscriptWriter
+from privlab.platform.core.errors import BudgetExceededError
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import SecureSource, SeededSource
+from privlab.platform.dp.transcript import TranscriptWriter
 
 BIRTHS = Path(__file__).resolve().parents[1] / "experiments" / "births"
 SETTINGS = load_settings(BIRTHS / "flow.toml")

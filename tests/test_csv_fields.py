@@ -10,10 +10,10 @@ import pytest
 
 from privlab.mechanisms.release.firewall import load_private_data
 from privlab.mechanisms.tabular.space import load_release_space
-from privlab.platform.columns import Schema
-from privlab.platform.csv_fields import check_field_counts, count_field_mismatches
-from privlab.platform.datasets import FileDataset
-from privlab.platform.errors import SCHEMA_PROBLEMS, SchemaError
+from privlab.platform.core.columns import Schema
+from privlab.platform.core.csv_fields import check_field_counts, count_field_mismatches
+from privlab.platform.core.errors import SCHEMA_PROBLEMS, SchemaError
+from privlab.platform.experiment.datasets import FileDataset
 
 SPACE = Path(__file__).resolve().parents[1] / "experiments" / "births" / "space.toml"
 HEADER = "mother_age,parity,gestation_week,is_female,birth_weight,date_of_birth\n"

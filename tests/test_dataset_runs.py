@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privlab.platform.errors import SchemaError
-from privlab.platform.runner import RunOptions, run_experiment
-from privlab.platform.spec import load_spec
+from privlab.platform.core.errors import SchemaError
+from privlab.platform.experiment.spec import load_spec
+from privlab.platform.run.runner import RunOptions, run_experiment
 
 
 def _run(spec: Path, uri: str) -> dict:
@@ -80,7 +80,7 @@ def test_a_data_error_on_a_new_store_creates_no_store(tmp_path: Path) -> None:
 
 
 def _parent_count(uri: str) -> int:
-    from privlab.platform.tracking import Tracker
+    from privlab.platform.tracking.tracker import Tracker
 
     tracker = Tracker(uri)
     return len(tracker.parent_runs(tracker.experiment_id("file", create=False)))
@@ -89,9 +89,9 @@ def _parent_count(uri: str) -> int:
 def test_workload_named_data_is_loaded_once_up_front_and_each_unit_is_a_row_of_its_table(
     tmp_path: Path, tracking_uri: str
 ) -> None:
-    from privlab.platform.errors import SpecError
-    from privlab.platform.tracking import CONFIG_TAG, KIND_TAG, UNIT_TAG, Tracker
-    from privlab.platform.unit_table import read_unit_table
+    from privlab.platform.core.errors import SpecError
+    from privlab.platform.tracking.tracker import CONFIG_TAG, KIND_TAG, UNIT_TAG, Tracker
+    from privlab.platform.tracking.unit_table import read_unit_table
 
     frame = pd.DataFrame({"age": np.random.default_rng(1).integers(17, 91, size=200)})
     frame.to_csv(tmp_path / "ages.csv", index=False)

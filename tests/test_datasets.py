@@ -1,4 +1,4 @@
-"""Tests of privlab.platform.datasets: schemas from the spec, file validation, error messages.
+"""Tests of privlab.platform.experiment.datasets: schemas from the spec, file validation, error messages.
 
 Every validation path is exercised with a parquet file (written with pyarrow) and a CSV file
 in ``tmp_path``; messages must name the column and the first offending (0-based) row.
@@ -16,10 +16,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from privlab.platform.columns import ColumnSchema, Schema
-from privlab.platform.datasets import FileDataset, GeneratedDataset, dataset_from_spec
-from privlab.platform.errors import SchemaError, SpecError
-from privlab.platform.spec import load_spec
+from privlab.platform.core.columns import ColumnSchema, Schema
+from privlab.platform.core.errors import SchemaError, SpecError
+from privlab.platform.experiment.datasets import FileDataset, GeneratedDataset, dataset_from_spec
+from privlab.platform.experiment.spec import load_spec
 
 FORMATS = ("parquet", "csv")
 

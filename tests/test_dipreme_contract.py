@@ -25,10 +25,10 @@ from privlab.mechanisms.dipreme import (DiPriMeClassifier, DiPriMeRegressor, DPE
 from privlab.mechanisms.dipreme.dpdf import DPDFClassifier
 from privlab.mechanisms.dipreme.fit_arguments import ForestNotFittedError
 from privlab.mechanisms.dipreme.tree_rows import assign_rows, rows_are_disjoint
-from privlab.platform.errors import BudgetExceededError, ModeError, NotFittedError, SchemaError
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import SecureSource
-from privlab.platform.transcript import TranscriptWriter
+from privlab.platform.core.errors import BudgetExceededError, ModeError, NotFittedError, SchemaError
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import SecureSource
+from privlab.platform.dp.transcript import TranscriptWriter
 
 BOUNDS = [(-5.0, 5.0), (-5.0, 5.0), (0.0, 3.0)]
 CATEGORIES = {2: (0, 1, 2, 3)}

@@ -14,7 +14,7 @@ from scipy import stats
 
 from privlab.mechanisms.dipreme import DiPriMeClassifier, DPERTClassifier, DPERTRegressor
 from privlab.mechanisms.dipreme.growth import Splitter, _choose, _numeric_split, route
-from privlab.platform.ledger import Ledger
+from privlab.platform.dp.ledger import Ledger
 
 pytestmark = pytest.mark.statistical
 P_MIN = 1e-6

@@ -17,12 +17,12 @@ import pytest
 from privlab.mechanisms.dipreme.datasets import TARGET
 from privlab.mechanisms.dipreme.inputs import encode_features, layout_for
 from privlab.mechanisms.dipreme.workloads import ForestStudy, ForestStudyParams
-from privlab.platform import registry
-from privlab.platform.errors import BudgetExceededError, LedgerError
-from privlab.platform.ledger import Ledger
-from privlab.platform.positional_split import PositionalSplit
-from privlab.platform.randomness import SeededSource
-from privlab.platform.spec import load_spec
+from privlab.platform.core.errors import BudgetExceededError, LedgerError
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.positional_split import PositionalSplit
+from privlab.platform.dp.randomness import SeededSource
+from privlab.platform.experiment import registry
+from privlab.platform.experiment.spec import load_spec
 
 SPECS = sorted((Path(__file__).resolve().parents[1] / "experiments" / "dipreme").glob("*.toml"))
 

@@ -1,4 +1,4 @@
-"""The docs name what the code has: ARCHITECTURE.md every platform module and mechanism folder,
+"""The docs name what the code has: ARCHITECTURE.md every platform floor and module and every mechanism folder,
 README's layout table every folder."""
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ def test_architecture_names_every_platform_module_and_mechanism() -> None:
     spans = _code_spans((ROOT / "ARCHITECTURE.md").read_text())
     unnamed = [p.relative_to(ROOT).as_posix() for p in _platform_modules() if not _named(p.stem, spans)]
     unnamed += [f"mechanisms/{m}/" for m in _packages("mechanisms") if not _named(m, spans)]
+    unnamed += [f"platform/{floor}/" for floor in _packages("platform") if not _named(floor, spans)]
     assert not unnamed, "ARCHITECTURE.md does not name: " + ", ".join(unnamed)
 
 

@@ -1,6 +1,6 @@
 """The contract of everything that fits on private data and releases something (issue 9 item 5).
 
-Every concrete :class:`~privlab.platform.estimator.PrivateEstimator` in privlab — the tabular
+Every concrete :class:`~privlab.platform.dp.estimator.PrivateEstimator` in privlab — the tabular
 synthesizers of the release scheme, the pMSE paper's mechanism and baselines, the plausible-
 deniability model and its Table 4 DP classifiers (DP-ERM), the DiPriMe forests, DP-ERT, the
 non-private median forests and DP-DF (scikit-learn-style keyword estimators) — needs a case below (``test_every_estimator_has_a_contract_case`` finds them by importing every module of
@@ -52,11 +52,11 @@ from privlab.mechanisms.pmse.synthesis import SequentialLinearGaussian
 from privlab.mechanisms.synthesizers.base import synthesizer_class, synthesizer_from_spec
 from privlab.mechanisms.synthesizers.network_model import BayesianNetworkModel
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
-from privlab.platform.errors import BudgetExceededError, ModeError, NotFittedError, SchemaError
-from privlab.platform.estimator import PrivateEstimator
-from privlab.platform.ledger import ZCDP_FILTER, Ledger, PrivacyEvent, check_conforms
-from privlab.platform.randomness import RandomSource, SecureSource, SeededSource
-from privlab.platform.transcript import TranscriptWriter
+from privlab.platform.core.errors import BudgetExceededError, ModeError, NotFittedError, SchemaError
+from privlab.platform.dp.estimator import PrivateEstimator
+from privlab.platform.dp.ledger import ZCDP_FILTER, Ledger, PrivacyEvent, check_conforms
+from privlab.platform.dp.randomness import RandomSource, SecureSource, SeededSource
+from privlab.platform.dp.transcript import TranscriptWriter
 
 # --- cases -----------------------------------------------------------------------------------
 

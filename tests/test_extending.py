@@ -31,11 +31,11 @@ from privlab.mechanisms.synthesizers.base import (
     synthesizer_from_spec,
 )
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.randomness import RandomSource, SeededSource
-from privlab.platform.registry import WORKLOADS, MetricKind, Pattern, Workload, register_workload
-from privlab.platform.runner import RunOptions, run_experiment
-from privlab.platform.spec import load_spec
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.randomness import RandomSource, SeededSource
+from privlab.platform.experiment.registry import WORKLOADS, MetricKind, Pattern, Workload, register_workload
+from privlab.platform.experiment.spec import load_spec
+from privlab.platform.run.runner import RunOptions, run_experiment
 
 @pytest.fixture(autouse=True)
 def registered_examples() -> Iterator[None]:

@@ -15,7 +15,7 @@ from privlab.mechanisms.tabular.face_privacy import (
     project_min_occurrence,
     smallest_count,
 )
-from privlab.platform.errors import SchemaError, SpecError
+from privlab.platform.core.errors import SchemaError, SpecError
 
 
 def random_codes(n: int, sizes: tuple[int, ...], seed: int) -> pd.DataFrame:

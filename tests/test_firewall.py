@@ -9,7 +9,7 @@ import pytest
 
 from privlab.mechanisms.release.firewall import _withheld, load_private_data
 from privlab.mechanisms.tabular.space import load_release_space
-from privlab.platform.errors import SCHEMA_PROBLEMS, SchemaError
+from privlab.platform.core.errors import SCHEMA_PROBLEMS, SchemaError
 
 SPACE = Path(__file__).resolve().parents[1] / "experiments" / "births" / "space.toml"
 

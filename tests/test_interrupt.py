@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from privlab.platform.checkpoints import read_checkpoint
-from privlab.platform.cli import main
-from privlab.platform.interrupts import shielded_cleanup, sigterm_as_interrupt
-from privlab.platform.progress import Progress
-from privlab.platform.tracking import Tracker
+from privlab.platform.cli.main import main
+from privlab.platform.execution.interrupts import shielded_cleanup, sigterm_as_interrupt
+from privlab.platform.execution.progress import Progress
+from privlab.platform.run.checkpoints import read_checkpoint
+from privlab.platform.tracking.tracker import Tracker
 
 
 def test_sigint_stops_cleanly_and_leaves_a_resumable_run(long_run) -> None:

@@ -52,31 +52,31 @@ def test_stdlib_platform_wins_from_the_repo_root() -> None:
 
 
 def test_package_imports_from_the_repo_root() -> None:
-    code = "import privlab.platform.ledger as l, privlab.mechanisms.basic.laplace as m; print(l.__name__, m.__name__)"
+    code = "import privlab.platform.dp.ledger as l, privlab.mechanisms.basic.laplace as m; print(l.__name__, m.__name__)"
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
                             timeout=60)
-    assert result.stdout.split() == ["privlab.platform.ledger", "privlab.mechanisms.basic.laplace"]
+    assert result.stdout.split() == ["privlab.platform.dp.ledger", "privlab.mechanisms.basic.laplace"]
 
 
-# --- import direction (issue 9): the DP core below everything, mechanisms on the core only ---------
+# --- import direction: the DP core below everything, mechanisms on the core only ------------------
 #
-# core        privlab.platform.{errors, ledger, composition, budget, randomness, secure_sampling,
-#             transcript, seeding, plugins, columns, estimator, validation, positional_split,
-#             dp_events, accountants, exact_sum, csv_fields, toml_files}: imports only the core.
+# core        privlab.platform.core and privlab.platform.dp: import only the core.
 # mechanisms  every privlab.mechanisms module that is not an adapter: imports the core and
 #             other mechanisms' non-adapter modules.
 # adapters    mechanisms modules that connect a mechanism to the platform (workloads, studies,
 #             audits, reports, commands): may also import the platform's plug-in interfaces
-#             (registry, audit, reports, commands); a `commands` adapter (subcommands of the
-#             `privlab` command) may use any platform service except the CLI itself.
+#             (registry, audit registration, reports, commands); a `commands` adapter (subcommands
+#             of the `privlab` command) may use any platform service except the CLI itself.
 # platform    every other privlab.platform module: never imports privlab.mechanisms (it finds
 #             mechanisms through plug-in registration).
+#
+# Inside the platform each folder is a floor (PLATFORM_FLOORS, lowest first): a module imports
+# modules of its own floor or of lower ones, so the folder tree is the layer diagram.
 
-CORE = {f"privlab.platform.{name}" for name in (
-    "errors", "ledger", "composition", "budget", "randomness", "secure_sampling", "transcript", "seeding",
-    "plugins", "columns", "estimator", "validation", "positional_split", "dp_events", "accountants", "exact_sum",
-    "csv_fields", "toml_files")}
-PLATFORM_INTERFACES = {f"privlab.platform.{name}" for name in ("registry", "audit", "reports", "commands")}
+PLATFORM_FLOORS = ("core", "dp", "experiment", "execution", "tracking", "results", "run", "workloads", "audit", "cli")
+CORE_FLOORS = ("core", "dp")
+PLATFORM_INTERFACES = {"privlab.platform.experiment.registry", "privlab.platform.audit.registration",
+                       "privlab.platform.results.reports", "privlab.platform.cli.commands"}
 ADAPTER_NAME = re.compile(r"^(workloads|\w+_workloads|studies|\w+_studies|audit|report|reports_\w+|commands)$")
 
 
@@ -103,8 +103,14 @@ def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
     return found
 
 
+def _platform_folder(module: str) -> str | None:
+    """The platform folder of a ``privlab.platform`` module (None for anything else)."""
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["privlab", "platform"] and len(parts) > 2 else None
+
+
 def _layer(module: str) -> str:
-    if module in CORE:
+    if _platform_folder(module) in CORE_FLOORS:
         return "core"
     if module.startswith("privlab.mechanisms."):
         return "adapter" if ADAPTER_NAME.match(module.rsplit(".", 1)[1]) else "mechanism"
@@ -121,29 +127,47 @@ def _allowed(importer: str, imported: str) -> bool:
         return target == "mechanism"
     if source == "adapter":
         if importer.endswith(".commands") and target == "platform":
-            return imported != "privlab.platform.cli"
+            return imported != "privlab.platform.cli.main"
         return target in ("mechanism", "adapter") or imported in PLATFORM_INTERFACES
     return target == "platform"  # platform never imports mechanisms or their adapters
 
 
 def test_imports_point_down_the_layers() -> None:
     modules = _modules()
-    assert CORE <= set(modules) and PLATFORM_INTERFACES <= set(modules)
+    assert PLATFORM_INTERFACES <= set(modules)
     wrong = sorted(f"{importer} ({_layer(importer)}) imports {imported} ({_layer(imported)})"
                    for importer, path in modules.items() for imported in _imports(path, modules)
                    if imported != importer and not _allowed(importer, imported))
     assert not wrong, "imports against the layers (see ARCHITECTURE.md):\n" + "\n".join(wrong)
 
 
+def test_platform_folders_are_floors() -> None:
+    modules = _modules()
+    folders = {path.parent.name for name, path in modules.items() if name.startswith("privlab.platform.")}
+    assert folders == set(PLATFORM_FLOORS), "every platform folder is a floor of PLATFORM_FLOORS"
+    assert not [p.name for p in (ROOT / "platform").glob("*.py")], "platform/ holds folders (floors), not modules"
+    up = sorted(f"{importer} ({_platform_folder(importer)}) imports {imported} ({_platform_folder(imported)})"
+                for importer, path in modules.items() if _platform_folder(importer)
+                for imported in _imports(path, modules) if _platform_folder(imported)
+                and PLATFORM_FLOORS.index(_platform_folder(imported)) > PLATFORM_FLOORS.index(_platform_folder(importer)))
+    assert not up, "imports up the platform's floors (see ARCHITECTURE.md):\n" + "\n".join(up)
+
+
+def test_the_floor_check_can_fail() -> None:
+    assert _platform_folder("privlab.platform.dp.ledger") == "dp"
+    assert _platform_folder("privlab.mechanisms.basic.laplace") is None
+    assert PLATFORM_FLOORS.index(_platform_folder("privlab.platform.run.runner")) > PLATFORM_FLOORS.index("tracking")
+
+
 def test_the_layer_check_can_fail() -> None:
     # The rules themselves, on the import the consolidation removed and on the ones it must allow.
-    assert not _allowed("privlab.platform.registry", "privlab.mechanisms.basic.workloads")
-    assert not _allowed("privlab.mechanisms.synthesizers.base", "privlab.platform.registry")
-    assert not _allowed("privlab.platform.ledger", "privlab.platform.runner")
-    assert not _allowed("privlab.mechanisms.tabular.schema", "privlab.platform.datasets")
-    assert _allowed("privlab.mechanisms.basic.workloads", "privlab.platform.registry")
-    assert _allowed("privlab.mechanisms.release.run_release", "privlab.platform.transcript")
-    assert _allowed("privlab.platform.runner", "privlab.platform.ledger")
+    assert not _allowed("privlab.platform.experiment.registry", "privlab.mechanisms.basic.workloads")
+    assert not _allowed("privlab.mechanisms.synthesizers.base", "privlab.platform.experiment.registry")
+    assert not _allowed("privlab.platform.dp.ledger", "privlab.platform.run.runner")
+    assert not _allowed("privlab.mechanisms.tabular.schema", "privlab.platform.experiment.datasets")
+    assert _allowed("privlab.mechanisms.basic.workloads", "privlab.platform.experiment.registry")
+    assert _allowed("privlab.mechanisms.release.run_release", "privlab.platform.dp.transcript")
+    assert _allowed("privlab.platform.run.runner", "privlab.platform.dp.ledger")
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -201,10 +225,10 @@ def test_the_cycle_check_can_fail(tmp_path: Path) -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
     assert _cycles(graph) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
-    source = "def f():\n    from privlab.platform import ledger\n"
+    source = "def f():\n    from privlab.platform.dp import ledger\n"
     path = tmp_path / "lazy.py"
     path.write_text(source)
-    assert _imports(path, {"privlab.platform.ledger": path}) == {"privlab.platform.ledger"}
+    assert _imports(path, {"privlab.platform.dp.ledger": path}) == {"privlab.platform.dp.ledger"}
 
 
 def test_diagnostic_workloads_are_not_installed_plugins() -> None:
@@ -218,14 +242,14 @@ def test_diagnostic_workloads_are_not_installed_plugins() -> None:
 
 
 def test_the_tracker_owns_every_privlab_tag() -> None:
-    # Issue 9 item 7: every privlab.* run tag is named once, in platform/tracking.py; no other
+    # Every privlab.* run tag is named once, in platform/tracking/tracker.py; no other
     # module spells one (a typo there would write a tag nothing reads).
-    tracking = (ROOT / "platform" / "tracking.py").read_text()
+    tracking = (ROOT / "platform" / "tracking" / "tracker.py").read_text()
     tags = set(re.findall(r'^[A-Z_]+_TAG = "(privlab\.[a-z_0-9]+)"', tracking, flags=re.M))
     assert {"privlab.status", "privlab.kind", "privlab.driver"} <= tags
-    spelled = sorted(f"{path.relative_to(ROOT)}: {tag}" for path in _modules().values() if path.name != "tracking.py"
+    spelled = sorted(f"{path.relative_to(ROOT)}: {tag}" for path in _modules().values() if path.name != "tracker.py"
                      for tag in tags if f'"{tag}"' in path.read_text())
-    assert not spelled, "use the constants of platform/tracking.py:\n" + "\n".join(spelled)
+    assert not spelled, "use the constants of platform/tracking/tracker.py:\n" + "\n".join(spelled)
 
 
 #: scikit-learn APIs the code may use, with the release that introduced each.

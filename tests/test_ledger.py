@@ -1,4 +1,4 @@
-"""Exact-accounting tests of privlab.platform.composition and privlab.platform.ledger.
+"""Exact-accounting tests of privlab.platform.dp.composition and privlab.platform.dp.ledger.
 
 Every formula is checked against numbers worked out here from the textbook statement, and
 against a hard literal computed to 40 digits with :mod:`decimal` (see the comments).
@@ -14,9 +14,9 @@ import re
 import numpy as np
 import pytest
 
-from privlab.platform import composition
-from privlab.platform.errors import BudgetExceededError, LedgerError
-from privlab.platform.ledger import Budget, Ledger, PrivacyEvent, check_conforms
+from privlab.platform.core.errors import BudgetExceededError, LedgerError
+from privlab.platform.dp import composition
+from privlab.platform.dp.ledger import Budget, Ledger, PrivacyEvent, check_conforms
 
 
 def _laplace(epsilon: float, **kw: object) -> PrivacyEvent:

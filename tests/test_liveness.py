@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from privlab.platform import liveness
-from privlab.platform.commands import finished_summary
-from privlab.platform.errors import ExecutionError
-from privlab.platform.runner import RunInterrupted, RunOptions, run_experiment
-from privlab.platform.runs import list_runs
-from privlab.platform.spec import load_spec
-from privlab.platform.tracking import Tracker, driver_tags
+from privlab.platform.cli.commands import finished_summary
+from privlab.platform.core.errors import ExecutionError
+from privlab.platform.experiment.spec import load_spec
+from privlab.platform.run.runner import RunInterrupted, RunOptions, run_experiment
+from privlab.platform.tracking import liveness
+from privlab.platform.tracking.runs import list_runs
+from privlab.platform.tracking.tracker import Tracker, driver_tags
 
 CLI = [sys.executable, "-m", "privlab.platform.cli"]
 
@@ -137,7 +137,7 @@ def test_ctrl_c_three_times_exits_130_with_the_resume_command(long_run) -> None:
 
 SHIELD_CHILD = textwrap.dedent("""
     import sys, time
-    from privlab.platform.interrupts import shielded_cleanup
+    from privlab.platform.execution.interrupts import shielded_cleanup
     with shielded_cleanup(lambda: print("abandoned run-123", file=sys.stderr, flush=True)):
         print("saving", file=sys.stderr, flush=True)
         time.sleep(120)

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from privlab.platform.errors import ExecutionError
-from privlab.platform.local_cluster import (
+from privlab.platform.core.errors import ExecutionError
+from privlab.platform.execution.local_cluster import (
     LocalClusterInfo,
     local_cluster_status,
     start_local_cluster,
@@ -168,8 +168,8 @@ def _reachable_by_others(path: Path) -> bool:
 
 def test_the_state_directory_and_rays_folders_are_private(tmp_path: Path) -> None:
     """Issue 30 item 6: Ray made its session folders 0777, in a state directory left 0755."""
-    from privlab.platform.cluster_state import discard_state
-    from privlab.platform.local_cluster import _free_port, _make_temp_dir
+    from privlab.platform.execution.cluster_state import discard_state
+    from privlab.platform.execution.local_cluster import _free_port, _make_temp_dir
 
     state_dir = tmp_path / "state"
     state_dir.mkdir(mode=0o755)
@@ -203,7 +203,7 @@ def test_each_node_is_waited_for_until_its_runtime_started(tmp_path: Path) -> No
     a node that exits first, or never says it, is an error naming the node and its log."""
     import time
 
-    from privlab.platform.local_cluster import _wait_for_node_start
+    from privlab.platform.execution.local_cluster import _wait_for_node_start
 
     log = tmp_path / "worker-1.log"
     script = ("import sys, time; time.sleep(0.3); "

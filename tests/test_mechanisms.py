@@ -34,11 +34,11 @@ from privlab.mechanisms.basic.laplace import laplace_mechanism, release_paramete
 from privlab.mechanisms.synthesizers import base as synth_base
 from privlab.mechanisms.synthesizers.privbayes import PrivBayes, PrivBayesParams
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
-from privlab.platform.errors import BudgetExceededError
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import RandomSource, ReplaySource, SecureSource, SeededSource
-from privlab.platform.secure_sampling import lattice_exponent, snap_to_lattice
-from privlab.platform.transcript import TranscriptReader, TranscriptWriter, read_records
+from privlab.platform.core.errors import BudgetExceededError
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import RandomSource, ReplaySource, SecureSource, SeededSource
+from privlab.platform.dp.secure_sampling import lattice_exponent, snap_to_lattice
+from privlab.platform.dp.transcript import TranscriptReader, TranscriptWriter, read_records
 
 CONTEXT = {"spec_sha256": "ab12", "data_sha256": "cd34"}
 FALSE_FAILURE = 1e-9  # target false-failure probability of each CSPRNG statistical test

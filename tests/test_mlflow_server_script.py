@@ -22,7 +22,7 @@ def test_the_server_log_state_and_artifacts_are_private(tmp_path: Path) -> None:
     """Issue 30 item 6: the server's log was 0644 and its artifacts 0755 (files 0644)."""
     from mlflow import MlflowClient
 
-    from privlab.platform.local_cluster import _free_port
+    from privlab.platform.execution.local_cluster import _free_port
 
     state, artifacts = tmp_path / "server", tmp_path / "artifacts"
     for folder in (state, artifacts):  # left by an earlier start, with the old modes

@@ -23,14 +23,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privlab.platform import ui_command
-from privlab.platform.cli import build_parser, main
-from privlab.platform.configuration_index import read_index
-from privlab.platform.configuration_log import _metric_safe
-from privlab.platform.parent_run import run_name
-from privlab.platform.runner import RunOptions, run_experiment
-from privlab.platform.spec import load_spec
-from privlab.platform.tracking import DRIVER_TAG, EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, Tracker
+from privlab.platform.cli import ui_command
+from privlab.platform.cli.main import build_parser, main
+from privlab.platform.experiment.spec import load_spec
+from privlab.platform.run.configuration_log import _metric_safe
+from privlab.platform.run.parent_run import run_name
+from privlab.platform.run.runner import RunOptions, run_experiment
+from privlab.platform.tracking.configuration_index import read_index
+from privlab.platform.tracking.tracker import DRIVER_TAG, EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, Tracker
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_.\-/]+$")  # MLflow's characters, without space and colon
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from privlab.platform.errors import TrackingError
-from privlab.platform.result_parts import read_results
-from privlab.platform.runner import RunInterrupted, RunOptions, run_experiment
-from privlab.platform.spec import load_spec
-from privlab.platform.tracking import RunTags, Tracker
+from privlab.platform.core.errors import TrackingError
+from privlab.platform.experiment.spec import load_spec
+from privlab.platform.run.runner import RunInterrupted, RunOptions, run_experiment
+from privlab.platform.tracking.result_parts import read_results
+from privlab.platform.tracking.tracker import RunTags, Tracker
 
 
 def _run(spec_path: Path, uri: str, **options: object) -> dict:

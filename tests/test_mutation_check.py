@@ -45,7 +45,7 @@ def test_the_shipped_list_is_valid_and_covers_the_issue_17_survivors(check) -> N
     assert {"acceptance-threshold-doubled", "independent-marginals-sensitivity-1",
             "smooth-histogram-draw-weight-halved"} <= ids
     files = {m.file for m in mutations}
-    for expected in ("platform/ledger.py", "platform/composition.py", "platform/secure_sampling.py",
+    for expected in ("platform/dp/ledger.py", "platform/dp/composition.py", "platform/dp/secure_sampling.py",
                      "mechanisms/basic/laplace.py", "mechanisms/basic/exponential.py",
                      "mechanisms/acceptance/base.py", "mechanisms/synthesizers/privbayes.py",
                      "mechanisms/selection/private_selection.py", "mechanisms/pmse/mechanism.py"):

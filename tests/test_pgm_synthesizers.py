@@ -23,12 +23,12 @@ from privlab.mechanisms.basic.gaussian import gaussian_mechanism, gaussian_sigma
 from privlab.mechanisms.synthesizers import pgm
 from privlab.mechanisms.synthesizers.base import synthesizer_from_spec
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
-from privlab.platform import secure_sampling
-from privlab.platform.accountants import zcdp_rho_for_epsilon, zcdp_to_epsilon
-from privlab.platform.errors import BudgetExceededError, LedgerError, SchemaError, SpecError
-from privlab.platform.ledger import Ledger, PrivacyEvent, check_conforms, zcdp_filter_event
-from privlab.platform.randomness import SecureSource, SeededSource
-from privlab.platform.transcript import TranscriptWriter
+from privlab.platform.core.errors import BudgetExceededError, LedgerError, SchemaError, SpecError
+from privlab.platform.dp import secure_sampling
+from privlab.platform.dp.accountants import zcdp_rho_for_epsilon, zcdp_to_epsilon
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent, check_conforms, zcdp_filter_event
+from privlab.platform.dp.randomness import SecureSource, SeededSource
+from privlab.platform.dp.transcript import TranscriptWriter
 
 needs_mbi = pytest.mark.skipif(not pgm.installed(), reason="MST and AIM need Private-PGM: pip install -e '.[pgm]'")
 DELTA = 1e-6
@@ -105,7 +105,7 @@ def test_a_zcdp_filter_accepts_steps_within_its_rho_and_refuses_more() -> None:
     plan = [zcdp_filter_event(prefix="m/round/", rho=0.5, scope="data", step="m.fit")]
 
     def gaussian(name: str, rho: float) -> PrivacyEvent:
-        from privlab.platform.dp_events import GaussianEvent
+        from privlab.platform.dp.dp_events import GaussianEvent
 
         sigma = 1 / math.sqrt(2 * rho)
         return PrivacyEvent.from_dp_event(GaussianEvent(1.0, sigma), name=name, mechanism="gaussian", step="m.fit",
@@ -329,7 +329,7 @@ def test_a_release_refuses_a_shortlist_naming_mst_before_reading_the_data(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import shutil
 
-    from privlab.platform.cli import main
+    from privlab.platform.cli.main import main
 
     for name in ("release.toml", "space.toml", "flow.toml"):
         shutil.copy(ACS / name, tmp_path / name)
@@ -351,8 +351,8 @@ def test_a_release_refuses_a_shortlist_naming_mst_before_reading_the_data(
 @pytest.mark.parametrize(("name", "params"), [("mst", {"iters": 50}), ("aim", {"max_iters": 30, "rounds": 8})])
 def test_a_release_mode_fit_replays_bit_identically_from_its_transcript(
         name: str, params: dict[str, Any], tmp_path: Path) -> None:
-    from privlab.platform.randomness import ReplaySource
-    from privlab.platform.transcript import TranscriptReader
+    from privlab.platform.dp.randomness import ReplaySource
+    from privlab.platform.dp.transcript import TranscriptReader
 
     domain = _domain(3, 4, 2)
     data = _data(domain, 400)
@@ -376,7 +376,7 @@ def test_a_release_mode_fit_replays_bit_identically_from_its_transcript(
 @pytest.mark.slow
 def test_the_acs_grid_runs_mst_and_logs_its_configuration(acs_national: Path, tmp_path: Path) -> None:
     """A configuration whose ledger holds Gaussian steps (no pure ε) is logged like any other."""
-    from privlab.platform.cli import main
+    from privlab.platform.cli.main import main
 
     code = main(["run", str(ACS / "grid_pgm.toml"), "--serial", "--no-progress", "--set", "study.mst.repetitions=1",
                  "--set", "study.mst.grid.iters=[50]", "--max-units", "1",

@@ -27,9 +27,9 @@ from privlab.mechanisms.plausible_deniability.evaluation_statistics import (
 from privlab.mechanisms.plausible_deniability.model import PlausibleDeniabilityModel, PlausibleDeniabilityModelParams
 from privlab.mechanisms.plausible_deniability.structure import Bucketing, Structure
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
-from privlab.platform.errors import NotFittedError, SchemaError, SpecError
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import SeededSource
+from privlab.platform.core.errors import NotFittedError, SchemaError, SpecError
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import SeededSource
 
 SIZES = (2, 3, 4, 2)
 

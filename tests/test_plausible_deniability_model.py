@@ -20,9 +20,9 @@ from privlab.mechanisms.plausible_deniability.parameters import COUNT_SENSITIVIT
 from privlab.mechanisms.plausible_deniability.split import SplitSizes, split_dataset
 from privlab.mechanisms.plausible_deniability.structure import Bucketing, entropy_queries, merit
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
-from privlab.platform.errors import BudgetExceededError, SchemaError, SpecError
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import SeededSource
+from privlab.platform.core.errors import BudgetExceededError, SchemaError, SpecError
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import SeededSource
 
 DOMAIN = Domain(tuple(ColumnDomain(name=n, labels=tuple(f"{n}{i}" for i in range(k)))
                       for n, k in (("a", 3), ("b", 4), ("c", 2), ("d", 5))))
@@ -119,7 +119,7 @@ def test_count_table_sensitivity_is_two_under_replace_one_by_brute_force() -> No
 
 
 def test_advanced_step_epsilon_is_the_largest_that_composes_within_epsilon() -> None:
-    from privlab.platform.composition import advanced
+    from privlab.platform.dp.composition import advanced
     (e, *rest) = step_epsilons(1.0, 1000, accountant="advanced", delta_slack=SLACK)
     assert all(r == e for r in rest) and e > 1.0 / 1000
     assert advanced(epsilon=e, delta=0.0, k=1000, delta_slack=SLACK)[0] <= 1.0

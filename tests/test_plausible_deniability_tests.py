@@ -21,22 +21,22 @@ from privlab.mechanisms.plausible_deniability import batched
 from privlab.mechanisms.plausible_deniability.batched import (
     draw_batch, draw_candidate, laplace_from_uniform, partition_indices)
 from privlab.mechanisms.plausible_deniability.generation_params import SPLIT_PARTITION
-from privlab.platform.dp_events import EpsilonDeltaEvent, SelfComposed
 from privlab.mechanisms.plausible_deniability.privacy_tests import PrivacyTestParams, generate_candidates, record_generation
 from privlab.mechanisms.plausible_deniability.probability import (
     SeedIndex, generation_probability, partition_index, prefix_probabilities)
 from privlab.mechanisms.plausible_deniability.streams import (
     CandidateStream, bounded, bounded_batch, lane_words)
 from privlab.mechanisms.plausible_deniability.synthesis import SynthesisParams, synthesize
-from privlab.platform import composition
-from privlab.platform.errors import BudgetExceededError, ModeError, SpecError
-from privlab.platform.randomness import SecureSource, SeededSource
-from privlab.platform.transcript import TranscriptWriter
+from privlab.platform.core.errors import BudgetExceededError, ModeError, SpecError
+from privlab.platform.dp import composition
+from privlab.platform.dp.dp_events import EpsilonDeltaEvent, SelfComposed
+from privlab.platform.dp.randomness import SecureSource, SeededSource
+from privlab.platform.dp.transcript import TranscriptWriter
 
 from privlab.mechanisms.plausible_deniability.model import (
     PlausibleDeniabilityModel, PlausibleDeniabilityModelParams)
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
-from privlab.platform.ledger import Ledger
+from privlab.platform.dp.ledger import Ledger
 
 DOMAIN = Domain(tuple(ColumnDomain(name=n, labels=tuple(f"{n}{i}" for i in range(k)))
                       for n, k in (("a", 3), ("b", 4), ("c", 2), ("d", 5))))

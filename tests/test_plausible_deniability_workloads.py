@@ -19,13 +19,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from privlab.mechanisms.plausible_deniability.privacy_tests import PrivacyTestParams, generate_candidates
 from privlab.mechanisms.plausible_deniability.generation_params import (
     GenerationParams, coded_table, fit_split_model, parse_omega, run_plan)
-from privlab.platform.errors import PrivlabError, SchemaError, SpecError
-from privlab.platform.randomness import SeededSource
-from privlab.platform.runner import RunOptions, run_experiment
-from privlab.platform.spec import load_spec
+from privlab.mechanisms.plausible_deniability.privacy_tests import PrivacyTestParams, generate_candidates
+from privlab.platform.core.errors import PrivlabError, SchemaError, SpecError
+from privlab.platform.dp.randomness import SeededSource
+from privlab.platform.experiment.spec import load_spec
+from privlab.platform.run.runner import RunOptions, run_experiment
 
 N = 3000
 SPACE = """
@@ -220,7 +220,7 @@ def test_generation_params_round_trip_and_omega_forms() -> None:
 
 
 def test_omega_rule_defaults_to_the_papers_and_leaves_old_specs_seeds_and_the_plan_alone() -> None:
-    from privlab.platform.spec import seed_key_params
+    from privlab.platform.experiment.spec import seed_key_params
 
     paper = GenerationParams(toy_records=500, epsilon0=1.0)
     mixture = GenerationParams(toy_records=500, epsilon0=1.0, omega_rule="mixture")
@@ -266,7 +266,7 @@ def test_pd_generate_writes_the_runs_candidates_as_a_checked_bundle(tmp_path: Pa
 
     import pandas as pd
 
-    from privlab.platform.cli import EXIT_INPUT, EXIT_OK, main
+    from privlab.platform.cli.main import EXIT_INPUT, EXIT_OK, main
 
     spec = _spec(tmp_path, grid='omega = ["1-4"]')
     summary = run_experiment(load_spec(spec), RunOptions(serial=True, progress=False,
@@ -296,7 +296,7 @@ def test_pd_generate_writes_the_runs_candidates_as_a_checked_bundle(tmp_path: Pa
 
 
 def test_pd_generate_bad_input_leaves_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from privlab.platform.cli import EXIT_INPUT, main
+    from privlab.platform.cli.main import EXIT_INPUT, main
 
     spec = _spec(tmp_path)
     out = tmp_path / "never"

@@ -20,7 +20,6 @@ import pytest
 from scipy import stats
 
 from privlab.mechanisms.acceptance.linear_fit import fit_private_regression
-from privlab.platform.budget import split_epsilon
 from privlab.mechanisms.pmse.bppd import (
     BPPDParams,
     BPPDSynthesizer,
@@ -43,10 +42,11 @@ from privlab.mechanisms.pmse.smooth_histogram import (
     smooth_histogram_epsilon,
 )
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
-from privlab.platform.errors import ModeError, SchemaError
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import SecureSource, SeededSource
-from privlab.platform.transcript import TranscriptWriter
+from privlab.platform.core.errors import ModeError, SchemaError
+from privlab.platform.dp.budget import split_epsilon
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import SecureSource, SeededSource
+from privlab.platform.dp.transcript import TranscriptWriter
 
 # The paper's simulation (Sections 5–7): X1 ~ N(2, 10), X2 | X1 ~ N(-2.5 + 0.5 X1, 3)
 # (variances), bounds at mean ± 4 sd, which clip a few of the draws.

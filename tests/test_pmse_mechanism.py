@@ -7,9 +7,9 @@ import pytest
 
 from privlab.mechanisms.pmse.mechanism import PMSEMechanism, PMSEMechanismParams, effective_sample_size
 from privlab.mechanisms.pmse.synthesis import SequentialLinearGaussian, SynthesisModel, synthesis_model
-from privlab.platform.errors import BudgetExceededError, RegistryError
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import SeededSource
+from privlab.platform.core.errors import BudgetExceededError, RegistryError
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import SeededSource
 
 
 class _PointModel(SynthesisModel):

@@ -158,7 +158,7 @@ def test_live_against_r_rpart() -> None:
 
 def test_reports_name_the_tree_of_the_run() -> None:
     from privlab.mechanisms.pmse.reports_sensitivity import tree_rule
-    from privlab.platform.reports import StudyResults
+    from privlab.platform.results.reports import StudyResults
 
     def results(params: dict) -> StudyResults:
         return StudyResults(study="s", workload="pmse_sensitivity", run_id="r", experiment="e", spec_name="x",

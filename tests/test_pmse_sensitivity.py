@@ -11,8 +11,8 @@ import pytest
 
 from privlab.mechanisms.pmse import studies
 from privlab.mechanisms.pmse.studies import TABLE1_CONFIGS, SensitivityParams, table1_trial
-from privlab.platform.runner import RunOptions, run_experiment
-from privlab.platform.spec import load_spec
+from privlab.platform.experiment.spec import load_spec
+from privlab.platform.run.runner import RunOptions, run_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -104,7 +104,7 @@ def test_sensitivity_report_has_table1_and_figure1(tmp_path: Path, tracking_uri:
 
 
 def test_privlab_report_redraws_a_finished_run(tmp_path: Path, tracking_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from privlab.platform.cli import main
+    from privlab.platform.cli.main import main
 
     monkeypatch.chdir(tmp_path)
     uri = tracking_uri

@@ -34,14 +34,14 @@ from privlab.mechanisms.pmse.utility_studies import (
     planned_events,
     release,
 )
-from privlab.platform.configuration_state import cost_class_of
-from privlab.platform.errors import BudgetExceededError, ModeError, SpecError
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import SecureSource, SeededSource
-from privlab.platform.reports import StudyResults
-from privlab.platform.runner import RunOptions, run_experiment
-from privlab.platform.spec import load_spec
-from privlab.platform.transcript import TranscriptWriter
+from privlab.platform.core.errors import BudgetExceededError, ModeError, SpecError
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import SecureSource, SeededSource
+from privlab.platform.dp.transcript import TranscriptWriter
+from privlab.platform.experiment.spec import load_spec
+from privlab.platform.results.reports import StudyResults
+from privlab.platform.run.configuration_state import cost_class_of
+from privlab.platform.run.runner import RunOptions, run_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPARISON = ROOT / "experiments" / "pmse" / "comparison.toml"

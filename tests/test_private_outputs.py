@@ -12,8 +12,8 @@ import pytest
 
 from privlab.mechanisms.release import bundle
 from privlab.mechanisms.release import run_release as release_run
-from privlab.platform.cli import EXIT_INPUT, main
-from privlab.platform.errors import SpecError
+from privlab.platform.cli.main import EXIT_INPUT, main
+from privlab.platform.core.errors import SpecError
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "experiments" / "births" / "release.toml"

@@ -27,11 +27,11 @@ from privlab.mechanisms.selection.private_selection import (
     SelectionOutcome,
     private_selection,
 )
-from privlab.platform import composition
-from privlab.platform.errors import BudgetExceededError, LedgerError
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import RandomSource, ReplaySource, SecureSource, SeededSource
-from privlab.platform.transcript import TranscriptReader, TranscriptWriter, read_records
+from privlab.platform.core.errors import BudgetExceededError, LedgerError
+from privlab.platform.dp import composition
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import RandomSource, ReplaySource, SecureSource, SeededSource
+from privlab.platform.dp.transcript import TranscriptReader, TranscriptWriter, read_records
 
 CONTEXT = {"spec_sha256": "ab12", "data_sha256": "cd34"}
 CANDIDATES = (0, 1, 2, 3, 4)

@@ -31,9 +31,9 @@ from privlab.mechanisms.synthesizers.privbayes_scores import (
     r_score_sensitivity,
 )
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
-from privlab.platform.errors import SchemaError, SpecError
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import SeededSource
+from privlab.platform.core.errors import SchemaError, SpecError
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import SeededSource
 
 BIRTHS_SIZES = {"birth_month": 12, "mother_age": 9, "parity": 5, "gestation_week": 6, "is_female": 2,
                 "birth_weight": 32}

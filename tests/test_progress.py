@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from privlab.platform.progress import Progress
+from privlab.platform.execution.progress import Progress
 
 
 def _progress() -> Progress:

@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 from scipy import optimize, special, stats
 
-from privlab.platform.errors import ModeError, TranscriptError
-from privlab.platform.randomness import ReplaySource, SecureSource, SeededSource
-from privlab.platform.secure_sampling import (
+from privlab.platform.core.errors import ModeError, TranscriptError
+from privlab.platform.dp.randomness import ReplaySource, SecureSource, SeededSource
+from privlab.platform.dp.secure_sampling import (
     bernoulli_exact,
     bernoulli_exp_neg,
     discrete_laplace,
@@ -35,7 +35,7 @@ from privlab.platform.secure_sampling import (
     uniform_float,
     uniform_int,
 )
-from privlab.platform.transcript import (
+from privlab.platform.dp.transcript import (
     MAGIC,
     MAGIC_V1,
     TranscriptReader,
@@ -674,7 +674,7 @@ def test_the_seal_is_the_hash_chain_head_and_is_salted(tmp_path: Path) -> None:
     import json
     import struct
 
-    from privlab.platform.transcript import SEAL_TAG
+    from privlab.platform.dp.transcript import SEAL_TAG
 
     seals = []
     for name in ("a.bin", "b.bin"):

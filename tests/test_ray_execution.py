@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from privlab.platform.interrupts import sigterm_as_interrupt
-from privlab.platform.progress import Progress
-from privlab.platform.runner import RunOptions, run_experiment
-from privlab.platform.spec import load_spec
+from privlab.platform.execution.interrupts import sigterm_as_interrupt
+from privlab.platform.execution.progress import Progress
+from privlab.platform.experiment.spec import load_spec
+from privlab.platform.run.runner import RunOptions, run_experiment
 
 pytestmark = pytest.mark.ray
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from privlab.platform.ray_leftovers import OWNER_FILE, clean_up_dead_runs, process_start_time, write_owner
+from privlab.platform.execution.ray_leftovers import OWNER_FILE, clean_up_dead_runs, process_start_time, write_owner
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 
@@ -146,7 +146,7 @@ def test_an_unowned_folder_is_removed_only_when_old_and_unused(tmp_path: Path) -
 @pytest.mark.ray
 def test_a_private_ray_instance_lives_in_a_folder_only_its_user_can_enter() -> None:
     """Issue 30 item 6: Ray makes its temp dir and session folders 0777, whatever the umask."""
-    from privlab.platform.backends import RayBackend
+    from privlab.platform.execution.backends import RayBackend
 
     backend = RayBackend(address=None, workers=1, max_retries=0)
     try:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from privlab.platform.cli import build_parser
+from privlab.platform.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -11,8 +11,8 @@ import pandas as pd
 
 from privlab.mechanisms.release import record_count
 from privlab.mechanisms.tabular.space import load_release_space
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import SeededSource
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import SeededSource
 
 BIRTHS_SPACE = Path(__file__).resolve().parents[1] / "experiments" / "births" / "space.toml"
 

@@ -25,14 +25,14 @@ import pytest
 
 from privlab.mechanisms.release import bundle
 
-from privlab.mechanisms.tabular import bundle_files
 from privlab.mechanisms.release import run_release as release_run
 from privlab.mechanisms.release.flow import load_settings
+from privlab.mechanisms.tabular import bundle_files
 from privlab.mechanisms.tabular.space import resolve_transformation
 from privlab.mechanisms.tabular.space import load_release_space
-from privlab.platform.cli import EXIT_BUDGET, EXIT_EXECUTION, EXIT_INPUT, EXIT_NOT_VERIFIED, EXIT_OK, main
-from privlab.platform.errors import BudgetExceededError, ExecutionError, SchemaError, SpecError, TranscriptError
-from privlab.platform.transcript import MAGIC
+from privlab.platform.cli.main import EXIT_BUDGET, EXIT_EXECUTION, EXIT_INPUT, EXIT_NOT_VERIFIED, EXIT_OK, main
+from privlab.platform.core.errors import BudgetExceededError, ExecutionError, SchemaError, SpecError, TranscriptError
+from privlab.platform.dp.transcript import MAGIC
 
 ROOT = Path(__file__).resolve().parents[1]
 BIRTHS = ROOT / "experiments" / "births"
@@ -237,7 +237,7 @@ def test_firewall_no_private_values_anywhere(workspace: Path, tmp_path: Path) ->
         "                for c in kw['settings'].criteria)\n"
         "    return outcome\n"
         "release_run.run_flow = spy\n"
-        "from privlab.platform.cli import main\n"
+        "from privlab.platform.cli.main import main\n"
         f"rc = main(['release', {str(workspace / 'release.toml')!r}, '--data', {str(DATA)!r}, '--out', {str(out)!r}])\n"
         "assert rc == 0, rc\n"
         "assert 'mlflow' not in sys.modules, 'release imported mlflow'\n"
@@ -468,7 +468,7 @@ def test_sigkill_mid_selection_leaves_a_staging_folder_the_next_release_names(
     settings.write_text(settings.read_text().replace('name = "faithfulness"\nthreshold = 1.0',
                                                      'name = "faithfulness"\nthreshold = 1e-9'))
     proc = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from privlab.platform.cli import main; sys.exit(main(sys.argv[1:]))",
+        [sys.executable, "-c", "import sys; from privlab.platform.cli.main import main; sys.exit(main(sys.argv[1:]))",
          "release", str(workspace / "release.toml"), "--data", str(DATA), "--out", str(tmp_path / "rel")],
         cwd=tmp_path, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
@@ -521,7 +521,7 @@ def test_sigterm_mid_selection_leaves_no_bundle(workspace: Path, tmp_path: Path)
                                                      'name = "faithfulness"\nthreshold = 1e-9'))
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from privlab.platform.cli import main; sys.exit(main(sys.argv[1:]))",
+        [sys.executable, "-c", "import sys; from privlab.platform.cli.main import main; sys.exit(main(sys.argv[1:]))",
          "release", str(workspace / "release.toml"), "--data", str(DATA), "--out", str(out)],
         cwd=tmp_path, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
@@ -591,7 +591,7 @@ def _frames(path: Path) -> tuple[bytes, list[tuple[dict, bytes]]]:
     """(magic, [(header, raw frame bytes), ...]) of a transcript, parsed independently of privlab."""
     import struct
 
-    from privlab.platform.transcript import MAGIC
+    from privlab.platform.dp.transcript import MAGIC
 
     data = path.read_bytes()
     assert data.startswith(MAGIC)
@@ -615,7 +615,7 @@ def _frame(header: dict, payload: bytes) -> bytes:
 
 def _rechain(magic: bytes, frames: list[tuple[dict, bytes]]) -> bytes:
     """A forged transcript: the given context and draw frames with a recomputed chain and end record."""
-    from privlab.platform.transcript import SEAL_TAG
+    from privlab.platform.dp.transcript import SEAL_TAG
 
     head = hashlib.sha256(SEAL_TAG + magic + frames[0][1]).digest()
     draws = [raw for header, raw in frames[1:] if header.get("kind") != "end"]
@@ -661,7 +661,7 @@ def _verify(ws: Path, out: Path, transcript: Path) -> int:
 
 
 def test_the_bundle_publishes_the_transcript_seal(released: tuple[Path, Path]) -> None:
-    from privlab.platform.transcript import TranscriptReader
+    from privlab.platform.dp.transcript import TranscriptReader
 
     _, out = released
     seal = bundle.published_seal(out)

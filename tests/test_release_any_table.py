@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from privlab.platform.cli import EXIT_OK, main
+from privlab.platform.cli.main import EXIT_OK, main
 
 N = 2400
 BIRTHS_WORDS = ("mother_age", "parity", "gestation", "birth_weight", "birth_month", "birth_sex", "is_female",

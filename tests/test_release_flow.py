@@ -35,17 +35,17 @@ from privlab.mechanisms.release.flow import (
 )
 from privlab.mechanisms.tabular.face_privacy import smallest_count
 from privlab.mechanisms.tabular.space import ReleaseSpace, load_release_space, release_space_from_spec
-from privlab.platform.aggregation import wilson_interval
-from privlab.platform.cli import main
-from privlab.platform.errors import BudgetExceededError, ExecutionError, SpecError
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.local_cluster import local_cluster_status
-from privlab.platform.randomness import RandomSource, ReplaySource, SecureSource, SeededSource
-from privlab.platform.compare import comparison_frame
-from privlab.platform.reports import REPORT_PREFIX
-from privlab.platform.tracking import CONFIG_TAG, KIND_TAG, Tracker
-from privlab.platform.unit_table import read_unit_table
-from privlab.platform.transcript import TranscriptReader, TranscriptWriter
+from privlab.platform.cli.main import main
+from privlab.platform.core.errors import BudgetExceededError, ExecutionError, SpecError
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.randomness import RandomSource, ReplaySource, SecureSource, SeededSource
+from privlab.platform.dp.transcript import TranscriptReader, TranscriptWriter
+from privlab.platform.execution.aggregation import wilson_interval
+from privlab.platform.execution.local_cluster import local_cluster_status
+from privlab.platform.results.compare import comparison_frame
+from privlab.platform.results.reports import REPORT_PREFIX
+from privlab.platform.tracking.tracker import CONFIG_TAG, KIND_TAG, Tracker
+from privlab.platform.tracking.unit_table import read_unit_table
 
 ROOT = Path(__file__).resolve().parents[1]
 BIRTHS = ROOT / "experiments" / "births"

@@ -11,7 +11,7 @@ import pytest
 
 from privlab.mechanisms.tabular.face_privacy import project_min_occurrence, smallest_count
 from privlab.mechanisms.tabular.space import ReleaseSpace, load_release_space
-from privlab.platform.errors import SpecError
+from privlab.platform.core.errors import SpecError
 
 ROOT = Path(__file__).resolve().parents[1]
 BIRTHS = ROOT / "experiments" / "births" / "space.toml"

@@ -12,8 +12,8 @@ import pytest
 
 from privlab.mechanisms.release.evaluate import shortlist_from_summary
 from privlab.mechanisms.tabular.space import load_release_space
-from privlab.platform.cli import main
-from privlab.platform.errors import SpecError
+from privlab.platform.cli.main import main
+from privlab.platform.core.errors import SpecError
 
 ROOT = Path(__file__).resolve().parents[1]
 BIRTHS = ROOT / "experiments" / "births"
@@ -179,8 +179,8 @@ def test_every_hyperparameter_of_the_chosen_synthesizer_reaches_a_configuration(
     from privlab.mechanisms.release.shortlist import _configuration
     from privlab.mechanisms.release.workloads import ReleaseFlowParams
     from privlab.mechanisms.synthesizers.base import hyperparameter_names
-    from privlab.platform.errors import SpecError
-    from privlab.platform.spec import seed_key_params
+    from privlab.platform.core.errors import SpecError
+    from privlab.platform.experiment.spec import seed_key_params
 
     assert {"epsilon_split", "theta", "degree", "score", "max_candidates"} <= set(hyperparameter_names("privbayes"))
     params = ReleaseFlowParams(space="s", settings="f", data="d", synthesizer="privbayes", degree=2,

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from privlab.platform import runner
-from privlab.platform.result_parts import read_results
-from privlab.platform.progress import Progress
-from privlab.platform.runner import RunInterrupted, RunOptions, run_experiment
-from privlab.platform.spec import load_spec
-from privlab.platform.tracking import RunTags, Tracker
+from privlab.platform.execution.progress import Progress
+from privlab.platform.experiment.spec import load_spec
+from privlab.platform.run import runner
+from privlab.platform.run.runner import RunInterrupted, RunOptions, run_experiment
+from privlab.platform.tracking.result_parts import read_results
+from privlab.platform.tracking.tracker import RunTags, Tracker
 
 
 def _run(spec_path: Path, uri: str, *overrides: str, **options: object) -> dict:

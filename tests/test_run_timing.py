@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from privlab.platform.reports import StudyResults
-from privlab.platform.run_summary import with_logged_timing
-from privlab.platform.spec import load_spec
+from privlab.platform.experiment.spec import load_spec
+from privlab.platform.results.reports import StudyResults
+from privlab.platform.run.run_summary import with_logged_timing
 
 
 def _summary(timed: dict[str, dict[str, float]], **timing: object) -> dict:
@@ -54,7 +54,8 @@ def test_the_wall_time_sentence_tells_a_resumed_run_from_a_whole_one() -> None:
 def test_the_warm_up_runs_before_the_progress_bar_and_outside_the_timed_units(
         tmp_path: Path, tracking_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # Issue 34 item 7: a unit that compiles its kernels stalled inside a study and set its ETA.
-    from privlab.platform import registry, runner
+    from privlab.platform.experiment import registry
+    from privlab.platform.run import runner
 
     workload = type(registry.get_workload("laplace_mean"))
     calls: list[str] = []

@@ -1,4 +1,4 @@
-"""Our exact samplers (platform/secure_sampling.py) held to OpenDP's in distribution (issue 15 item 10;
+"""Our exact samplers (platform/dp/secure_sampling.py) held to OpenDP's in distribution (issue 15 item 10;
 the discrete Gaussian of the Gaussian mechanism's release path too).
 
 We keep our own samplers because every draw must go through the transcript and replay
@@ -24,7 +24,7 @@ import pytest
 dp = pytest.importorskip("opendp.prelude", reason="OpenDP is a test-only dependency (pip install -e '.[dev]')")
 from scipy.stats import chi2_contingency  # noqa: E402
 
-from privlab.platform import secure_sampling  # noqa: E402
+from privlab.platform.dp import secure_sampling  # noqa: E402
 
 ALPHA = 1e-6
 DRAWS = 20_000

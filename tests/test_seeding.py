@@ -1,4 +1,4 @@
-"""Tests of privlab.platform.seeding: stable keys and the derivation of every random stream.
+"""Tests of privlab.platform.dp.seeding: stable keys and the derivation of every random stream.
 
 The literal values below were computed once and checked to come out the same in fresh
 interpreters with different ``PYTHONHASHSEED`` values (the subprocess test repeats that check).
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from privlab.platform.seeding import (
+from privlab.platform.dp.seeding import (
     GRID_SAMPLING_STREAM,
     canonical_params,
     fresh_root_seed,
@@ -39,7 +39,7 @@ PRIORITIES = [0.3898297483912715, 0.7398170143550824, 0.386768045983934]
 PROBE = """
 import json
 import numpy as np
-from privlab.platform.seeding import reservoir_priorities, stable_key, trial_generator
+from privlab.platform.dp.seeding import reservoir_priorities, stable_key, trial_generator
 print(json.dumps([
     stable_key("study", "laplace_mean"),
     stable_key("reservoir", 20261122, 1, 2),

@@ -1,4 +1,4 @@
-"""Tests of privlab.platform.spec: loading, validation, --set overrides, grids and budgets.
+"""Tests of privlab.platform.experiment.spec: loading, validation, --set overrides, grids and budgets.
 
 Every spec is written to ``tmp_path`` as TOML and read back through :func:`load_spec`, the
 same path the CLI takes. Error tests check that the message names the offending key and the
@@ -18,12 +18,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from privlab.platform import registry
-from privlab.platform.datasets import FileDataset, GeneratedDataset
-from privlab.platform.errors import BudgetExceededError, SpecError
-from privlab.platform.registry import Pattern
-from privlab.platform.seeding import canonical_params, stable_key
-from privlab.platform.spec import apply_override, load_spec, parse_spec
+from privlab.platform.core.errors import BudgetExceededError, SpecError
+from privlab.platform.dp.seeding import canonical_params, stable_key
+from privlab.platform.experiment import registry
+from privlab.platform.experiment.datasets import FileDataset, GeneratedDataset
+from privlab.platform.experiment.registry import Pattern
+from privlab.platform.experiment.spec import apply_override, load_spec, parse_spec
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "experiments" / "quickstart.toml"
 
@@ -884,7 +884,7 @@ def test_grid_points_sample_a_huge_grid_without_building_it(tmp_path: Path) -> N
 
 
 def test_grid_point_decoding_follows_itertools_product_order() -> None:
-    from privlab.platform.spec import _grid_point
+    from privlab.platform.experiment.spec import _grid_point
 
     axes = [("a", [1, 2, 3]), ("b", ["x", "y"]), ("c", [0.5, 1.0, 2.0, 4.0])]
     expected = [dict(zip("abc", combo, strict=True)) for combo in itertools.product(*[v for _, v in axes])]

@@ -35,11 +35,11 @@ from privlab.mechanisms.synthesizers.base import (
 from privlab.mechanisms.synthesizers.network_model import BayesianNetworkModel
 from privlab.mechanisms.synthesizers.privbayes_scores import mutual_information, r_score
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
-from privlab.platform.errors import RegistryError, SchemaError, SpecError
-from privlab.platform.ledger import Ledger
-from privlab.platform.ledger import PrivacyEvent
-from privlab.platform.randomness import SecureSource, SeededSource
-from privlab.platform.transcript import TranscriptWriter
+from privlab.platform.core.errors import RegistryError, SchemaError, SpecError
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.ledger import PrivacyEvent
+from privlab.platform.dp.randomness import SecureSource, SeededSource
+from privlab.platform.dp.transcript import TranscriptWriter
 
 EXAMPLES: dict[str, list[dict[str, Any]]] = {
     "privbayes": [
@@ -305,8 +305,8 @@ def _check_zcdp_charge(synth: Synthesizer, ledger: Ledger, epsilon: float, data:
                        domain: Domain) -> None:
     """A zCDP fit spends its ρ: the zcdp total is ε to the conversion's margin, the events are
     the plan's (a filter's steps within its ρ), every one Gaussian or an exponential choice."""
-    from privlab.platform.accountants import zcdp_rho_for_epsilon
-    from privlab.platform.ledger import check_conforms, zcdp_cost
+    from privlab.platform.dp.accountants import zcdp_rho_for_epsilon
+    from privlab.platform.dp.ledger import check_conforms, zcdp_cost
 
     rho = zcdp_rho_for_epsilon(epsilon, DELTA)
     plan = synth.planned_events(epsilon, domain, len(data), scope="births", delta=DELTA)  # type: ignore[call-arg]

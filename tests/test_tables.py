@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from privlab.platform.registry import Expectation
-from privlab.platform.tables import render_studies, render_study
+from privlab.platform.experiment.registry import Expectation
+from privlab.platform.results.tables import render_studies, render_study
 
 
 def laplace_row(index: int, epsilon: float, n: int, mean: float, low: float, high: float) -> dict:
@@ -48,7 +48,7 @@ def test_expectation_holds(relation: str, value: float, low: float, high: float,
 
 
 def test_quickstart_workloads_state_what_theory_expects() -> None:
-    from privlab.platform.registry import build_params, get_workload
+    from privlab.platform.experiment.registry import build_params, get_workload
 
     mean = get_workload("laplace_mean")
     expected = mean.expectations(build_params(mean.Params, {"epsilon": 1.0, "n": 10}, where="test"))
@@ -61,7 +61,7 @@ def test_quickstart_workloads_state_what_theory_expects() -> None:
 
 
 def test_a_study_with_many_metrics_shows_the_first_and_names_the_rest() -> None:
-    from privlab.platform.tables import MAX_METRIC_COLUMNS
+    from privlab.platform.results.tables import MAX_METRIC_COLUMNS
 
     metrics = {f"m{i:02d}_mean": float(i) for i in range(MAX_METRIC_COLUMNS + 5)} | {"eps_total": 1.0}
     row = {"id": "wide-000", "study": "wide", "workload": "w", "params": {}, "metrics": metrics}

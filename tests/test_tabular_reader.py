@@ -10,7 +10,7 @@ import pytest
 
 from privlab.mechanisms.release.firewall import load_private_data
 from privlab.mechanisms.tabular.space import load_release_space
-from privlab.platform.errors import SchemaError, SpecError
+from privlab.platform.core.errors import SchemaError, SpecError
 
 SPACE = """
 name = "census"

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from privlab.mechanisms.tabular.schema import RawColumn, RawSchema
-from privlab.platform.errors import SchemaError, SpecError
+from privlab.platform.core.errors import SchemaError, SpecError
 
 SPEC = {
     "age": {"type": "integer", "lower": 12, "upper": 60},

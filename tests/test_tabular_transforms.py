@@ -6,7 +6,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privlab.mechanisms.tabular.schema import RawColumn, RawSchema
 from privlab.mechanisms.tabular.column_transforms import (
     MAX_IDENTITY_CODES,
     BinTransform,
@@ -15,9 +14,10 @@ from privlab.mechanisms.tabular.column_transforms import (
     IdentityTransform,
     MonthTransform,
 )
+from privlab.mechanisms.tabular.schema import RawColumn, RawSchema
 from privlab.mechanisms.tabular.transform_specs import column_transform_from_spec
 from privlab.mechanisms.tabular.transforms import Transformation, TransformationSpace
-from privlab.platform.errors import SchemaError, SpecError
+from privlab.platform.core.errors import SchemaError, SpecError
 
 AGE = RawColumn(name="age", type="integer", lower=12, upper=60)
 PARITY = RawColumn(name="parity", type="integer", lower=1, upper=24)

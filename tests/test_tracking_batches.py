@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from privlab.platform.background_writer import BackgroundWriter
-from privlab.platform.result_parts import read_results
-from privlab.platform.sqlite_reader import SqliteStoreReader
-from privlab.platform.tracking import Tracker, default_tracking_uri
+from privlab.platform.tracking.background_writer import BackgroundWriter
+from privlab.platform.tracking.result_parts import read_results
+from privlab.platform.tracking.sqlite_reader import SqliteStoreReader
+from privlab.platform.tracking.tracker import Tracker, default_tracking_uri
 
 STANDARD = {"mlflow.user": "someone", "mlflow.source.name": "spec.toml", "mlflow.source.type": "LOCAL"}
 
@@ -136,8 +136,8 @@ def test_a_run_does_not_read_its_own_parts_back_for_its_reports(tmp_path: Path, 
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     # Its reports' reservoir samples are in memory (a resume reads the stored ones once): reading
     # every part again for each configuration took 20 minutes for 200 configurations at load 17.
-    from privlab.platform.runner import RunOptions, run_experiment
-    from privlab.platform.spec import load_spec
+    from privlab.platform.run.runner import RunOptions, run_experiment
+    from privlab.platform.experiment.spec import load_spec
 
     spec = tmp_path / "small.toml"
     spec.write_text('name = "small"\nseed = 3\nworkload = "laplace_mean"\nrepetitions = 5\n'

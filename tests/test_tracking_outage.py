@@ -20,13 +20,14 @@ from pathlib import Path
 import pytest
 from mlflow.exceptions import MlflowException, RestException
 
-from privlab.platform import liveness, outbox, runner
-from privlab.platform.background_writer import BackgroundWriter
-from privlab.platform.errors import TrackingOutage
-from privlab.platform.runner import RunOptions, run_experiment
-from privlab.platform.spec import load_spec
-from privlab.platform.tracking import RunTags, Tracker
-from privlab.platform.tracking_outage import is_unreachable
+from privlab.platform.core.errors import TrackingOutage
+from privlab.platform.experiment.spec import load_spec
+from privlab.platform.run import outbox, runner
+from privlab.platform.run.runner import RunOptions, run_experiment
+from privlab.platform.tracking import liveness
+from privlab.platform.tracking.background_writer import BackgroundWriter
+from privlab.platform.tracking.tracker import RunTags, Tracker
+from privlab.platform.tracking.tracking_outage import is_unreachable
 
 REFUSED = ("API request to http://127.0.0.1:9/api/2.0/mlflow/runs/create failed with exception "
            "HTTPConnectionPool(host='127.0.0.1', port=9): Max retries exceeded with url: ... Connection refused")
@@ -192,7 +193,7 @@ def _server(action: str, env: dict[str, str]) -> None:
 
 @pytest.mark.slow
 def test_a_run_outlives_its_mlflow_server_going_away_and_the_resume_loses_nothing(tmp_path: Path) -> None:
-    from privlab.platform.local_cluster import _free_port
+    from privlab.platform.execution.local_cluster import _free_port
 
     port = _free_port()
     env = {**os.environ, "MLFLOW_SERVER_PORT": str(port), "MLFLOW_SERVER_STATE_DIR": str(tmp_path / "server"),

@@ -98,7 +98,7 @@ def test_the_artifact_folder_of_a_local_store_is_private(tmp_path: Path) -> None
     """Issue 30 item 6: MLflow made the artifacts beside a local store 0755 (files 0644)."""
     import stat
 
-    from privlab.platform.tracking import Tracker
+    from privlab.platform.tracking.tracker import Tracker
 
     tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}")
     tracker.experiment_names()

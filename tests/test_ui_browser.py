@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from privlab.platform.tracking import Tracker
+from privlab.platform.tracking.tracker import Tracker
 
 pytestmark = pytest.mark.slow
 

@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privlab.platform import compare
-from privlab.platform.compare import comparison_frame
-from privlab.platform.errors import ExecutionError, SpecError
-from privlab.platform.runner import RunInterrupted, RunOptions, run_experiment
-from privlab.platform.spec import load_spec
-from privlab.platform.tracking import CONFIG_TAG, Tracker
-from privlab.platform.unit_table import read_unit_table, unit_frame
+from privlab.platform.core.errors import ExecutionError, SpecError
+from privlab.platform.experiment.spec import load_spec
+from privlab.platform.results import compare
+from privlab.platform.results.compare import comparison_frame
+from privlab.platform.run.runner import RunInterrupted, RunOptions, run_experiment
+from privlab.platform.tracking.tracker import CONFIG_TAG, Tracker
+from privlab.platform.tracking.unit_table import read_unit_table, unit_frame
 
 REPETITIONS = 7
 

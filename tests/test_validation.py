@@ -1,5 +1,5 @@
-"""Declarative parameter constraints (platform/validation.py) and the estimator base's
-scikit-learn parameter API (platform/estimator.py) on a minimal keyword estimator.
+"""Declarative parameter constraints (platform/core/validation.py) and the estimator base's
+scikit-learn parameter API (platform/dp/estimator.py) on a minimal keyword estimator.
 
 The forests hold these through their own suites (test_dipreme_*, scikit-learn's estimator
 checks); here each rule is pinned once: the message format, TypeError for a value of no listed
@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-from privlab.platform.estimator import PrivateEstimator
-from privlab.platform.validation import (ConstraintSpec, InstanceOf, Interval, Options, RealPair, describe_constraints,
+from privlab.platform.core.validation import (ConstraintSpec, InstanceOf, Interval, Options, RealPair, describe_constraints,
                                          validate_parameters)
+from privlab.platform.dp.estimator import PrivateEstimator
 
 CONSTRAINTS: dict[str, list[ConstraintSpec]] = {
     "epsilon": [Interval(Real, 0, None, closed="neither")],

@@ -46,8 +46,8 @@ from privlab.mechanisms.release.workloads import _cleaned
 from privlab.mechanisms.synthesizers.base import synthesizer_from_spec
 from privlab.mechanisms.tabular.constraints import rejection_sample
 from privlab.mechanisms.tabular.space import load_release_space
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import SeededSource
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import SeededSource
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

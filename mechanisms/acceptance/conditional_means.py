@@ -77,11 +77,11 @@ from privlab.mechanisms.acceptance.base import (
     release_laplace_measure,
     require_columns,
 )
-from privlab.platform.budget import preflight
 from privlab.mechanisms.tabular.domain import Domain
-from privlab.platform.errors import SchemaError, SpecError
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.randomness import RandomSource
+from privlab.platform.core.errors import SchemaError, SpecError
+from privlab.platform.dp.budget import preflight
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["ConditionalMeanError", "GroupTerm", "resize_sizes", "resized_group_means"]
 

@@ -90,7 +90,7 @@ from scipy.sparse.csgraph import maximum_flow
 
 from privlab.mechanisms.acceptance.base import AcceptanceCriterion, check_same_size, register_criterion
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, ColumnDomain, Domain
-from privlab.platform.errors import SpecError
+from privlab.platform.core.errors import SpecError
 
 _KEY_LIMIT = 2**62  # packed record keys stay below this, so key ± stride never overflows int64
 _MAX_ROWS = 2**31 - 1  # scipy's maximum_flow takes int32 capacities

@@ -26,9 +26,9 @@ from privlab.mechanisms.acceptance.base import codes_of
 from privlab.mechanisms.pmse.functional_mechanism import functional_mechanism_regression
 from privlab.mechanisms.pmse.numeric_data import clip_and_scale
 from privlab.mechanisms.tabular.domain import Domain
-from privlab.platform.errors import SpecError
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import RandomSource
+from privlab.platform.core.errors import SpecError
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["PrivateLinearFit", "clipped_mae", "covariate_ranges", "fit_private_regression", "ols_coefficients",
            "regression_data", "scaled_design", "standardized_coefficients"]

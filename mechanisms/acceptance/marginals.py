@@ -55,9 +55,9 @@ from privlab.mechanisms.acceptance.base import (
 )
 from privlab.mechanisms.acceptance.marginal_differences import max_abs_marginal_difference
 from privlab.mechanisms.tabular.domain import Domain
-from privlab.platform.errors import SchemaError, SpecError
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import RandomSource
+from privlab.platform.core.errors import SchemaError, SpecError
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["MarginalsAbsoluteError", "MarginalsRelativeError", "adjusted_threshold", "relative_error_sensitivity"]
 

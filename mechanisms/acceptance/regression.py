@@ -74,12 +74,12 @@ from privlab.mechanisms.acceptance.linear_fit import (
     regression_data,
     standardized_coefficients,
 )
-from privlab.platform.budget import preflight
 from privlab.mechanisms.pmse.functional_mechanism import functional_mechanism_sensitivity
 from privlab.mechanisms.tabular.domain import Domain
-from privlab.platform.errors import SchemaError, SpecError
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.randomness import RandomSource
+from privlab.platform.core.errors import SchemaError, SpecError
+from privlab.platform.dp.budget import preflight
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["NORMS", "RegressionCoefficientsError", "RegressionMAEError", "mae_sensitivity"]
 

@@ -8,7 +8,7 @@
 Both pairs are fixed by public parameters (no randomness), and both move the statistic by
 exactly its sensitivity, which is where the mechanisms' privacy loss is largest; the events the
 audit counts are fixed from the same public parameters and the claimed ε
-(:meth:`privlab.platform.audit.EpsilonAuditable.thresholds`). See :mod:`privlab.platform.audit`
+(:meth:`privlab.platform.audit.registration.EpsilonAuditable.thresholds`). See :mod:`privlab.platform.audit.registration`
 for the bound and why it is valid.
 """
 
@@ -23,9 +23,9 @@ import numpy as np
 
 from privlab.mechanisms.basic.exponential import exponential_mechanism
 from privlab.mechanisms.basic.laplace import laplace_mechanism
-from privlab.platform.audit import EpsilonAuditable, register_auditable
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.randomness import RandomSource
+from privlab.platform.audit.registration import EpsilonAuditable, register_auditable
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.randomness import RandomSource
 
 
 def _positive(name: str, value: Any) -> None:

@@ -24,10 +24,10 @@ import numpy as np
 import pandas as pd
 
 from privlab.mechanisms.basic.laplace import laplace_mechanism
-from privlab.platform.errors import SchemaError, SpecError
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.randomness import SeededSource
-from privlab.platform.registry import MetricKind, Pattern, Workload, register_workload
+from privlab.platform.core.errors import SchemaError, SpecError
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.randomness import SeededSource
+from privlab.platform.experiment.registry import MetricKind, Pattern, Workload, register_workload
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

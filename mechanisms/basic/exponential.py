@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import RandomSource
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import RandomSource
 
 
 def exponential_mechanism(

@@ -2,7 +2,7 @@
 
 Research mode adds continuous ``N(0, σ²)`` noise from the run's seeded stream. Release mode adds
 the discrete Gaussian with parameter σ drawn exactly from the OS CSPRNG
-(:func:`~privlab.platform.secure_sampling.discrete_gaussian`), each draw written to the
+(:func:`~privlab.platform.dp.secure_sampling.discrete_gaussian`), each draw written to the
 transcript, to an integer-valued statistic (counts): the sum is an exact integer, so no
 floating-point attack applies and a replay reproduces it bit for bit.
 
@@ -12,7 +12,7 @@ Privacy:
     ``f(D) + N_Z(0, σ²)^d`` for integer-valued ``f`` (Canonne, Kamath & Steinke 2020,
     Theorem 14: the Rényi divergence of two shifted discrete Gaussians is at most that of the
     continuous ones). Given ρ we use ``σ = Δ/sqrt(2ρ)``. Both are recorded as a
-    :class:`~privlab.platform.dp_events.GaussianEvent` (Δ, σ): the zcdp accountant's ρ is the
+    :class:`~privlab.platform.dp.dp_events.GaussianEvent` (Δ, σ): the zcdp accountant's ρ is the
     same for both; the discrete one is named ``"discrete_gaussian"`` in the ledger.
 
 References:
@@ -27,10 +27,10 @@ import math
 
 import numpy as np
 
-from privlab.platform.dp_events import GaussianEvent
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.randomness import RandomSource
-from privlab.platform.validation import check_positive_finite
+from privlab.platform.core.validation import check_positive_finite
+from privlab.platform.dp.dp_events import GaussianEvent
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["gaussian_mechanism", "gaussian_sigma"]
 

@@ -2,7 +2,7 @@
 
 Research mode adds ``Lap(Δ/ε)`` noise from the run's seeded stream. Release mode snaps the
 statistic to the lattice ``2**k`` and adds discrete-Laplace noise on the same lattice drawn
-from the OS CSPRNG (:mod:`privlab.platform.secure_sampling`), so the sum is exact in float64
+from the OS CSPRNG (:mod:`privlab.platform.dp.secure_sampling`), so the sum is exact in float64
 and Mironov's floating-point attack does not apply; the snapping slack is paid for by using
 ``(Δ + d·2**k)/ε`` as the scale for a ``d``-coordinate statistic.
 """
@@ -14,9 +14,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import RandomSource
-from privlab.platform.secure_sampling import release_laplace_parameters, snap_to_lattice
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import RandomSource
+from privlab.platform.dp.secure_sampling import release_laplace_parameters, snap_to_lattice
 
 
 def _positive(name: str, value: float) -> float:

@@ -25,17 +25,17 @@ import pandas as pd
 
 from privlab.mechanisms.basic.exponential import exponential_mechanism
 from privlab.mechanisms.basic.laplace import laplace_mechanism
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.errors import SpecError
-from privlab.platform.randomness import SeededSource
-from privlab.platform.registry import (
+from privlab.platform.core.errors import SpecError
+from privlab.platform.core.validation import ConstrainedParams, Interval
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.randomness import SeededSource
+from privlab.platform.experiment.registry import (
     Expectation,
     MetricKind,
     Pattern,
     Workload,
     register_workload,
 )
-from privlab.platform.validation import ConstrainedParams, Interval
 
 
 POSITIVE = [Interval(Real, 0, None, closed="neither")]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from privlab.platform.errors import SchemaError
+from privlab.platform.core.errors import SchemaError
 
 __all__ = ["READERS", "TASKS", "read_dataset"]
 

@@ -19,7 +19,7 @@ counts at the leaves. We build it level by level and vectorised:
 
 The original DP-DF also varies the root attribute across trees (SysFor) and prunes; we do not.
 
-It is a keyword :class:`~privlab.platform.estimator.PrivateEstimator` on the forests' contract
+It is a keyword :class:`~privlab.platform.dp.estimator.PrivateEstimator` on the forests' contract
 (:mod:`~.forest`): ``fit(X, y, ledger=None, scope="data", *, source=None)`` plans from public
 inputs, goes through ``_charged_fit`` and draws from the run's source (``source.dp_generator``,
 a seeded floating-point stream: research-only), or, as a plain scikit-learn estimator, from a
@@ -51,12 +51,12 @@ from sklearn.utils.multiclass import check_classification_targets
 from privlab.mechanisms.dipreme import inputs
 from privlab.mechanisms.dipreme.fit_arguments import ForestNotFittedError, run_arguments, validate_X, validate_Xy
 from privlab.mechanisms.dipreme.privacy import sensitivity_factor
-from privlab.platform.budget import split_epsilon
-from privlab.platform.errors import SchemaError
-from privlab.platform.estimator import PrivateEstimator
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.randomness import RandomSource
-from privlab.platform.validation import ConstraintSpec, check_text
+from privlab.platform.core.errors import SchemaError
+from privlab.platform.core.validation import ConstraintSpec, check_text
+from privlab.platform.dp.budget import split_epsilon
+from privlab.platform.dp.estimator import PrivateEstimator
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["DPDFClassifier", "MAX_LEAVES"]
 

@@ -11,10 +11,10 @@ from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 from sklearn.utils.validation import validate_data
 
 from privlab.mechanisms.dipreme import inputs
-from privlab.platform.errors import NotFittedError, SchemaError
-from privlab.platform.estimator import PrivateEstimator
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import RandomSource, SeededSource
+from privlab.platform.core.errors import NotFittedError, SchemaError
+from privlab.platform.dp.estimator import PrivateEstimator
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import RandomSource, SeededSource
 
 __all__ = ["ForestNotFittedError", "run_arguments", "validate_X", "validate_Xy"]
 

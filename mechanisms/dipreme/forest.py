@@ -1,14 +1,14 @@
 """DiPriMe forests, DP-ERT and the non-private median forest: scikit-learn estimators on privlab's
 one estimator contract.
 
-Every estimator is a keyword-argument :class:`~privlab.platform.estimator.PrivateEstimator`
+Every estimator is a keyword-argument :class:`~privlab.platform.dp.estimator.PrivateEstimator`
 (settings in ``__init__`` only, checked against ``_parameter_constraints`` when ``fit`` starts;
 learned state in attributes ending in ``_``) and a scikit-learn estimator (``BaseEstimator``,
 ``predict``, ``score``, ``clone``). ``fit(X, y, ledger=None, scope="data", *, source=None)``:
 
-* in a run, pass the run's ``ledger`` and ``source`` (a :class:`~privlab.platform.randomness.RandomSource`):
+* in a run, pass the run's ``ledger`` and ``source`` (a :class:`~privlab.platform.dp.randomness.RandomSource`):
   the fit's plan (from public inputs: ε, the public bounds, classes, the column count and the
-  ledger's neighbouring relation) goes through :meth:`~privlab.platform.estimator.PrivateEstimator._charged_fit`
+  ledger's neighbouring relation) goes through :meth:`~privlab.platform.dp.estimator.PrivateEstimator._charged_fit`
   — preflighted with its partition, charged, and checked against what was recorded — and every
   draw comes from ``source``;
 * as a plain scikit-learn estimator, pass neither: the fit draws from
@@ -30,7 +30,7 @@ research-only (``release_safe = False``: release mode refuses it before anything
 drawn). DP-ERT's splits use no data, so they come from ``source.generator``, and its only DP
 draws are the leaves' Laplace noise, from the source's own sampler: in release mode the leaf
 statistics are snapped to a lattice and get the exact lattice Laplace noise of the
-:class:`~privlab.platform.randomness.SecureSource` (a ``laplace_lattice`` step with the padded
+:class:`~privlab.platform.dp.randomness.SecureSource` (a ``laplace_lattice`` step with the padded
 scale of :func:`~privlab.mechanisms.basic.laplace.release_parameters`), so DP-ERT is
 release-safe (and refuses ``classes=None`` there, which would read the labels from the data).
 The non-private median forests plan no step and are research-only baselines, refused in release
@@ -41,7 +41,7 @@ Privacy:
     the budget split and sensitivities of :mod:`privlab.mechanisms.dipreme.privacy` (under
     replace-one every Δ is twice its add/remove-one value). ``partition="disjoint"``: tree t
     sees the record positions of part t of a uniformly random permutation of ``0 … n−1`` cut
-    at public sizes (:class:`~privlab.platform.positional_split.PositionalSplit`, drawn without
+    at public sizes (:class:`~privlab.platform.dp.positional_split.PositionalSplit`, drawn without
     looking at the data), and gets all of ε. A replace-one neighbour changes the record at one
     position, which lies in exactly one part: only that tree's output distribution changes,
     and it is ε-DP for that change, so the forest is ε-DP (parallel composition, McSherry 2009,
@@ -70,15 +70,15 @@ from sklearn.utils.multiclass import check_classification_targets
 from privlab.mechanisms.basic.laplace import release_parameters
 from privlab.mechanisms.dipreme import inputs
 from privlab.mechanisms.dipreme.fit_arguments import ForestNotFittedError, run_arguments, validate_X, validate_Xy
-from privlab.mechanisms.dipreme.leaf_noise import events_named, generator_laplace, source_laplace
 from privlab.mechanisms.dipreme.growth import FeatureLayout, Splitter, grow, route
+from privlab.mechanisms.dipreme.leaf_noise import events_named, generator_laplace, source_laplace
 from privlab.mechanisms.dipreme.privacy import forest_plan
 from privlab.mechanisms.dipreme.tree_rows import RowDraw, all_rows, forest_part_names, forest_slot, rows_of, tree_sizes
-from privlab.platform.errors import ModeError, SchemaError
-from privlab.platform.estimator import PrivateEstimator
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.randomness import RandomSource
-from privlab.platform.validation import ConstraintSpec, check_text
+from privlab.platform.core.errors import ModeError, SchemaError
+from privlab.platform.core.validation import ConstraintSpec, check_text
+from privlab.platform.dp.estimator import PrivateEstimator
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["DPERTClassifier", "DPERTRegressor", "DiPriMeClassifier", "DiPriMeRegressor", "MedianForestClassifier",
            "MedianForestRegressor"]

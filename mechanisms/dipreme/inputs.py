@@ -2,7 +2,7 @@
 
 Public configuration (never read from the data): per-feature bounds, categorical features'
 categories, the target's bounds (regression) or the classes (classification). Data outside it
-is refused with a :class:`~privlab.platform.errors.SchemaError` naming the column, never its
+is refused with a :class:`~privlab.platform.core.errors.SchemaError` naming the column, never its
 values: refusing is a choice made on the data owner's side before anything is released, while
 clipping silently would hide a wrong configuration (and a recorded warning would release
 whether clipping happened). NaN or infinite features are refused the same way; the message
@@ -32,8 +32,8 @@ import numpy as np
 from scipy import sparse
 
 from privlab.mechanisms.dipreme.growth import MAX_CATEGORIES, FeatureLayout
-from privlab.platform.errors import SchemaError
-from privlab.platform.validation import ConstraintSpec, InstanceOf, Interval, Options, RealPair
+from privlab.platform.core.errors import SchemaError
+from privlab.platform.core.validation import ConstraintSpec, InstanceOf, Interval, Options, RealPair
 
 __all__ = ["MAX_DEPTH", "MAX_ESTIMATORS", "MAX_NODES", "MAX_PAIRS", "PrivacyLeakWarning", "check_features",
            "check_forest_size", "check_pairs", "check_target_in_bounds", "check_targets", "encode_features",
@@ -80,7 +80,7 @@ def _is_int(value: object) -> bool:
 def forest_constraints(*, private: bool, private_splits: bool, regression: bool, candidates: bool = True,
                        partition: bool = True, bins: bool = False) -> dict[str, list[ConstraintSpec]]:
     """The declarative constraints (scikit-learn's ``_parameter_constraints`` style, checked by
-    :func:`~privlab.platform.validation.validate_parameters`) of a forest's settings.
+    :func:`~privlab.platform.core.validation.validate_parameters`) of a forest's settings.
 
     Args:
         private: the forest takes ``epsilon`` (no default ε: ``None`` is refused).

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from privlab.platform.ledger import PrivacyEvent
-from privlab.platform.randomness import RandomSource
-from privlab.platform.secure_sampling import snap_to_lattice
+from privlab.platform.dp.ledger import PrivacyEvent
+from privlab.platform.dp.randomness import RandomSource
+from privlab.platform.dp.secure_sampling import snap_to_lattice
 
 __all__ = ["events_named", "generator_laplace", "source_laplace"]
 

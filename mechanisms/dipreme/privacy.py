@@ -53,8 +53,8 @@ References:
 
 from __future__ import annotations
 
-from privlab.platform.budget import split_epsilon
-from privlab.platform.ledger import PrivacyEvent
+from privlab.platform.dp.budget import split_epsilon
+from privlab.platform.dp.ledger import PrivacyEvent
 
 __all__ = ["forest_plan", "sensitivity_factor", "tree_budget"]
 
@@ -121,7 +121,7 @@ def forest_plan(*, epsilon: float, n_estimators: int, partition: str, split_frac
     """Every event a forest's fit records, in order, from public inputs only.
 
     ``scopes`` holds one scope per tree: the parts of a declared partition ("disjoint") or the
-    fit's scope repeated ("full"). Shares come from :func:`~privlab.platform.budget.split_epsilon`,
+    fit's scope repeated ("full"). Shares come from :func:`~privlab.platform.dp.budget.split_epsilon`,
     so the ledger's total is exactly ``epsilon``: each tree's events sum to ε ("disjoint",
     parallel composition) or all events sum to ε ("full", sequential composition).
     """

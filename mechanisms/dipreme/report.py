@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from privlab.mechanisms.dipreme.methods import METHOD_LABELS, PRIVATE
-from privlab.platform.reports import StudyResults, figure_png
+from privlab.platform.results.reports import StudyResults, figure_png
 
 __all__ = ["forest_report"]
 

@@ -2,7 +2,7 @@
 
 ``partition="disjoint"``: tree t sees part t of a uniformly random permutation of the positions
 ``0 … n−1`` cut at public sizes (:func:`tree_sizes`), a
-:class:`~privlab.platform.positional_split.PositionalSplit` the fit declares on the ledger
+:class:`~privlab.platform.dp.positional_split.PositionalSplit` the fit declares on the ledger
 (parallel composition, valid under replace-one and add/remove-one); ``partition="full"``: every
 tree sees every row. The permutation comes from ``source.generator`` (public randomness).
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from privlab.platform.ledger import Ledger
-from privlab.platform.positional_split import PositionalSplit
-from privlab.platform.randomness import RandomSource
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.positional_split import PositionalSplit
+from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["RowDraw", "all_rows", "assign_rows", "forest_part_names", "forest_slot", "positional_split", "rows_are_disjoint",
            "rows_of", "tree_sizes"]

@@ -44,17 +44,17 @@ from privlab.mechanisms.dipreme.datasets import TARGET, TASKS, read_dataset
 from privlab.mechanisms.dipreme.inputs import check_forest_size, forest_constraints
 from privlab.mechanisms.dipreme.methods import METHODS, PRIVATE
 from privlab.mechanisms.dipreme.report import forest_report
-from privlab.platform.errors import SchemaError
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.validation import validate_parameters
-from privlab.platform.randomness import SeededSource
-from privlab.platform.registry import MetricKind, Pattern, Workload, register_workload
-from privlab.platform.reports import StudyResults
+from privlab.platform.core.errors import SchemaError
+from privlab.platform.core.validation import validate_parameters
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.randomness import SeededSource
+from privlab.platform.experiment.registry import MetricKind, Pattern, Workload, register_workload
+from privlab.platform.results.reports import StudyResults
 
 __all__ = ["ForestStudy", "ForestStudyParams"]
 
 NEIGHBOURING = "replace_one"
-"""The relation of a run's ledgers (:meth:`privlab.platform.spec.BudgetSpec.ledger`)."""
+"""The relation of a run's ledgers (:meth:`privlab.platform.experiment.spec.BudgetSpec.ledger`)."""
 
 
 def _must(ok: bool, name: str, value: object, constraint: str) -> None:

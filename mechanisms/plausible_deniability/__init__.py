@@ -9,7 +9,7 @@ One module a job:
   acyclic, ``maxcost``-bounded parent selection (Section 3.3, eqs. 4–8);
 * :mod:`.parameters` — noisy conditional count tables and the Dirichlet estimator (Section 3.4);
 * :mod:`.model` — :class:`~.model.PlausibleDeniabilityModel`, the DP generative model as a
-  :class:`~privlab.platform.estimator.PrivateEstimator`;
+  :class:`~privlab.platform.dp.estimator.PrivateEstimator`;
 * :mod:`.synthesis` — seed-based synthesis by eq. (3) with ω fixed or drawn from a range (3.2);
 * :mod:`.probability` — the exact Pr{y = M(d)}: a literal reference and a seed index (item 6);
 * :mod:`.privacy_tests` — Privacy Tests 1 and 2 with early stopping, the candidate loop and the

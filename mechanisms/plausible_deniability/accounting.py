@@ -11,13 +11,13 @@ Privacy:
     every step of a half gets the same ε_step, the largest for which K steps compose to at most
     ε under the ledger's accountant (:func:`step_epsilons`):
 
-    * ``"basic"`` — ε_step·K = ε (shares from :func:`privlab.platform.budget.split_epsilon`, so
+    * ``"basic"`` — ε_step·K = ε (shares from :func:`privlab.platform.dp.budget.split_epsilon`, so
       the ledger's fsum is exactly ε);
     * ``"advanced"`` — Dwork & Roth Thm 3.20 (the paper's Theorem 3):
       ε = ε_step·sqrt(2K ln(1/δ'')) + K·ε_step·(e^ε_step − 1), δ = δ'' (default 2⁻³⁰), or the basic
       split where that is larger;
     * ``"pld"``, ``"rdp"``, ``"zcdp"`` — the accountant's composed curve of K Laplace steps read at
-      δ'' (:func:`privlab.platform.accountants.largest_step_epsilon`), never below the basic split;
+      δ'' (:func:`privlab.platform.dp.accountants.largest_step_epsilon`), never below the basic split;
     * ``"best"`` — the largest ε_step any of them allows (the ledger's ``"best"`` total is then at
       most ε, since it is the smallest of the accountants' totals).
 
@@ -40,10 +40,10 @@ from __future__ import annotations
 
 import math
 
-from privlab.platform import accountants, composition
-from privlab.platform.budget import split_epsilon
-from privlab.platform.errors import LedgerError, SpecError
-from privlab.platform.validation import check_count, check_positive_finite, check_real
+from privlab.platform.core.errors import LedgerError, SpecError
+from privlab.platform.core.validation import check_count, check_positive_finite, check_real
+from privlab.platform.dp import accountants, composition
+from privlab.platform.dp.budget import split_epsilon
 
 __all__ = [
     "ACCOUNTANTS",

@@ -53,12 +53,12 @@ import dataclasses
 import numpy as np
 
 from privlab.mechanisms.plausible_deniability.parameters import configuration_index
-from privlab.mechanisms.tabular import bayesian_network
 from privlab.mechanisms.plausible_deniability.probability import SeedIndex, partition_index
 from privlab.mechanisms.plausible_deniability.streams import (
     LANE_MAIN, LANE_ORDER, LANE_SYNTHESIS, CandidateStream, bounded_batch, lane_words, open_uniform,
     uniform)
 from privlab.mechanisms.plausible_deniability.synthesis import SynthesisParams
+from privlab.mechanisms.tabular import bayesian_network
 
 __all__ = ["BatchTester", "CandidateDraws", "draw_batch", "draw_candidate", "laplace_from_uniform",
            "partition_indices"]

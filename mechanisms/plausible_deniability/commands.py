@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from privlab.platform.commands import EXIT_OK, register_commands
-from privlab.platform.errors import InputError
+from privlab.platform.cli.commands import EXIT_OK, register_commands
+from privlab.platform.core.errors import InputError
 
 DESCRIPTION = ("Generate one pd_generation configuration of an experiment spec (the first, or --config) exactly as "
                "`privlab run` draws it, and write a new folder: released.csv and released.parquet (the released "
@@ -27,10 +27,10 @@ def _generate(args: argparse.Namespace) -> int:
     from privlab.mechanisms.plausible_deniability.generation_params import GenerationParams, coded_table
     from privlab.mechanisms.plausible_deniability.generation_run import BUNDLE_FILES, generate, write_bundle
     from privlab.mechanisms.tabular.bundle_files import CHECKSUMS, check_destination
-    from privlab.platform.registry import build_params
-    from privlab.platform.seeding import trial_generator
-    from privlab.platform.spec import load_spec
-    from privlab.platform.worker_tasks import STATE_STREAM
+    from privlab.platform.experiment.registry import build_params
+    from privlab.platform.dp.seeding import trial_generator
+    from privlab.platform.experiment.spec import load_spec
+    from privlab.platform.execution.worker_tasks import STATE_STREAM
 
     out = Path(args.out)
     check_destination(out)

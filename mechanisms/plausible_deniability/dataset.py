@@ -30,10 +30,10 @@ from typing import Any
 
 import pandas as pd
 
-from privlab.mechanisms.tabular.space import resolve_transformation
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
+from privlab.mechanisms.tabular.space import resolve_transformation
 from privlab.mechanisms.tabular.space import load_release_space
-from privlab.platform.errors import SchemaError, SpecError
+from privlab.platform.core.errors import SchemaError, SpecError
 
 __all__ = ["CodedTable", "bucket_map", "load_coded_table"]
 

@@ -28,7 +28,7 @@ import pandas as pd
 
 from privlab.mechanisms.plausible_deniability.evaluation_classifiers import make_classifier
 from privlab.mechanisms.plausible_deniability.evaluation_data import check_sizes, coded_table, one_hot_dense
-from privlab.platform.errors import SchemaError
+from privlab.platform.core.errors import SchemaError
 
 __all__ = ["DISTINGUISHERS", "distinguishing_game"]
 

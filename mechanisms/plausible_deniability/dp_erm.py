@@ -76,11 +76,11 @@ from scipy.special import expit
 
 from privlab.mechanisms.plausible_deniability.evaluation_data import one_hot
 from privlab.mechanisms.tabular.domain import Domain
-from privlab.platform.errors import LedgerError, SchemaError, SpecError
-from privlab.platform.estimator import PrivateEstimator
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.randomness import RandomSource
-from privlab.platform.validation import ConstraintSpec, Interval, Options, validate_parameters
+from privlab.platform.core.errors import LedgerError, SchemaError, SpecError
+from privlab.platform.core.validation import ConstraintSpec, Interval, Options, validate_parameters
+from privlab.platform.dp.estimator import PrivateEstimator
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["DPLinearClassifier", "DPLinearClassifierParams", "LOSSES", "PERTURBATIONS", "erm_features",
            "fit_erm", "loss_curvature", "nonprivate_erm_accuracies", "objective_perturbation_parameters", "output_perturbation_sensitivity",

@@ -41,7 +41,7 @@ import math
 
 import numpy as np
 
-from privlab.platform.validation import check_count
+from privlab.platform.core.validation import check_count
 
 __all__ = ["empirical_entropy", "entropy_sensitivity", "paper_entropy_bound_bits"]
 

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from privlab.mechanisms.plausible_deniability.evaluation_data import check_sizes, coded_table, one_hot_dense
-from privlab.platform.errors import SchemaError
+from privlab.platform.core.errors import SchemaError
 
 __all__ = ["CLASSIFIER_KINDS", "agreement_rate", "compare_classifiers", "make_classifier", "target_features"]
 

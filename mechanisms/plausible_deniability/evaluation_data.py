@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from privlab.platform.errors import SchemaError
+from privlab.platform.core.errors import SchemaError
 
 __all__ = ["check_sizes", "coded_table", "one_hot", "one_hot_dense", "one_hot_offsets"]
 

@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from privlab.mechanisms.plausible_deniability.evaluation_data import check_sizes, coded_table, one_hot_dense
-from privlab.platform.errors import NotFittedError, SchemaError
+from privlab.platform.core.errors import NotFittedError, SchemaError
 
 if TYPE_CHECKING:
     from privlab.mechanisms.plausible_deniability.model import PlausibleDeniabilityModel

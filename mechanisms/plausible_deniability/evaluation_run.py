@@ -54,10 +54,10 @@ from privlab.mechanisms.plausible_deniability.parameters import conditional_tabl
 from privlab.mechanisms.plausible_deniability.privacy_tests import generate_candidates, record_generation
 from privlab.mechanisms.plausible_deniability.structure import Bucketing
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
-from privlab.platform.budget import split_epsilon
-from privlab.platform.errors import SchemaError, SpecError
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import SeededSource
+from privlab.platform.core.errors import SchemaError, SpecError
+from privlab.platform.dp.budget import split_epsilon
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import SeededSource
 
 __all__ = ["PARTS", "evaluate", "metric_names", "marginals_baseline"]
 

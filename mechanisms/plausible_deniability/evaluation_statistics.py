@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from privlab.mechanisms.plausible_deniability.evaluation_data import check_sizes, coded_table
-from privlab.platform.errors import SchemaError
+from privlab.platform.core.errors import SchemaError
 
 __all__ = ["PairwiseTVD", "attribute_tvd", "pairwise_tvd", "tvd_summary", "tvd_table"]
 

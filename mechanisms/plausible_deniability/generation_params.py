@@ -51,9 +51,9 @@ from privlab.mechanisms.plausible_deniability.model import (
 from privlab.mechanisms.plausible_deniability.privacy_tests import PrivacyTestParams, generation_event
 from privlab.mechanisms.plausible_deniability.split import DataSplit, SplitSizes, split_dataset
 from privlab.mechanisms.plausible_deniability.synthesis import SynthesisParams
-from privlab.platform.errors import SpecError
-from privlab.platform.ledger import Ledger, PrivacyEvent, check_conforms
-from privlab.platform.randomness import SeededSource
+from privlab.platform.core.errors import SpecError
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent, check_conforms
+from privlab.platform.dp.randomness import SeededSource
 
 __all__ = ["GenerationParams", "check_against_table", "coded_table", "fit_split_model", "model_plan",
            "parse_omega", "run_plan"]

@@ -41,11 +41,11 @@ import numpy as np
 import pandas as pd
 
 from privlab.mechanisms.plausible_deniability.dataset import CodedTable
-from privlab.mechanisms.plausible_deniability.privacy_tests import CandidateResults, generate_candidates, record_generation
 from privlab.mechanisms.plausible_deniability.generation_params import GenerationParams, check_against_table, fit_split_model
+from privlab.mechanisms.plausible_deniability.privacy_tests import CandidateResults, generate_candidates, record_generation
 from privlab.mechanisms.tabular.bundle_files import atomic_directory, config_toml, json_text, write_checksums, write_released
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import SeededSource
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import SeededSource
 
 __all__ = ["Generation", "generate", "write_bundle"]
 

@@ -38,10 +38,10 @@ from privlab.mechanisms.plausible_deniability.structure import (
     Bucketing, Structure, correlations, dependency_order, entropy_queries, greedy_parents, noisy_entropies)
 from privlab.mechanisms.tabular import bayesian_network
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
-from privlab.platform.errors import SpecError
-from privlab.platform.estimator import PrivateEstimator
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.randomness import RandomSource
+from privlab.platform.core.errors import SpecError
+from privlab.platform.dp.estimator import PrivateEstimator
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["PlausibleDeniabilityModel", "PlausibleDeniabilityModelParams", "declare_model_split", "part_scopes"]
 
@@ -77,7 +77,7 @@ class PlausibleDeniabilityModelParams:
 
     Attributes:
         epsilon: The model's ε (structure and parameters together), finite and > 0.
-        accountant: the ledger's accountant (:data:`privlab.platform.accountants.SELECTABLE`),
+        accountant: the ledger's accountant (:data:`privlab.platform.dp.accountants.SELECTABLE`),
             so the ledger's total is the declared ε; default ``"best"`` (the paper composes each
             half with advanced composition, Section 3.5; the curve accountants are tighter).
         delta_slack: δ'' (the paper's δ_L), in (0, 1); default 2⁻³⁰. Must equal the ledger's

@@ -44,8 +44,8 @@ import numpy as np
 from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.mechanisms.plausible_deniability.structure import Bucketing
 from privlab.mechanisms.tabular import bayesian_network
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import RandomSource
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["COUNT_SENSITIVITY", "ESTIMATORS", "conditional_tables", "configuration_index", "configuration_sizes"]
 

@@ -56,10 +56,10 @@ from privlab.mechanisms.plausible_deniability.probability import (
     SeedIndex, generation_probability, partition_index, prefix_probabilities)
 from privlab.mechanisms.plausible_deniability.synthesis import SynthesisParams, synthesize
 from privlab.mechanisms.tabular.domain import CODE_DTYPE
-from privlab.platform.dp_events import EpsilonDeltaEvent, SelfComposed
-from privlab.platform.errors import SpecError
-from privlab.platform.ledger import Budget, Ledger, PrivacyEvent
-from privlab.platform.randomness import RandomSource
+from privlab.platform.core.errors import SpecError
+from privlab.platform.dp.dp_events import EpsilonDeltaEvent, SelfComposed
+from privlab.platform.dp.ledger import Budget, Ledger, PrivacyEvent
+from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["CandidateResults", "METHODS", "PrivacyTestParams", "count_plausible", "generate_candidates",
            "generation_event", "record_generation"]

@@ -37,7 +37,7 @@ import math
 import numpy as np
 
 from privlab.mechanisms.plausible_deniability.synthesis import SynthesisParams
-from privlab.platform.errors import SchemaError
+from privlab.platform.core.errors import SchemaError
 
 __all__ = ["SeedIndex", "generation_probability", "partition_index", "prefix_probabilities"]
 

@@ -15,7 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from privlab.platform.reports import StudyResults, figure_png  # noqa: E402
+from privlab.platform.results.reports import StudyResults, figure_png  # noqa: E402
 
 __all__ = ["PAPER", "evaluation_report"]
 

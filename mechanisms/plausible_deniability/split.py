@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from privlab.mechanisms.tabular.domain import Domain
-from privlab.platform.errors import SpecError
+from privlab.platform.core.errors import SpecError
 
 __all__ = ["DataSplit", "SplitSizes", "split_dataset"]
 

@@ -48,9 +48,9 @@ import numpy as np
 from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.mechanisms.plausible_deniability.entropy import empirical_entropy
 from privlab.mechanisms.tabular.domain import Domain
-from privlab.platform.errors import SchemaError
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import RandomSource
+from privlab.platform.core.errors import SchemaError
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import RandomSource
 
 __all__ = [
     "Bucketing",

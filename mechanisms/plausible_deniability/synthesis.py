@@ -46,7 +46,7 @@ import dataclasses
 
 import numpy as np
 
-from privlab.platform.errors import SpecError
+from privlab.platform.core.errors import SpecError
 
 __all__ = ["OMEGA_RULES", "SynthesisParams", "synthesize"]
 

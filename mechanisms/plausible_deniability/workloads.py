@@ -41,10 +41,10 @@ from privlab.mechanisms.plausible_deniability.generation_params import (
 from privlab.mechanisms.plausible_deniability.privacy_tests import PrivacyTestParams
 from privlab.mechanisms.plausible_deniability.synthesis import SynthesisParams
 from privlab.mechanisms.tabular.domain import CODE_DTYPE
-from privlab.platform.errors import SpecError
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.randomness import SeededSource
-from privlab.platform.registry import ActorPoolWorkload, MetricKind, Pattern, Workload, register_workload
+from privlab.platform.core.errors import SpecError
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.randomness import SeededSource
+from privlab.platform.experiment.registry import ActorPoolWorkload, MetricKind, Pattern, Workload, register_workload
 
 __all__ = ["GenerationState", "PlausibleDeniabilityGeneration"]
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from privlab.mechanisms.pmse.studies import SensitivityParams
-from privlab.platform.audit import SensitivityAuditable, register_auditable
+from privlab.platform.audit.registration import SensitivityAuditable, register_auditable
 
 UNLIMITED = "unlimited"
 

@@ -43,10 +43,10 @@ from privlab.mechanisms.pmse.numeric_data import (
     validate_bounds,
 )
 from privlab.mechanisms.pmse.synthesis import SequentialLinearGaussian
-from privlab.platform.budget import split_epsilon
-from privlab.platform.errors import SchemaError
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.randomness import RandomSource
+from privlab.platform.core.errors import SchemaError
+from privlab.platform.dp.budget import split_epsilon
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.randomness import RandomSource
 
 __all__ = [
     "BPPDParams",

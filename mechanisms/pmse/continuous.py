@@ -4,7 +4,7 @@ A :class:`ContinuousSynthesizer` fits on a table of ``q`` numeric columns in mod
 column is modelled given the ones before it) and releases one or more synthetic datasets: the
 pMSE mechanism (:mod:`.mechanism`) and the baselines it is compared with (:mod:`.bppd`,
 :mod:`.smooth_histogram`, :mod:`.functional_mechanism`). It is a
-:class:`~privlab.platform.estimator.PrivateEstimator`, so the budget protocol is the same as the
+:class:`~privlab.platform.dp.estimator.PrivateEstimator`, so the budget protocol is the same as the
 tabular synthesizers': :meth:`ContinuousSynthesizer.fit` validates the data, computes the plan
 from public inputs only (the record count ``n``, the column count ``q`` and the
 hyperparameters), refuses a plan that does not fit the ledger before anything is drawn, and
@@ -27,10 +27,10 @@ import numpy as np
 import pandas as pd
 
 from privlab.mechanisms.pmse.numeric_data import data_matrix
-from privlab.platform.estimator import PrivateEstimator
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.randomness import RandomSource
-from privlab.platform.validation import check_count, check_text
+from privlab.platform.core.validation import check_count, check_text
+from privlab.platform.dp.estimator import PrivateEstimator
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["ContinuousSynthesizer", "stack_datasets"]
 

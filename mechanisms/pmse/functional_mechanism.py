@@ -32,10 +32,10 @@ from privlab.mechanisms.pmse.numeric_data import (
     validate_bounds,
 )
 from privlab.mechanisms.pmse.synthesis import SequentialLinearGaussian
-from privlab.platform.budget import split_epsilon
-from privlab.platform.errors import ModeError, SchemaError
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.randomness import RandomSource
+from privlab.platform.core.errors import ModeError, SchemaError
+from privlab.platform.dp.budget import split_epsilon
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.randomness import RandomSource
 
 __all__ = [
     "LINF_SENSITIVITY",

@@ -55,11 +55,11 @@ import numpy as np
 from privlab.mechanisms.pmse.continuous import ContinuousSynthesizer
 from privlab.mechanisms.pmse.numeric_data import data_matrix
 from privlab.mechanisms.pmse.synthesis import SynthesisModel
-from privlab.platform.budget import split_epsilon
-from privlab.platform.errors import SpecError
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.randomness import RandomSource
-from privlab.platform.validation import ConstrainedParams, Interval, Options, check_count
+from privlab.platform.core.errors import SpecError
+from privlab.platform.core.validation import ConstrainedParams, Interval, Options, check_count
+from privlab.platform.dp.budget import split_epsilon
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.randomness import RandomSource
 
 QualityFunction = Callable[[np.ndarray, np.ndarray], float]
 
@@ -176,7 +176,7 @@ class PMSEMechanism(ContinuousSynthesizer):
 
         Step i is the exponential mechanism for draw i with share ε_i of ε, sensitivity
         Δu = 1/n and "noise scale" 2Δu/ε_i (the temperature); the shares are ε/l up to float
-        rounding, and their ``math.fsum`` is exactly ε (:func:`~privlab.platform.budget.split_epsilon`).
+        rounding, and their ``math.fsum`` is exactly ε (:func:`~privlab.platform.dp.budget.split_epsilon`).
         """
         n = check_count("records", records, minimum=2)
         check_count("columns", columns)

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from privlab.platform.errors import SchemaError
-from privlab.platform.validation import check_count, check_real
+from privlab.platform.core.errors import SchemaError
+from privlab.platform.core.validation import check_count, check_real
 
 __all__ = [
     "check_count",

@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from privlab.platform.reports import StudyResults, figure_png  # noqa: E402
+from privlab.platform.results.reports import StudyResults, figure_png  # noqa: E402
 
 PAPER_PERCENT: dict[tuple[str, float], float] = {
     ("1", 0.01): 0.0, ("2", 0.01): 0.3, ("5", 0.01): 0.6, ("unlimited", 0.01): 0.7,

@@ -23,9 +23,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from privlab.mechanisms.pmse.utility_methods import FAMILY_LABELS, METHODS, Method  # noqa: E402
 from privlab.mechanisms.pmse.reports_sensitivity import tree_rule
-from privlab.platform.reports import StudyResults  # noqa: E402
+from privlab.mechanisms.pmse.utility_methods import FAMILY_LABELS, METHODS, Method  # noqa: E402
+from privlab.platform.results.reports import StudyResults  # noqa: E402
 
 #: Table 2 of Snoke & Slavković: ε → method → (mean, variance) of the pMSE over 2,500 simulations.
 #: The ε = 1 and ε = 2 rows print identical variances in every column — most likely a copy

@@ -20,9 +20,9 @@ import numpy as np
 
 from privlab.mechanisms.pmse.continuous import ContinuousSynthesizer
 from privlab.mechanisms.pmse.numeric_data import check_count, check_epsilon, data_matrix, validate_bounds
-from privlab.platform.errors import SchemaError
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.randomness import RandomSource
+from privlab.platform.core.errors import SchemaError
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.randomness import RandomSource
 
 __all__ = [
     "MAX_CELLS",

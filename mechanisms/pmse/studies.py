@@ -27,10 +27,10 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import SeededSource
-from privlab.platform.registry import MetricKind, Pattern, Workload, register_workload
-from privlab.platform.reports import StudyResults
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import SeededSource
+from privlab.platform.experiment.registry import MetricKind, Pattern, Workload, register_workload
+from privlab.platform.results.reports import StudyResults
 
 TABLE1_CONFIGS: tuple[tuple[int | None, float], ...] = tuple(
     (depth, cp) for cp in (0.01, 0.001) for depth in (1, 2, 5, None)

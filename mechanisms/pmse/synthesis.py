@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from privlab.platform.plugins import Registry
+from privlab.platform.core.plugins import Registry
 
 
 class SynthesisModel(abc.ABC):

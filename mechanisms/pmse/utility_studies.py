@@ -75,17 +75,17 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from privlab.mechanisms.pmse.numeric_data import clip_and_scale
-from privlab.mechanisms.pmse.utility_methods import METHODS, Method, _check, _is_int, _is_real
 from privlab.mechanisms.pmse.bppd import BPPDParams, BPPDSynthesizer, NoisyBPPDParams, NoisyBPPDSynthesizer
 from privlab.mechanisms.pmse.functional_mechanism import functional_mechanism_event, functional_mechanism_regression
 from privlab.mechanisms.pmse.mechanism import PMSEMechanism, PMSEMechanismParams
+from privlab.mechanisms.pmse.numeric_data import clip_and_scale
 from privlab.mechanisms.pmse.smooth_histogram import SmoothHistogramParams, SmoothHistogramSynthesizer
 from privlab.mechanisms.pmse.synthesis import SequentialLinearGaussian
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.randomness import SeededSource
-from privlab.platform.registry import MetricKind, Pattern, Workload, register_workload
-from privlab.platform.reports import StudyResults
+from privlab.mechanisms.pmse.utility_methods import METHODS, Method, _check, _is_int, _is_real
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.randomness import SeededSource
+from privlab.platform.experiment.registry import MetricKind, Pattern, Workload, register_workload
+from privlab.platform.results.reports import StudyResults
 
 #: The pMSE metric's trees: unlimited depth with cp 0.01 (the tree the pMSE mechanism of Table 2
 #: uses as its quality function) and with cp 0.001 (Table 1's second cp), both read off one fit.

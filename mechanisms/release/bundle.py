@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from privlab.mechanisms.tabular.bundle_files import CHECKSUMS, json_text, partial_prefix, write_text
-from privlab.platform.errors import SpecError
+from privlab.platform.core.errors import SpecError
 
 #: The public files of a bundle, in the order SHA256SUMS lists them.
 PUBLIC_FILES = (
@@ -160,7 +160,7 @@ SEAL_FILE = "transcript-seal.txt"
 
 
 def seal_text(seal: str) -> str:
-    """``transcript-seal.txt``: the transcript's hash-chain head (see :mod:`privlab.platform.transcript`)."""
+    """``transcript-seal.txt``: the transcript's hash-chain head (see :mod:`privlab.platform.dp.transcript`)."""
     return ("# SHA-256 hash-chain head (privlab transcript format v2) of this release's private transcript.\n"
             "# `privlab verify BUNDLE --data PRIVATE --transcript T --spec SPEC` checks a transcript against it,\n"
             "# replays it and compares every public file. It reveals nothing about the data (salted commitment).\n"

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from privlab.platform.commands import (
+from privlab.platform.cli.commands import (
     EXIT_OK,
     TomlKind,
     add_run_reading_command,
@@ -21,7 +21,7 @@ from privlab.platform.commands import (
     register_commands,
     register_toml_kind,
 )
-from privlab.platform.errors import InputError
+from privlab.platform.core.errors import InputError
 
 
 def _sizes_text(result: dict[str, Any]) -> str:
@@ -43,9 +43,9 @@ def _sizes_text(result: dict[str, Any]) -> str:
 def _evaluate(args: argparse.Namespace) -> int:
     from privlab.mechanisms.release.evaluate import evaluate_candidate, read_raw
     from privlab.mechanisms.release.workloads import flow_inputs
-    from privlab.platform.spec import load_spec
+    from privlab.platform.experiment.spec import load_spec
 
-    spec = load_spec(args.spec, args.set or [])  # experiment specs are research mode only (platform/spec.py)
+    spec = load_spec(args.spec, args.set or [])  # experiment specs are research mode only (platform/experiment/spec.py)
     configs = [c for c in spec.configurations if c.workload == "release_flow"]
     if not configs:
         raise InputError(f"{args.spec} has no release_flow configuration to evaluate")
@@ -86,7 +86,7 @@ def _shortlist(args: argparse.Namespace) -> int:
         workload_params,
         write_atomically,
     )
-    from privlab.platform.tracking import Tracker, existing_store_uri
+    from privlab.platform.tracking.tracker import Tracker, existing_store_uri
 
     tracker = Tracker(existing_store_uri(args.tracking_uri))  # only reads: never creates a store
     _, summary = finished_summary(tracker, args.run_id, hint="give the grid search's run id")
@@ -120,7 +120,7 @@ def _release(args: argparse.Namespace) -> int:
         print(f"privlab: warning: {str(stale)!r} is the staging folder of a release that did not finish (killed, "
               f"or still running elsewhere); nothing in it was published, but {what}. Unless a release is writing "
               f"into {str(stale.parent)!r} right now, delete it: rm -r -- {shlex.quote(str(stale))}", file=sys.stderr)
-    # SIGTERM raises KeyboardInterrupt here (privlab.platform.interrupts.sigterm_as_interrupt, set
+    # SIGTERM raises KeyboardInterrupt here (privlab.platform.execution.interrupts.sigterm_as_interrupt, set
     # by the command line), which unwinds through the staging folder's cleanup: no partial bundle.
     result = run_release(args.spec, data=args.data, out=out, budget=args.budget, replay=args.replay,
                          progress=lambda message: print(f"privlab: {message}", file=sys.stderr, flush=True),

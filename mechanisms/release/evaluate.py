@@ -26,12 +26,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from privlab.mechanisms.synthesizers.base import hyperparameter_names
 from privlab.mechanisms.release.flow import FlowSettings
+from privlab.mechanisms.synthesizers.base import hyperparameter_names
 from privlab.mechanisms.tabular.space import resolve_transformation
 from privlab.mechanisms.tabular.space import ReleaseSpace
-from privlab.platform.csv_fields import check_field_counts
-from privlab.platform.errors import SpecError
+from privlab.platform.core.csv_fields import check_field_counts
+from privlab.platform.core.errors import SpecError
 
 #: The workload parameters that define a configuration of the release scheme: the transformation,
 #: the synthesizer and its hyperparameters (any registered synthesizer's), the projection.

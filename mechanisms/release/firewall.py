@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from privlab.mechanisms.tabular.space import ReleaseSpace
-from privlab.platform.errors import SCHEMA_PROBLEMS, SchemaError, SpecError
+from privlab.platform.core.errors import SCHEMA_PROBLEMS, SchemaError, SpecError
 
 
 def _withheld(error: Exception, *, what: str, space: ReleaseSpace) -> SchemaError:

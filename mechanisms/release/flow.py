@@ -43,10 +43,10 @@ from privlab.mechanisms.tabular.constraints import rejection_sample
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
 from privlab.mechanisms.tabular.space import ReleaseSpace, resolve_transformation
 from privlab.mechanisms.tabular.transforms import Transformation
-from privlab.platform.errors import SchemaError, SpecError
-from privlab.platform.toml_files import read_toml
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.randomness import RandomSource
+from privlab.platform.core.errors import SchemaError, SpecError
+from privlab.platform.core.toml_files import read_toml
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.randomness import RandomSource
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -46,9 +46,9 @@ import pandas as pd
 
 from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.mechanisms.tabular.space import ReleaseSpace
-from privlab.platform.errors import ExecutionError
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.randomness import RandomSource
+from privlab.platform.core.errors import ExecutionError
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.randomness import RandomSource
 
 #: The probability that the margin is too small and padding records are needed.
 PADDING_PROBABILITY = 1e-6

@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import NullLocator  # noqa: E402
 
-from privlab.platform.reports import StudyResults, figure_png  # noqa: E402
+from privlab.platform.results.reports import StudyResults, figure_png  # noqa: E402
 
 FACTORS = ("transformation", "epsilon_split", "theta", "degree", "min_count")
 

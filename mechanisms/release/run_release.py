@@ -18,8 +18,8 @@ public-data grid search) and declares the budget split and the private-selection
    records: a size rule (privbayes needs two records) would then fail for one record and not
    for two, and its message would tell the exact count;
 5. runs private selection with a known threshold (Hod & Canetti 2024, Algorithm 1) over the
-   shortlist with a :class:`~privlab.platform.randomness.SecureSource` recording a transcript,
-   or with a :class:`~privlab.platform.randomness.ReplaySource` reading one back;
+   shortlist with a :class:`~privlab.platform.dp.randomness.SecureSource` recording a transcript,
+   or with a :class:`~privlab.platform.dp.randomness.ReplaySource` reading one back;
 6. writes the bundle atomically (:mod:`privlab.mechanisms.release.bundle`).
 
 Spec format: :mod:`privlab.mechanisms.release.spec`; the shortlist:
@@ -89,7 +89,6 @@ import pandas as pd
 
 from privlab.mechanisms.release import bundle, record_count
 
-from privlab.mechanisms.tabular import bundle_files
 from privlab.mechanisms.release.documents import datasheet, privacy_statement
 from privlab.mechanisms.release.firewall import load_private_data
 from privlab.mechanisms.release.flow import FlowConfiguration, FlowOutcome, planned_events, run_flow
@@ -102,10 +101,11 @@ from privlab.mechanisms.release.spec import (
     sha256_file,
 )
 from privlab.mechanisms.selection.private_selection import private_selection
-from privlab.platform.errors import BudgetExceededError, ExecutionError, SchemaError, SpecError, TranscriptError
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import RandomSource, ReplaySource, SecureSource
-from privlab.platform.transcript import TranscriptReader, TranscriptWriter
+from privlab.mechanisms.tabular import bundle_files
+from privlab.platform.core.errors import BudgetExceededError, ExecutionError, SchemaError, SpecError, TranscriptError
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import RandomSource, ReplaySource, SecureSource
+from privlab.platform.dp.transcript import TranscriptReader, TranscriptWriter
 
 logger = logging.getLogger(__name__)
 

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from privlab.mechanisms.release.flow import FlowConfiguration, FlowSettings, load_settings
-from privlab.mechanisms.tabular.space import resolve_transformation
 from privlab.mechanisms.release.spec import ReleaseSpec, read_toml
 from privlab.mechanisms.synthesizers.base import hyperparameter_names, synthesizer_class, synthesizer_names
 from privlab.mechanisms.synthesizers.zcdp import ZcdpSynthesizer
+from privlab.mechanisms.tabular.space import resolve_transformation
 from privlab.mechanisms.tabular.space import ReleaseSpace, load_release_space
-from privlab.platform.errors import SpecError
+from privlab.platform.core.errors import SpecError
 
 _CONFIGURATION_KEYS = ("transformation", "synthesizer", "min_count")  # the rest: the synthesizer's hyperparameters
 

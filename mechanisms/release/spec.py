@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from privlab.mechanisms.selection.private_selection import PrivateSelectionParams
-from privlab.platform import toml_files
-from privlab.platform.errors import BudgetExceededError, SpecError
+from privlab.platform.core import toml_files
+from privlab.platform.core.errors import BudgetExceededError, SpecError
 
 DECODE_MODES = ("representative", "uniform")
 _SPEC_KEYS = frozenset({"name", "description", "shortlist", "budget", "decode", "epsilon", "selection", "datasheet"})

@@ -40,11 +40,11 @@ from pathlib import Path
 
 from privlab.mechanisms.release import bundle
 
-from privlab.mechanisms.tabular import bundle_files
 from privlab.mechanisms.release.run_release import run_release
-from privlab.platform.errors import SpecError, TranscriptError, VerificationError
-from privlab.platform.toml_files import read_toml
-from privlab.platform.transcript import TranscriptReader
+from privlab.mechanisms.tabular import bundle_files
+from privlab.platform.core.errors import SpecError, TranscriptError, VerificationError
+from privlab.platform.core.toml_files import read_toml
+from privlab.platform.dp.transcript import TranscriptReader
 
 
 @dataclasses.dataclass(frozen=True)

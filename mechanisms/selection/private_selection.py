@@ -6,7 +6,7 @@ on a configuration drawn uniformly from a public shortlist, and stops at the fir
 output; after each rejection it stops with ⊥ with probability γ, and it stops with ⊥ after T
 iterations. The whole search is (2ε₁ + ε₀)-DP however many iterations run, and is charged to
 the ledger once, before the first iteration, with
-:meth:`~privlab.platform.ledger.Ledger.record_private_selection`.
+:meth:`~privlab.platform.dp.ledger.Ledger.record_private_selection`.
 
 Privacy:
     Only the final output is covered: the accepted configuration and the flow's output, or ⊥.
@@ -30,11 +30,11 @@ from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 
-from privlab.platform import composition
-from privlab.platform.errors import LedgerError
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.randomness import RandomSource
-from privlab.platform.validation import check_real
+from privlab.platform.core.errors import LedgerError
+from privlab.platform.core.validation import check_real
+from privlab.platform.dp import composition
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.randomness import RandomSource
 
 __all__ = [
     "STOP_REASONS",
@@ -65,7 +65,7 @@ def _probability(name: str, value: object) -> float:
 class PrivateSelectionParams:
     """The stopping rule of private selection with a known threshold: γ, T and ε₀.
 
-    Validated by :func:`privlab.platform.composition.validate_private_selection`, the same
+    Validated by :func:`privlab.platform.dp.composition.validate_private_selection`, the same
     check the ledger applies when it records the selection: γ ∈ [0, 1], ε₀ ∈ [0, 1] and
     T ≥ max{ln(2/ε₀)/γ, 1 + 1/(eγ)}, or the infinite horizon γ = 0, T = ∞, ε₀ = 0. With γ > 0
     and ε₀ = 0 the bound is infinite, so T must be ∞ (the γ-coin alone ends the search).
@@ -356,7 +356,7 @@ def private_selection(
     The search is charged to ``ledger`` once, as 2ε₁ + ε₀, *before* the first iteration, so
     a search over budget never touches the data. Then for j = 1, 2, …: draw a configuration
     uniformly from ``candidates`` with ``source``; run ``run_once`` on it with a fresh
-    scratch :class:`~privlab.platform.ledger.Ledger` capped at ε₁ (pure DP), which is never
+    scratch :class:`~privlab.platform.dp.ledger.Ledger` capped at ε₁ (pure DP), which is never
     added to ``ledger``; stop if accepted; stop with ⊥ if j = T; otherwise stop with ⊥ with
     probability γ (a ``source.bernoulli`` draw, skipped when γ = 0). At j = T the γ-coin of
     Algorithm 1 is not flipped: either way the result is ⊥.
@@ -386,7 +386,7 @@ def private_selection(
         epsilon1: ε₁, the budget of one flow (generation ε + acceptance ε), finite and > 0.
         source: the run's random source; every draw (configuration, γ-coin, the flows' own)
             goes through it, so a release run is replayable from its transcript.
-        ledger: charged once with :meth:`~privlab.platform.ledger.Ledger.record_private_selection`.
+        ledger: charged once with :meth:`~privlab.platform.dp.ledger.Ledger.record_private_selection`.
         name: what is selected, recorded in the ledger.
         scope: the data the flows touch, recorded in the ledger.
         step: the pipeline step, recorded in the ledger.

@@ -73,9 +73,9 @@ from privlab.mechanisms.synthesizers.zcdp import (
     selection_epsilon,
 )
 from privlab.mechanisms.tabular.domain import Domain
-from privlab.platform.errors import SchemaError, SpecError
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import RandomSource
+from privlab.platform.core.errors import SchemaError, SpecError
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["AIM", "AIMParams", "MEASUREMENT_SHARE", "parse_workload", "workload_weights"]
 

@@ -10,7 +10,7 @@ hyperparameters are a frozen keyword-only dataclass (``Params``) validated in
 Budget protocol: a synthesizer declares its DP steps up front, from public inputs only
 (ε, the domain and the public record count ``n``), as :class:`BudgetStep` records
 (:meth:`Synthesizer.budget_steps`). :meth:`Synthesizer.planned_events` turns them into the
-:class:`~privlab.platform.ledger.PrivacyEvent` list a research run records, so the platform
+:class:`~privlab.platform.dp.ledger.PrivacyEvent` list a research run records, so the platform
 can check the plan against the budget before anything runs (``Workload.plan``,
 ``Ledger.check_plan``). :meth:`Synthesizer.fit` refuses to start when the plan does not fit the
 ledger's cap, spends the steps in order through the basic Laplace and exponential mechanisms,
@@ -43,15 +43,15 @@ import pandas as pd
 from privlab.mechanisms.basic.exponential import exponential_mechanism
 from privlab.mechanisms.basic.gaussian import gaussian_mechanism
 from privlab.mechanisms.basic.laplace import laplace_mechanism
-from privlab.platform.budget import split_epsilon
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
-from privlab.platform.errors import LedgerError, NotFittedError, SchemaError, SpecError
-from privlab.platform.estimator import PrivateEstimator
-from privlab.platform.dp_events import GaussianEvent
-from privlab.platform.ledger import Ledger, PrivacyEvent
-from privlab.platform.plugins import Registry, build, require_frozen_kw_only
-from privlab.platform.validation import check_count, check_positive_finite, check_text
-from privlab.platform.randomness import RandomSource
+from privlab.platform.core.errors import LedgerError, NotFittedError, SchemaError, SpecError
+from privlab.platform.core.plugins import Registry, build, require_frozen_kw_only
+from privlab.platform.core.validation import check_count, check_positive_finite, check_text
+from privlab.platform.dp.budget import split_epsilon
+from privlab.platform.dp.dp_events import GaussianEvent
+from privlab.platform.dp.estimator import PrivateEstimator
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.randomness import RandomSource
 
 __all__ = [
     "SYNTHESIZERS",

@@ -34,9 +34,9 @@ from privlab.mechanisms.synthesizers.base import (
 from privlab.mechanisms.synthesizers.network_model import BayesianNetworkModel
 from privlab.mechanisms.synthesizers.privbayes import TABLE_SENSITIVITY
 from privlab.mechanisms.tabular.domain import Domain
-from privlab.platform.errors import SchemaError
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import RandomSource
+from privlab.platform.core.errors import SchemaError
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["IndependentMarginals", "IndependentMarginalsParams"]
 

@@ -58,9 +58,9 @@ from privlab.mechanisms.synthesizers.zcdp import (
     selection_epsilon,
 )
 from privlab.mechanisms.tabular.domain import Domain
-from privlab.platform.errors import SchemaError
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import RandomSource
+from privlab.platform.core.errors import SchemaError
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["MST", "MSTParams"]
 

@@ -15,8 +15,8 @@ import numpy as np
 
 from privlab.mechanisms.tabular import bayesian_network
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
-from privlab.platform.errors import SchemaError
-from privlab.platform.validation import check_count
+from privlab.platform.core.errors import SchemaError
+from privlab.platform.core.validation import check_count
 
 __all__ = ["BayesianNetworkModel", "parent_index"]
 

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
-from privlab.platform.errors import SchemaError, SpecError
+from privlab.platform.core.errors import SchemaError, SpecError
 
 __all__ = [
     "BYTES_PER_CELL",

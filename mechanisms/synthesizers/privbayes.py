@@ -80,10 +80,10 @@ from privlab.mechanisms.synthesizers.privbayes_scores import (
 )
 from privlab.mechanisms.tabular import bayesian_network
 from privlab.mechanisms.tabular.domain import Domain
-from privlab.platform.errors import SchemaError, SpecError
-from privlab.platform.ledger import Ledger
-from privlab.platform.randomness import RandomSource
-from privlab.platform.validation import ConstrainedParams, Interval, Options
+from privlab.platform.core.errors import SchemaError, SpecError
+from privlab.platform.core.validation import ConstrainedParams, Interval, Options
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["SCORES", "TABLE_SENSITIVITY", "PrivBayes", "PrivBayesParams", "maximal_parent_sets"]
 

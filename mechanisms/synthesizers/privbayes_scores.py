@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from privlab.platform.validation import check_count
+from privlab.platform.core.validation import check_count
 
 __all__ = ["mutual_information", "mutual_information_sensitivity", "r_score", "r_score_sensitivity"]
 

@@ -3,13 +3,13 @@
 A :class:`ZcdpSynthesizer` is fitted with the same ``epsilon`` as every synthesizer, read as an
 (ε, δ'') guarantee through the ledger's ``zcdp`` accountant: the fit spends the largest ρ whose
 zCDP-to-DP conversion at the ledger's δ'' (``delta_slack``) is ε
-(:func:`~privlab.platform.accountants.zcdp_rho_for_epsilon`; Canonne, Kamath & Steinke 2020,
+(:func:`~privlab.platform.dp.accountants.zcdp_rho_for_epsilon`; Canonne, Kamath & Steinke 2020,
 Corollary 13). Its steps are declared in ρ (:meth:`ZcdpSynthesizer.zcdp_steps`): Gaussian
 measurements with their own ρ and exponential-mechanism choices at ε = sqrt(2ρ), the pure-ε
 conversion (Bun & Steinke 2016, Proposition 1.4) the ledger's zcdp accountant uses; their ρ sum
 to the fit's ρ. A mechanism that chooses the number and size of some steps from its own DP
 outputs (AIM's rounds) declares them as a :class:`ZcdpFilter`, a budget of ρ for the steps
-named with its prefix (:data:`~privlab.platform.ledger.ZCDP_FILTER`).
+named with its prefix (:data:`~privlab.platform.dp.ledger.ZCDP_FILTER`).
 
 A ledger whose accountant is not ``zcdp`` is refused before anything is spent: the basic and
 advanced accountants cannot account for Gaussian noise, and the curve accountants (pld, rdp)
@@ -35,17 +35,17 @@ import math
 
 from privlab.mechanisms.synthesizers.base import BudgetStep, Synthesizer
 from privlab.mechanisms.tabular.domain import Domain
-from privlab.platform.accountants import zcdp_rho_for_epsilon
-from privlab.platform.errors import LedgerError, SpecError
-from privlab.platform.ledger import Ledger, PrivacyEvent, zcdp_filter_event
-from privlab.platform.validation import check_count, check_positive_finite, check_text
+from privlab.platform.core.errors import LedgerError, SpecError
+from privlab.platform.core.validation import check_count, check_positive_finite, check_text
+from privlab.platform.dp.accountants import zcdp_rho_for_epsilon
+from privlab.platform.dp.ledger import Ledger, PrivacyEvent, zcdp_filter_event
 
 __all__ = ["COUNT_L1_SENSITIVITY", "COUNT_L2_SENSITIVITY", "ZcdpFilter", "ZcdpSynthesizer", "hyperparameter_count",
            "hyperparameter_positive", "selection_epsilon"]
 
 
 def hyperparameter_count(label: str, value: object, minimum: int) -> int:
-    """:func:`~privlab.platform.validation.check_count`, a wrong value being a spec's
+    """:func:`~privlab.platform.core.validation.check_count`, a wrong value being a spec's
     :class:`SpecError` (MST's and AIM's hyper-parameters come from specs)."""
     try:
         return check_count(label, value, minimum=minimum)
@@ -56,7 +56,7 @@ def hyperparameter_count(label: str, value: object, minimum: int) -> int:
 
 
 def hyperparameter_positive(label: str, value: object) -> float:
-    """:func:`~privlab.platform.validation.check_positive_finite`, a wrong value being a :class:`SpecError`."""
+    """:func:`~privlab.platform.core.validation.check_positive_finite`, a wrong value being a :class:`SpecError`."""
     try:
         return check_positive_finite(label, value)
     except TypeError:

@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from privlab.platform.errors import SpecError
+from privlab.platform.core.errors import SpecError
 
 __all__ = ["CHECKSUMS", "PARTIAL_MARKER", "atomic_directory", "bundle_entries", "check_destination", "config_toml",
            "file_list_differences", "json_text", "partial_prefix", "stale_partials", "verify_checksums",

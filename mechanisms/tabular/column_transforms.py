@@ -62,7 +62,7 @@ import pandas as pd
 
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, ColumnDomain
 from privlab.mechanisms.tabular.schema import RawColumn
-from privlab.platform.errors import SpecError
+from privlab.platform.core.errors import SpecError
 
 MAX_IDENTITY_CODES = 1000
 """Largest integer range the ``identity`` transform accepts (use ``bins`` beyond it)."""

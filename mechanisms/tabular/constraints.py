@@ -39,7 +39,7 @@ import pandas as pd
 from privlab.mechanisms.tabular.rules import Constraint, check_frame, evaluate
 from privlab.mechanisms.tabular.schema import RawSchema
 from privlab.mechanisms.tabular.transforms import Transformation
-from privlab.platform.errors import ExecutionError, SchemaError, SpecError
+from privlab.platform.core.errors import ExecutionError, SchemaError, SpecError
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from privlab.platform.errors import SchemaError, SpecError
+from privlab.platform.core.errors import SchemaError, SpecError
 
 CODE_DTYPE = np.int64
 

@@ -59,7 +59,7 @@ import numpy as np
 import pandas as pd
 
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
-from privlab.platform.errors import SchemaError, SpecError
+from privlab.platform.core.errors import SchemaError, SpecError
 
 ALGORITHMS = ("algorithm3", "algorithm4")
 

@@ -16,10 +16,10 @@ dot on every label of the test split) needs no pre-processing script::
 
 Parquet files carry their own types and column names; the text clean-ups and ``na_values``
 apply to their text columns too. A text file's records must all have as many fields as its header
-(or its columns): a ragged record is a :class:`~privlab.platform.errors.SchemaError`, not a record
+(or its columns): a ragged record is a :class:`~privlab.platform.core.errors.SchemaError`, not a record
 silently truncated or padded with missing values. After the clean-ups, text columns the schema declares as
 integer or float are converted to numbers; one that does not convert is a
-:class:`~privlab.platform.errors.SchemaError` naming the column (the offending values are not
+:class:`~privlab.platform.core.errors.SchemaError` naming the column (the offending values are not
 repeated: the file may be private).
 
 Privacy:
@@ -37,8 +37,8 @@ from typing import Any
 import pandas as pd
 
 from privlab.mechanisms.tabular.schema import RawSchema
-from privlab.platform.csv_fields import check_field_counts
-from privlab.platform.errors import SchemaError, SpecError
+from privlab.platform.core.csv_fields import check_field_counts
+from privlab.platform.core.errors import SchemaError, SpecError
 
 __all__ = ["ReaderOptions", "read_raw_table"]
 
@@ -121,7 +121,7 @@ def read_raw_table(path: str | Path, *, schema: RawSchema, options: ReaderOption
     Raises:
         SpecError: the file does not exist or has an unknown suffix.
         SchemaError: a text file with a record of more or fewer fields than its header (or
-            than a headerless file's columns; :mod:`privlab.platform.csv_fields`), or a numeric
+            than a headerless file's columns; :mod:`privlab.platform.core.csv_fields`), or a numeric
             schema column whose text does not convert to numbers.
     """
     path = Path(path)

@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from privlab.mechanisms.tabular.schema import RawColumn, RawSchema, parse_date
-from privlab.platform.errors import SchemaError, SpecError
+from privlab.platform.core.errors import SchemaError, SpecError
 
 
 COMPARISONS: Mapping[str, Callable[[Any, Any], Any]] = {

@@ -17,8 +17,8 @@ type                      typed column
                           and inside ``[lower, upper]`` (given in the same format)
 ========================  ==============================================================
 
-Integer, float and categorical columns reuse :class:`privlab.platform.datasets.ColumnSchema`
-(declaration checks) and :class:`privlab.platform.datasets.Schema` (validation); this module
+Integer, float and categorical columns reuse :class:`privlab.platform.experiment.datasets.ColumnSchema`
+(declaration checks) and :class:`privlab.platform.experiment.datasets.Schema` (validation); this module
 adds booleans and dates and the typed output.
 
 Error messages name the column and the first offending row (0-based position in the frame)
@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from privlab.platform.columns import ColumnSchema, Schema
-from privlab.platform.errors import SchemaError, SpecError
+from privlab.platform.core.columns import ColumnSchema, Schema
+from privlab.platform.core.errors import SchemaError, SpecError
 
 logger = logging.getLogger(__name__)
 

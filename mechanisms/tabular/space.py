@@ -60,8 +60,8 @@ from privlab.mechanisms.tabular.face_privacy import ALGORITHMS, MinOccurrencePro
 from privlab.mechanisms.tabular.reader import ReaderOptions, read_raw_table
 from privlab.mechanisms.tabular.schema import RawSchema
 from privlab.mechanisms.tabular.transforms import Transformation, TransformationSpace
-from privlab.platform.errors import SpecError
-from privlab.platform.toml_files import read_toml
+from privlab.platform.core.errors import SpecError
+from privlab.platform.core.toml_files import read_toml
 
 _TOP_LEVEL = frozenset(
     {"name", "description", "reader", "schema", "transformations", "raw_constraints", "synthetic_constraints",

@@ -21,7 +21,7 @@ from privlab.mechanisms.tabular.column_transforms import (
     is_number,
 )
 from privlab.mechanisms.tabular.schema import RawColumn
-from privlab.platform.errors import SpecError
+from privlab.platform.core.errors import SpecError
 
 TRANSFORM_KINDS: Mapping[str, type[ColumnTransform]] = {
     cls.kind: cls

@@ -32,7 +32,7 @@ from privlab.mechanisms.tabular.column_transforms import ColumnTransform, check_
 from privlab.mechanisms.tabular.domain import Domain
 from privlab.mechanisms.tabular.schema import RawSchema
 from privlab.mechanisms.tabular.transform_specs import column_transform_from_spec
-from privlab.platform.errors import SchemaError, SpecError
+from privlab.platform.core.errors import SchemaError, SpecError
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -14,9 +14,9 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from privlab.platform.errors import SpecError
-from privlab.platform.registry import register_dataset_generator
-from privlab.platform.validation import ConstrainedParams, Interval
+from privlab.platform.core.errors import SpecError
+from privlab.platform.core.validation import ConstrainedParams, Interval
+from privlab.platform.experiment.registry import register_dataset_generator
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -53,7 +53,7 @@ IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "mlruns", "mlflow.db", 
 SANITY_TESTS = ("tests/test_ledger.py",)
 CANARY = {
     "id": "canary-ledger-doubles-every-epsilon",
-    "file": "platform/ledger.py",
+    "file": "platform/dp/ledger.py",
     "original": "eps.add((epsilon,))",
     "replacement": "eps.add((2 * epsilon,))",
     "description": "sanity: every basic-composition term doubled",
@@ -184,8 +184,8 @@ def _environment(shim: Path) -> dict[str, str]:
 
 
 def imported_from(copy: Path, shim: Path) -> str:
-    """Where ``privlab.platform.ledger`` is imported from with the shim (for the sanity step)."""
-    code = ("import pathlib, privlab.platform.ledger as m, privlab.mechanisms.basic.laplace as l; "
+    """Where ``privlab.platform.dp.ledger`` is imported from with the shim (for the sanity step)."""
+    code = ("import pathlib, privlab.platform.dp.ledger as m, privlab.mechanisms.basic.laplace as l; "
             "print(pathlib.Path(m.__file__).resolve()); print(pathlib.Path(l.__file__).resolve())")
     result = subprocess.run([sys.executable, "-c", code], cwd=copy, env=_environment(shim),
                             capture_output=True, text=True, check=False, timeout=120)

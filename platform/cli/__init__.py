@@ -1,0 +1,1 @@
+"""The ``privlab`` command and what its subcommand plug-ins need."""

@@ -1,0 +1,1 @@
+"""The ground floor: errors, argument checks, plug-in registries, column declarations and safe readers of input files."""

@@ -1,0 +1,285 @@
+"""Checks of arguments, worded the one way privlab words them (CONVENTIONS §2).
+
+Every message has the form ``f"{name} ({value!r}) must be {constraint}"`` (OpenDP's), so a user
+sees which argument is wrong, its value and what it must be. ``bool`` is never a number here.
+
+Two styles share that format:
+
+* ``check_*`` functions for one scalar argument at a time;
+* declarative constraints in the style of scikit-learn's ``_parameter_constraints``: a dict
+  ``{parameter: [constraint, ...]}`` whose values are :class:`Interval`, :class:`Options`,
+  :class:`InstanceOf`, :class:`RealPair` or ``None`` (the value ``None`` is allowed), checked
+  at once by :func:`validate_parameters`. A frozen ``Params`` dataclass declares them once by
+  subclassing :class:`ConstrainedParams`, which checks every field when it is built. A value passes when one of its constraints accepts
+  it. When none does, the error is a ``TypeError`` if no constraint accepts the *kind* of value
+  (a string where a number is expected) and a ``ValueError`` if one does but not the value
+  (``0`` where an ``int >= 1`` is expected); the message lists every alternative.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+import dataclasses
+from typing import Any, ClassVar
+
+import numpy as np
+
+from privlab.platform.core.errors import SpecError
+
+__all__ = ["ConstrainedParams", "Constraint", "InstanceOf", "Interval", "Options", "RealPair", "check_count",
+           "check_positive_finite", "check_real", "check_text", "describe_constraints", "validate_parameters"]
+
+
+def check_real(name: str, value: object) -> float:
+    """``value`` as a float.
+
+    Raises:
+        TypeError: ``value`` is not a real number (``bool`` excluded).
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} ({value!r}) must be a real number")
+    return float(value)
+
+
+def check_positive_finite(name: str, value: object) -> float:
+    """``value`` as a float if it is a real number, finite and > 0.
+
+    Raises:
+        TypeError: not a real number.
+        ValueError: not finite or not > 0.
+    """
+    result = check_real(name, value)
+    if not (math.isfinite(result) and result > 0.0):
+        raise ValueError(f"{name} ({value!r}) must be positive and finite")
+    return result
+
+
+def check_count(name: str, value: object, *, minimum: int = 1) -> int:
+    """``value`` as an int if it is an integer (``bool`` excluded) ``>= minimum``.
+
+    Raises:
+        TypeError: not an integer.
+        ValueError: smaller than ``minimum``.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} ({value!r}) must be an int")
+    if value < minimum:
+        raise ValueError(f"{name} ({value!r}) must be >= {minimum}")
+    return int(value)
+
+
+def check_text(name: str, value: object) -> str:
+    """``value`` if it is a string with something other than whitespace in it.
+
+    Raises:
+        TypeError: not a string.
+        ValueError: empty or blank.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{name} ({value!r}) must be a str")
+    if not value.strip():
+        raise ValueError(f"{name} ({value!r}) must be a non-empty string")
+    return value
+
+
+# --- declarative constraints (scikit-learn's ``_parameter_constraints`` style) ------------------
+
+
+def _is_real(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, numbers.Real)
+
+
+def _is_int(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, numbers.Integral)
+
+
+class Constraint(abc.ABC):
+    """One acceptable kind of value for a parameter, with the words that describe it."""
+
+    @abc.abstractmethod
+    def accepts_type(self, value: object) -> bool:
+        """Whether ``value`` is of the kind this constraint is about (a wrong value of the right
+        kind is a ``ValueError``; a value of no listed kind is a ``TypeError``)."""
+
+    @abc.abstractmethod
+    def accepts(self, value: object) -> bool:
+        """Whether ``value`` satisfies the constraint."""
+
+    @abc.abstractmethod
+    def __str__(self) -> str:
+        """The constraint as it follows "must be" in an error message."""
+
+
+class Interval(Constraint):
+    """A finite number of a kind (``numbers.Real`` or ``numbers.Integral``) in an interval.
+
+    Args:
+        kind: ``numbers.Real`` (any finite real number, ``bool`` excluded) or
+            ``numbers.Integral`` (any integer, ``bool`` excluded).
+        left, right: the bounds; ``None`` for an unbounded side.
+        closed: which bounds belong to the interval: ``"left"``, ``"right"``, ``"both"`` or
+            ``"neither"``.
+
+    Raises:
+        TypeError: ``kind`` is not ``numbers.Real`` or ``numbers.Integral``.
+        ValueError: ``closed`` is not one of the four names, or ``left > right``.
+    """
+
+    def __init__(self, kind: type, left: float | None, right: float | None, *, closed: str) -> None:
+        if kind not in (numbers.Real, numbers.Integral):
+            raise TypeError(f"kind ({kind!r}) must be numbers.Real or numbers.Integral")
+        if closed not in ("left", "right", "both", "neither"):
+            raise ValueError(f"closed ({closed!r}) must be one of ['left', 'right', 'both', 'neither']")
+        if left is not None and right is not None and left > right:
+            raise ValueError(f"left ({left!r}) must be <= right ({right!r})")
+        self.kind, self.left, self.right, self.closed = kind, left, right, closed
+
+    def accepts_type(self, value: object) -> bool:
+        return _is_int(value) if self.kind is numbers.Integral else _is_real(value)
+
+    def accepts(self, value: object) -> bool:
+        if not self.accepts_type(value):
+            return False
+        x = float(value)  # type: ignore[arg-type]
+        if not math.isfinite(x):
+            return False
+        left_ok = self.left is None or (x >= self.left if self.closed in ("left", "both") else x > self.left)
+        right_ok = self.right is None or (x <= self.right if self.closed in ("right", "both") else x < self.right)
+        return left_ok and right_ok
+
+    def __str__(self) -> str:
+        kind = "an int" if self.kind is numbers.Integral else "a finite real number"
+        lower_closed = self.closed in ("left", "both")
+        upper_closed = self.closed in ("right", "both")
+        if self.left is not None and self.right is not None:
+            return (f"{kind} in {'[' if lower_closed else '('}{self.left!r}, {self.right!r}"
+                    f"{']' if upper_closed else ')'}")
+        if self.left is not None:
+            return f"{kind} {'>=' if lower_closed else '>'} {self.left!r}"
+        if self.right is not None:
+            return f"{kind} {'<=' if upper_closed else '<'} {self.right!r}"
+        return kind
+
+
+class Options(Constraint):
+    """One of a fixed set of values of one type (``Options(str, {"full", "disjoint"})``).
+
+    Args:
+        kind: the values' type (``str`` for named options).
+        values: the allowed values.
+    """
+
+    def __init__(self, kind: type, values: Sequence[Any] | set[Any] | frozenset[Any]) -> None:
+        self.kind = kind
+        self.values = tuple(sorted(values, key=repr))
+
+    def accepts_type(self, value: object) -> bool:
+        return isinstance(value, self.kind) and not (self.kind is not bool and isinstance(value, bool))
+
+    def accepts(self, value: object) -> bool:
+        return self.accepts_type(value) and value in self.values
+
+    def __str__(self) -> str:
+        if len(self.values) == 1:
+            return repr(self.values[0])
+        return f"one of {list(self.values)!r}"
+
+
+class InstanceOf(Constraint):
+    """Any instance of a type (or of one of several types), described in words.
+
+    Args:
+        kinds: a type or a tuple of types.
+        description: what follows "must be", e.g. ``"a numpy.random.Generator"``.
+    """
+
+    def __init__(self, kinds: type | tuple[type, ...], description: str) -> None:
+        self.kinds, self.description = kinds, description
+
+    def accepts_type(self, value: object) -> bool:
+        return isinstance(value, self.kinds) and not isinstance(value, bool)
+
+    def accepts(self, value: object) -> bool:
+        return self.accepts_type(value)
+
+    def __str__(self) -> str:
+        return self.description
+
+
+class RealPair(Constraint):
+    """A pair ``(lower, upper)`` of finite real numbers with ``lower < upper`` (public bounds)."""
+
+    def accepts_type(self, value: object) -> bool:
+        return isinstance(value, (Sequence, np.ndarray)) and not isinstance(value, (str, bytes))
+
+    def accepts(self, value: object) -> bool:
+        if not self.accepts_type(value) or len(value) != 2:  # type: ignore[arg-type]
+            return False
+        lower, upper = value  # type: ignore[misc]
+        return (_is_real(lower) and _is_real(upper) and math.isfinite(float(lower))
+                and math.isfinite(float(upper)) and float(lower) < float(upper))
+
+    def __str__(self) -> str:
+        return "a pair (lower, upper) of finite real numbers with lower < upper"
+
+
+ConstraintSpec = Constraint | None
+"""An entry of a constraint list: a :class:`Constraint`, or ``None`` (the value ``None`` is allowed)."""
+
+
+def describe_constraints(constraints: Sequence[ConstraintSpec]) -> str:
+    """The alternatives of one parameter in words: ``"None, 'sqrt' or an int >= 1"``."""
+    words = ["None" if c is None else str(c) for c in constraints]
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
+
+
+def validate_parameters(constraints: Mapping[str, Sequence[ConstraintSpec]], params: Mapping[str, object], *,
+                        value_error: type[ValueError] = ValueError) -> None:
+    """Check every parameter against its constraints (module docstring), in ``params``' order.
+
+    Args:
+        constraints: ``{name: [constraint, ...]}``; every name of ``params`` must have an entry.
+        params: ``{name: value}``, e.g. an estimator's ``get_params(deep=False)``.
+        value_error: the error for a wrong value (a ``Params`` dataclass built from a spec
+            raises :class:`~privlab.platform.core.errors.SpecError`, a ``ValueError``).
+
+    Raises:
+        TypeError: a value of a kind no constraint of its parameter is about.
+        ValueError: (``value_error``) a value of an accepted kind outside every constraint; or
+            a parameter without constraints (a bug in the code that declares them).
+    """
+    missing = [name for name in params if name not in constraints]
+    if missing:
+        raise ValueError(f"parameters ({missing!r}) must have declared constraints")
+    for name, value in params.items():
+        alternatives = constraints[name]
+        if any(value is None if c is None else c.accepts(value) for c in alternatives):
+            continue
+        kind_ok = any(c is not None and c.accepts_type(value) for c in alternatives)
+        error = value_error if kind_ok else TypeError
+        raise error(f"{name} ({value!r}) must be {describe_constraints(alternatives)}")
+
+
+class ConstrainedParams:
+    """Base of a frozen ``Params`` dataclass whose fields declare their constraints once.
+
+    A subclass sets ``_parameter_constraints`` (every field, :func:`validate_parameters`'s
+    format); building an instance checks every field in declaration order — a value of no
+    accepted kind is a ``TypeError``, a wrong value a :class:`~privlab.platform.core.errors.SpecError`
+    naming the field — and then calls :meth:`_check_together` for the rules that tie fields
+    together (exactly one of two set, an order between two bounds).
+    """
+
+    _parameter_constraints: ClassVar[Mapping[str, Sequence[ConstraintSpec]]]
+
+    def __post_init__(self) -> None:
+        fields = dataclasses.fields(self)  # type: ignore[arg-type]
+        validate_parameters(self._parameter_constraints, {f.name: getattr(self, f.name) for f in fields},
+                            value_error=SpecError)
+        self._check_together()
+
+    def _check_together(self) -> None:
+        """Rules over several fields, after each field passed its own constraints."""

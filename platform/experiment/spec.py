@@ -1,0 +1,696 @@
+"""Experiment specs: TOML files that declare a run completely, validated before any work.
+
+A spec has one study (workload, params, grid, repetitions or trials at the top level) or
+several (``[[study]]`` tables, each with a unique ``name``)::
+
+    name = "laplace-check"
+    description = "Empirical error of the Laplace mechanism"
+    seed = 20261122                    # root seed; omitted -> fresh OS entropy, logged
+    workload = "laplace_mean"
+    repetitions = 200                  # grid pattern; trials pattern uses `trials`
+    metrics = ["abs_error"]            # optional subset of the workload's metrics
+    grid_points = 4                    # optional: random sample of 4 grid points
+    [params]                           # fixed workload parameters
+    lower = 0.0
+    [grid]                             # lists -> Cartesian product
+    epsilon = [0.1, 1.0]
+    "dataset.n" = [100, 1000]          # a grid over the dataset generator's parameters
+    [dataset]                          # generator + params, or path + columns (schema)
+    generator = "beta"
+    [budget]                           # cap per configuration (each is a candidate release)
+    epsilon = 1.0
+    [tracking]
+    experiment = "laplace-check"
+    [execution]
+    batch_size = "auto"
+
+``--set key=value`` edits the document before validation (dotted keys; ``study.NAME.key``
+addresses one study of a multi-study spec). Every problem is a :class:`SpecError` naming the
+key and the allowed values.
+
+Relative file paths (``[dataset] path`` and the workload parameters marked as files) are
+resolved against the spec's folder when the spec file writes them, and against the working
+directory when ``--set`` gives them: a path typed on the command line is the user's.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import itertools
+import math
+import os
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from privlab.platform.core.errors import LedgerError, PrivlabError, SpecError
+from privlab.platform.core.toml_files import MAX_DEPTH, nesting_depth, read_toml
+from privlab.platform.dp.accountants import SELECTABLE as SELECTABLE_ACCOUNTANTS
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.seeding import canonical_params, grid_sampling_generator, stable_key
+from privlab.platform.experiment import registry
+from privlab.platform.experiment.datasets import FileDataset, GeneratedDataset, dataset_from_spec
+from privlab.platform.experiment.registry import Pattern
+
+TOP_KEYS = {
+    "name", "description", "seed", "mode", "budget", "tracking", "execution", "dataset",
+    "study", "workload", "params", "grid", "grid_points", "repetitions", "trials", "metrics",
+}
+STUDY_KEYS = {
+    "name", "description", "workload", "params", "grid", "grid_points", "repetitions",
+    "trials", "metrics", "dataset",
+}
+BUDGET_KEYS = {"epsilon", "delta", "accountant", "delta_slack"}
+MAX_EXPERIMENT_NAME = 500  # MLflow refuses longer experiment names (mlflow.utils.validation)
+TRACKING_KEYS = {"experiment", "uri", "artifacts", "plots", "checkpoint_interval_s", "outage_wait_s", "unit_runs",
+                 "run_statistics", "reservoirs"}
+EXECUTION_KEYS = {"batch_size", "target_task_seconds", "max_retries", "max_in_flight_per_worker", "max_configurations"}
+MODES = ("research",)
+MAX_UNITS = 10**10
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BudgetSpec:
+    epsilon: float
+    delta: float = 0.0
+    accountant: str = "basic"
+    delta_slack: float | None = None
+
+    def ledger(self) -> Ledger:
+        return Ledger(
+            epsilon_cap=self.epsilon,
+            delta_cap=self.delta,
+            accountant=self.accountant,
+            delta_slack=self.delta_slack,
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrackingSpec:
+    experiment: str
+    uri: str | None = None
+    artifacts: bool = True
+    plots: bool = True
+    checkpoint_interval_s: float = 30.0
+    # How long a run rides out a tracking server that cannot be reached before it stops with
+    # its results kept for the resume (platform/tracking/tracking_outage.py, platform/run/outbox.py).
+    outage_wait_s: float = 120.0
+    # Per-unit detail of a ``unit_runs`` workload (each release-flow attempt): always a parquet
+    # table on its configuration's run; with ``unit_runs = true`` also one MLflow run per unit.
+    unit_runs: bool = False
+    # Which statistics of each metric a configuration run logs as MLflow metrics: "centre" (its
+    # mean or rate), "summary" (also the 95% interval that `privlab compare` shows) or "all" (also
+    # sd, min, max, quantiles, counts). Every statistic is always in the run's result parts and
+    # the run's index, which `privlab compare` reads.
+    run_statistics: str = "centre"
+    # Which configurations keep their reservoir sample (each metric's kept per-trial values):
+    # "reports" (those whose workload's results page reads it) or "all".
+    reservoirs: str = "reports"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExecutionSpec:
+    batch_size: int | None = None  # None = auto (sized so a task takes target_task_seconds)
+    target_task_seconds: float = 1.0
+    max_retries: int = 3
+    max_in_flight_per_worker: int = 2
+    # Configurations a spec may expand to; counted from the grid's shape before any is built.
+    max_configurations: int = 100_000
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Study:
+    name: str
+    workload: str
+    pattern: Pattern
+    units: int  # repetitions (grid), trials (trials) or items (actor pool) per configuration
+    metrics: tuple[str, ...]
+    dataset: FileDataset | GeneratedDataset | None
+    key: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Configuration:
+    """One point of a study's grid: what a child run in MLflow records."""
+
+    id: str
+    study: str
+    index: int
+    workload: str
+    params: Mapping[str, Any]  # all workload parameters (fixed + grid point)
+    dataset_params: Mapping[str, Any]  # generator parameters (fixed + grid point)
+    grid_point: Mapping[str, Any]  # only the varying keys
+    study_key: int
+    config_key: int
+    units: int
+
+    def flat_params(self) -> dict[str, Any]:
+        flat = {f"params.{k}": v for k, v in self.params.items()}
+        flat.update({f"dataset.{k}": v for k, v in self.dataset_params.items()})
+        return flat
+
+    def label(self) -> str:
+        point = ", ".join(f"{k}={v}" for k, v in self.grid_point.items())
+        return f"{self.study}[{point}]" if point else self.study
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExperimentSpec:
+    name: str
+    description: str
+    seed: int | None
+    mode: str
+    studies: tuple[Study, ...]
+    configurations: tuple[Configuration, ...]
+    budget: BudgetSpec | None
+    tracking: TrackingSpec
+    execution: ExecutionSpec
+    source: Path
+    document: Mapping[str, Any]  # the resolved TOML document (after --set)
+    text: str = ""  # the spec as written (before --set), logged as spec.toml
+    overrides: tuple[str, ...] = ()  # the --set values applied to it, as given
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(canonical_params(self.document).encode()).hexdigest()
+
+    def study(self, name: str) -> Study:
+        return next(s for s in self.studies if s.name == name)
+
+    def new_ledger(self) -> Ledger:
+        if self.budget is None:
+            return Ledger(epsilon_cap=None)
+        return self.budget.ledger()
+
+
+def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> ExperimentSpec:
+    """Read, override and validate a spec; nothing runs until this has succeeded.
+
+    A relative path in the file is resolved against the spec's folder; one given by an
+    override, against the working directory (:func:`rebase_override_paths`).
+    """
+    path = Path(path)
+    document, text = read_toml(path, what="spec file")
+    written = [apply_override(document, override) for override in overrides]
+    for owner, parts in written:
+        rebase_override_paths(owner, parts, spec_dir=path.resolve().parent, cwd=Path.cwd())
+    return parse_spec(document, source=path, text=text, overrides=overrides)
+
+
+def rebase_override_paths(owner: dict[str, Any], parts: tuple[str, ...], *, spec_dir: Path, cwd: Path) -> None:
+    """Rewrite the relative file paths an override wrote, from ``cwd``-relative to ``spec_dir``-relative.
+
+    ``owner`` and ``parts`` are where :func:`apply_override` wrote (the study's table, or the
+    document, and the key below it). Files are ``dataset.path`` and the parameters the study's
+    workload marks ``metadata={"path": True}`` (in ``params`` or as ``grid`` values); anything
+    else, and absolute paths, stay as given. The rewritten value names the same file, so the
+    document (logged as the run's spec) resolves against the spec's folder like the rest of the
+    file, and a path naming the file the spec itself names keeps that configuration's seeds
+    (they are keyed by the parameters as written).
+    """
+    table: Any = owner
+    for part in parts[:-1]:
+        table = table.get(part) if isinstance(table, dict) else None
+    if isinstance(table, dict) and parts[-1] in table:
+        table[parts[-1]] = _rebased(owner, parts, table[parts[-1]], spec_dir=spec_dir, cwd=cwd)
+
+
+def _rebased(owner: Mapping[str, Any], parts: tuple[str, ...], value: Any, *, spec_dir: Path, cwd: Path) -> Any:
+    if isinstance(value, dict):  # an inline table, e.g. --set 'dataset={path = "x.csv"}'
+        return {k: _rebased(owner, (*parts, k), v, spec_dir=spec_dir, cwd=cwd) for k, v in value.items()}
+    if not _names_a_file(owner, parts):
+        return value
+
+    def rebase(item: Any) -> Any:
+        if not isinstance(item, str) or not item or Path(item).is_absolute():
+            return item
+        target = (cwd / item).resolve()
+        try:
+            return os.path.relpath(target, spec_dir)
+        except ValueError:  # another drive (Windows): no relative path exists
+            return str(target)
+
+    return [rebase(v) for v in value] if isinstance(value, list) else rebase(value)
+
+
+def _names_a_file(owner: Mapping[str, Any], parts: tuple[str, ...]) -> bool:
+    """Is ``owner[parts]`` a file path: ``dataset.path``, or a workload parameter marked as one?"""
+    if parts == ("dataset", "path"):
+        return True
+    if len(parts) != 2 or parts[0] not in ("params", "grid"):
+        return False
+    try:
+        params_type = registry.get_workload(str(owner.get("workload"))).Params
+    except PrivlabError:  # unknown workload: parse_spec reports it
+        return False
+    return any(f.name == parts[1] and f.metadata.get("path") for f in dataclasses.fields(params_type))
+
+
+def apply_override(document: dict[str, Any], override: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """Apply ``key=value`` (value parsed as TOML, else taken as a string) in place.
+
+    Returns:
+        Where it wrote: the table that owns the key (the addressed study's, or the document)
+        and the key's parts below it (a ``params`` or ``grid`` key is one part).
+    """
+    key, sep, raw = override.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise SpecError(f"--set {override!r} must look like key=value (e.g. trials=1000000)")
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    except (RecursionError, ValueError):  # nested too deeply; an integer too long to convert
+        raise SpecError(f"--set {key}: the value nests too deeply or holds an integer too long to read; "
+                        "check it") from None
+    parts = key.split(".")
+    target: Any = document
+    studies = document.get("study")
+    # A malformed `study` (not an array of tables) is reported by parse_spec, not here.
+    names = [s.get("name") if isinstance(s, dict) else None for s in studies] if isinstance(studies, list) else []
+    if parts[0] == "study" and len(parts) >= 3:
+        if parts[1] not in names:
+            raise SpecError(
+                f"--set {key}: no study named {parts[1]!r}; studies: {', '.join(map(str, names)) or 'none'}"
+            )
+        target = studies[names.index(parts[1])]  # type: ignore[index]
+        parts = parts[2:]
+    elif isinstance(studies, list) and parts[0] in STUDY_KEYS - {"name", "description"}:
+        raise SpecError(
+            f"--set {key}: this spec has several studies; address one as "
+            f"study.<name>.{key} (studies: {', '.join(map(str, names))})"
+        )
+    owner = target
+    for position, part in enumerate(parts[:-1]):
+        # Grid keys such as "dataset.n" are quoted TOML keys: keep the remainder together.
+        if isinstance(target, dict) and part in ("grid", "params"):
+            target = target.setdefault(part, {})
+            if not isinstance(target, dict):
+                raise SpecError(f"--set {key}: {part!r} is not a table in the spec")
+            target[".".join(parts[position + 1 :])] = value
+            return owner, (*parts[: position + 1], ".".join(parts[position + 1 :]))
+        target = target.setdefault(part, {})
+        if not isinstance(target, dict):
+            raise SpecError(f"--set {key}: {part!r} is not a table in the spec")
+    target[parts[-1]] = value
+    return owner, tuple(parts)
+
+
+def _unknown(table: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise SpecError(
+            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
+            f"allowed keys: {', '.join(sorted(allowed))}"
+        )
+
+
+def _table(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise SpecError(f"{where} must be a table, got {type(value).__name__}")
+    return dict(value)
+
+
+def _positive_int(value: Any, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_UNITS:
+        raise SpecError(f"{where} ({value!r}) must be an integer between 1 and {MAX_UNITS:.0e}")
+    return value
+
+
+def _number(value: Any, where: str, *, low: float, high: float = math.inf, low_open: bool = False) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        raise SpecError(f"{where} ({value!r}) must be a finite number")
+    if value < low or (low_open and value == low) or value > high:
+        bracket = "(" if low_open else "["
+        raise SpecError(f"{where} ({value!r}) must be in {bracket}{low}, {high}]")
+    return float(value)
+
+
+def _numeric_identity(value: Any) -> Any:
+    """``1.0`` and ``1`` are the same grid value (TOML and Python compare them equal)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def parse_spec(document: Mapping[str, Any], *, source: Path, text: str = "",
+               overrides: Sequence[str] = ()) -> ExperimentSpec:
+    if nesting_depth(document) > MAX_DEPTH:  # before anything recurses over it (deepcopy, JSON)
+        raise SpecError(f"spec: tables or arrays nest more than {MAX_DEPTH} levels deep (with --set values); "
+                        "no spec needs that many, check it")
+    document = copy.deepcopy(dict(document))
+    _unknown(document, TOP_KEYS, "spec")
+    name = document.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise SpecError("spec: 'name' (a non-empty string) is required")
+    description = document.get("description", "")
+    if not isinstance(description, str):
+        raise SpecError("spec: 'description' must be a string")
+    seed = document.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
+        raise SpecError(f"seed ({seed!r}) must be a non-negative integer")
+    mode = document.get("mode", "research")
+    if mode not in MODES:
+        raise SpecError(
+            f"mode ({mode!r}) must be one of {', '.join(MODES)}; release runs use "
+            "`privlab release`, not `privlab run`"
+        )
+    budget = _parse_budget(document.get("budget"))
+    tracking = _parse_tracking(document.get("tracking"), default_experiment=name)
+    execution = _parse_execution(document.get("execution"))
+
+    spec_dir = source.resolve().parent
+    default_dataset = document.get("dataset")
+    if "study" in document:
+        single = sorted((STUDY_KEYS - {"name", "description", "dataset"}) & set(document))
+        if single:
+            raise SpecError(
+                f"spec: {', '.join(map(repr, single))} belong inside each [[study]] when the "
+                "spec declares several studies"
+            )
+        raw_studies = document["study"]
+        if not isinstance(raw_studies, list) or not raw_studies:
+            raise SpecError("spec: 'study' must be a non-empty array of tables ([[study]])")
+    else:
+        raw_studies = [{k: v for k, v in document.items() if k in STUDY_KEYS} | {"name": name}]
+
+    studies: list[Study] = []
+    configurations: list[Configuration] = []
+    seen: set[str] = set()
+    for position, raw in enumerate(raw_studies):
+        raw = _table(raw, f"study #{position + 1}")
+        study_name = raw.get("name")
+        if not isinstance(study_name, str) or not study_name.strip():
+            raise SpecError(f"study #{position + 1}: 'name' (a non-empty string) is required")
+        if study_name in seen:
+            raise SpecError(f"study names must be unique; {study_name!r} appears twice")
+        seen.add(study_name)
+        if "dataset" not in raw and default_dataset is not None:
+            raw["dataset"] = default_dataset
+        study, configs = _parse_study(raw, spec_dir=spec_dir, seed=seed, budget=budget,
+                                      room=execution.max_configurations - len(configurations),
+                                      limit=execution.max_configurations)
+        studies.append(study)
+        configurations.extend(configs)
+
+    return ExperimentSpec(
+        name=name,
+        description=description,
+        seed=seed,
+        mode=mode,
+        studies=tuple(studies),
+        configurations=tuple(configurations),
+        budget=budget,
+        tracking=tracking,
+        execution=execution,
+        source=source,
+        document=document,
+        text=text,
+        overrides=tuple(overrides),
+    )
+
+
+def _parse_budget(raw: Any) -> BudgetSpec | None:
+    if raw is None:
+        return None
+    table = _table(raw, "[budget]")
+    _unknown(table, BUDGET_KEYS, "[budget]")
+    if "epsilon" not in table:
+        raise SpecError("[budget]: 'epsilon' is required (privlab has no default ε)")
+    accountant = table.get("accountant", "basic")
+    if accountant not in SELECTABLE_ACCOUNTANTS:
+        raise SpecError(f"[budget] accountant ({accountant!r}) must be one of {', '.join(SELECTABLE_ACCOUNTANTS)}")
+    slack = table.get("delta_slack")
+    if accountant != "basic" and slack is None:
+        what = "δ'' of Dwork & Roth Thm 3.20" if accountant == "advanced" else "the δ at which it reads its ε"
+        raise SpecError(f"[budget]: accountant {accountant!r} needs delta_slack ({what})")
+    budget = BudgetSpec(
+        epsilon=_number(table["epsilon"], "[budget] epsilon", low=0.0, low_open=True),
+        delta=_number(table.get("delta", 0.0), "[budget] delta", low=0.0, high=1.0),
+        accountant=accountant,
+        delta_slack=None if slack is None else _number(slack, "[budget] delta_slack", low=0.0, high=1.0, low_open=True),
+    )
+    try:  # the ledger's own checks (δ < 1, δ'' ≤ δ for advanced) are spec problems here
+        budget.ledger()
+    except LedgerError as error:
+        raise SpecError(f"[budget]: {error}") from None
+    return budget
+
+
+RUN_STATISTICS = ("centre", "summary", "all")
+RESERVOIRS = ("reports", "all")
+
+
+def _reservoirs(value: Any) -> str:
+    if value not in RESERVOIRS:
+        raise SpecError(f"[tracking] reservoirs ({value!r}) must be one of {', '.join(map(repr, RESERVOIRS))}")
+    return value
+
+
+def _run_statistics(value: Any) -> str:
+    if value not in RUN_STATISTICS:
+        raise SpecError(f"[tracking] run_statistics ({value!r}) must be one of {', '.join(map(repr, RUN_STATISTICS))}")
+    return value
+
+
+def _parse_tracking(raw: Any, *, default_experiment: str) -> TrackingSpec:
+    table = _table(raw, "[tracking]")
+    _unknown(table, TRACKING_KEYS, "[tracking]")
+    experiment = table.get("experiment", default_experiment)
+    if not isinstance(experiment, str) or not experiment:
+        raise SpecError("[tracking] experiment must be a non-empty string")
+    if len(experiment) > MAX_EXPERIMENT_NAME:
+        where = "[tracking] experiment" if "experiment" in table else "the spec's name (the default experiment)"
+        raise SpecError(f"{where} is {len(experiment):,} characters long; MLflow accepts experiment names of at "
+                        f"most {MAX_EXPERIMENT_NAME}: set a shorter [tracking] experiment")
+    uri = table.get("uri")
+    if uri is not None and not isinstance(uri, str):
+        raise SpecError("[tracking] uri must be a string")
+    for flag in ("artifacts", "plots", "unit_runs"):
+        if not isinstance(table.get(flag, True), bool):
+            raise SpecError(f"[tracking] {flag} ({table[flag]!r}) must be true or false")
+    return TrackingSpec(
+        experiment=experiment,
+        uri=uri,
+        artifacts=table.get("artifacts", True),
+        plots=table.get("plots", True),
+        unit_runs=table.get("unit_runs", False),
+        run_statistics=_run_statistics(table.get("run_statistics", "centre")),
+        reservoirs=_reservoirs(table.get("reservoirs", "reports")),
+        checkpoint_interval_s=_number(
+            table.get("checkpoint_interval_s", 30.0), "[tracking] checkpoint_interval_s", low=0.0
+        ),
+        outage_wait_s=_number(table.get("outage_wait_s", 120.0), "[tracking] outage_wait_s", low=0.0),
+    )
+
+
+def _parse_execution(raw: Any) -> ExecutionSpec:
+    table = _table(raw, "[execution]")
+    _unknown(table, EXECUTION_KEYS, "[execution]")
+    batch = table.get("batch_size", "auto")
+    if batch != "auto":
+        if not isinstance(batch, int) or isinstance(batch, bool) or not 1 <= batch <= MAX_UNITS:
+            raise SpecError(
+                f"[execution] batch_size ({batch!r}) must be \"auto\" or an integer between 1 and {MAX_UNITS:.0e}"
+            )
+    retries = table.get("max_retries", 3)
+    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        raise SpecError(f"[execution] max_retries ({retries!r}) must be a non-negative integer")
+    return ExecutionSpec(
+        batch_size=None if batch == "auto" else batch,
+        target_task_seconds=_number(
+            table.get("target_task_seconds", 1.0), "[execution] target_task_seconds", low=0.0, low_open=True
+        ),
+        max_retries=retries,
+        max_in_flight_per_worker=_positive_int(
+            table.get("max_in_flight_per_worker", 2), "[execution] max_in_flight_per_worker"
+        ),
+        max_configurations=_positive_int(table.get("max_configurations", 100_000), "[execution] max_configurations"),
+    )
+
+
+def _grid_point(index: int, axes: Sequence[tuple[str, list[Any]]]) -> dict[str, Any]:
+    """The ``index``-th point of the Cartesian product of ``axes`` in ``itertools.product`` order."""
+    values: list[Any] = []
+    for _, choices in reversed(axes):
+        index, position = divmod(index, len(choices))
+        values.append(choices[position])
+    return dict(zip([key for key, _ in axes], reversed(values), strict=True))
+
+
+def _parse_study(
+    raw: dict[str, Any], *, spec_dir: Path, seed: int | None, budget: BudgetSpec | None, room: int, limit: int
+) -> tuple[Study, list[Configuration]]:
+    name = raw["name"]
+    where = f"study {name!r}"
+    _unknown(raw, STUDY_KEYS, where)
+    workload_name = raw.get("workload")
+    if not isinstance(workload_name, str):
+        raise SpecError(
+            f"{where}: 'workload' is required; registered workloads: "
+            f"{', '.join(registry.workload_names())}"
+        )
+    try:
+        workload = registry.get_workload(workload_name)
+    except PrivlabError as error:
+        raise SpecError(f"{where}: {error}") from None
+
+    pattern = workload.pattern
+    if pattern is Pattern.GRID:
+        if "trials" in raw:
+            raise SpecError(f"{where}: workload {workload_name!r} runs repetitions (grid pattern); use 'repetitions', not 'trials'")
+        units = _positive_int(raw.get("repetitions", 1), f"{where} repetitions")
+    elif pattern is Pattern.TRIALS:
+        if "repetitions" in raw:
+            raise SpecError(f"{where}: workload {workload_name!r} runs trials (trials pattern); use 'trials', not 'repetitions'")
+        if "trials" not in raw:
+            raise SpecError(f"{where}: 'trials' (trials per configuration) is required")
+        units = _positive_int(raw["trials"], f"{where} trials")
+    else:
+        for key in ("repetitions", "trials"):
+            if key in raw:
+                raise SpecError(f"{where}: workload {workload_name!r} streams items (actor-pool pattern); '{key}' does not apply")
+        units = 0  # set per configuration from the workload's item count
+
+    metrics = raw.get("metrics", [])
+    if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
+        raise SpecError(f"{where}: 'metrics' must be a list of metric names")
+    metric_names = registry.check_metric_names(workload, metrics, where=where)
+
+    dataset = None
+    dataset_base: dict[str, Any] = {}
+    if raw.get("dataset") is not None:
+        dataset = dataset_from_spec(_table(raw["dataset"], f"{where} [dataset]"), spec_dir=spec_dir, where="[dataset]")
+        if isinstance(dataset, GeneratedDataset):
+            try:
+                generator = registry.get_dataset_generator(dataset.generator)
+            except PrivlabError as error:
+                raise SpecError(f"[dataset]: {error}") from None
+            dataset_base = dict(dataset.params)
+    elif workload.uses_dataset:
+        raise SpecError(f"{where}: workload {workload_name!r} needs a [dataset] (a generator or a file)")
+
+    base = _table(raw.get("params"), f"{where} [params]")
+    grid = _table(raw.get("grid"), f"{where} [grid]")
+    axes: list[tuple[str, list[Any]]] = []
+    for key, values in grid.items():
+        if not isinstance(values, list) or not values:
+            raise SpecError(f"{where} [grid] {key} must be a non-empty list of values, got {values!r}")
+        if len({canonical_params({"v": _numeric_identity(v)}) for v in values}) != len(values):
+            raise SpecError(f"{where} [grid] {key} lists a value twice: {values!r}")
+        if key.startswith("dataset."):
+            if not isinstance(dataset, GeneratedDataset):
+                raise SpecError(f"{where} [grid] {key}: only a generated [dataset] has parameters to vary")
+            if key.removeprefix("dataset.") in dataset_base:
+                raise SpecError(
+                    f"{where}: {key.removeprefix('dataset.')!r} is both a fixed [dataset.params] value "
+                    f"and a [grid] axis {key!r}; keep one"
+                )
+        elif key in base:
+            raise SpecError(f"{where}: {key!r} is both a fixed [params] value and a [grid] axis; keep one")
+        axes.append((key, values))
+
+    # Count from the grid's shape first: a 10⁷-point grid must be refused, not built.
+    grid_size = math.prod(len(values) for _, values in axes)
+    study_key = stable_key("study", name)
+    sample = raw.get("grid_points")
+    if sample is not None:
+        sample = _positive_int(sample, f"{where} grid_points")
+        if sample > grid_size:
+            raise SpecError(f"{where} grid_points ({sample}) must be at most the grid size ({grid_size})")
+        if seed is None:
+            raise SpecError(f"{where}: grid_points samples the grid with the root seed; set 'seed'")
+    count = grid_size if sample is None else sample
+    if count > room:
+        shape = " × ".join(str(len(values)) for _, values in axes) or "1"
+        raise SpecError(
+            f"{where} expands to {count:,} configurations (grid {shape}{'' if sample is None else ', sampled'}), "
+            f"which takes the spec over its limit of {limit:,} ([execution] max_configurations); sample the grid "
+            "with grid_points, split the spec, or raise the limit")
+    if sample is None:
+        points = [dict(zip([k for k, _ in axes], combo, strict=True)) for combo in itertools.product(*[v for _, v in axes])]
+    else:
+        chosen = grid_sampling_generator(seed, study_key).choice(grid_size, size=sample, replace=False)
+        points = [_grid_point(int(i), axes) for i in sorted(chosen)]
+
+    probe_ledger = budget.ledger() if budget is not None else Ledger(epsilon_cap=None)
+    configurations = []
+    for index, point in enumerate(points):
+        params_values = dict(base) | {k: v for k, v in point.items() if not k.startswith("dataset.")}
+        # Seeds are keyed by the parameters as written, so a spec gives the same results from any
+        # checkout; file parameters are then resolved against the spec's folder.
+        written = seed_key_params(workload.Params, registry.params_dict(
+            registry.build_params(workload.Params, params_values, where=f"{where} params {point or ''}".rstrip())))
+        params = registry.build_params(workload.Params, _resolve_paths(workload.Params, params_values, spec_dir),
+                                       where=f"{where} params {point or ''}".rstrip())
+        data_values = dataset_base | {k.removeprefix("dataset."): v for k, v in point.items() if k.startswith("dataset.")}
+        if isinstance(dataset, GeneratedDataset):
+            registry.build_params(generator.Params, data_values, where=f"[dataset] params {point or ''}".rstrip())
+        # Budget check before any work: what one trial will charge must fit the cap.
+        plan = workload.plan(params)
+        try:
+            workload.declare_partitions(params, probe_ledger.fresh()).check_plan(plan)
+        except PrivlabError as error:
+            raise type(error)(f"{where} configuration {point}: {error}") from None
+        config_units = units if pattern is not Pattern.ACTOR_POOL else workload.item_count(params)  # type: ignore[attr-defined]
+        full_params = registry.params_dict(params)
+        configurations.append(
+            Configuration(
+                id=f"{name}-{index:03d}",
+                study=name,
+                index=index,
+                workload=workload_name,
+                params=full_params,
+                dataset_params=data_values,
+                grid_point=point,
+                study_key=study_key,
+                config_key=stable_key(canonical_params(written), canonical_params(data_values)),
+                units=config_units,
+            )
+        )
+    study = Study(
+        name=name, workload=workload_name, pattern=pattern, units=units,
+        metrics=metric_names, dataset=dataset, key=study_key,
+    )
+    return study, configurations
+
+
+def seed_key_params(params_type: type, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters a configuration's seeds are keyed by: all of them, except a field declared
+    ``metadata={"seed_key": "when_set"}`` while it is unset (None), a field declared
+    ``metadata={"seed_key": "unless_default"}`` while it holds its default, and a field declared
+    ``metadata={"seed_key": "never"}`` (how the work is cut up, e.g. a batch size, which a
+    workload guarantees does not change its results).
+
+    A workload's ``Params`` can thus gain an optional field without changing the seeds of every
+    spec written before it existed.
+    """
+    fields = dataclasses.fields(params_type)
+    when_set = {f.name for f in fields if f.metadata.get("seed_key") == "when_set"}
+    defaults = {f.name: f.default for f in fields if f.metadata.get("seed_key") == "unless_default"}
+    never = {f.name for f in fields if f.metadata.get("seed_key") == "never"}
+    return {k: v for k, v in values.items() if k not in never and not (k in when_set and v is None)
+            and not (k in defaults and v == defaults[k])}
+
+
+def _resolve_paths(params_type: type, values: Mapping[str, Any], spec_dir: Path) -> dict[str, Any]:
+    """Resolve the parameters a workload marks as files (``field(metadata={"path": True})``, a
+    path or a list of paths) relative to the spec's folder, as ``[dataset] path`` is."""
+    out = dict(values)
+
+    def resolve(value: Any) -> Any:
+        if isinstance(value, str) and value and not Path(value).is_absolute():
+            return str((spec_dir / value).resolve())
+        return value
+
+    for field in dataclasses.fields(params_type):
+        value = out.get(field.name)
+        if field.metadata.get("path"):
+            out[field.name] = [resolve(v) for v in value] if isinstance(value, list) else resolve(value)
+    return out

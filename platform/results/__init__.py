@@ -1,0 +1,1 @@
+"""Results for people: study reports, tables, plots and comparisons across configurations."""

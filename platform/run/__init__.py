@@ -1,0 +1,1 @@
+"""The driver of ``privlab run``: the order of a run's jobs, its parent run, configuration states, trial scheduling, the actor pool, per-configuration logging, checkpoints, the outbox and the summary."""

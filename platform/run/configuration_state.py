@@ -1,0 +1,194 @@
+"""What the driver of ``privlab run`` holds for each configuration while it runs, and how it is built.
+
+A :class:`ConfigState` is one configuration's worker context, its planned ledger, its exact
+aggregate so far (restored from a checkpoint on resume) and the trial ranges still to submit.
+Its data (a file dataset, or a dataset a workload names) is read once, up front, and put in the
+backend's object store once per study or dataset.
+
+Privacy accounting: each configuration is one candidate release, so its ledger is the plan of
+one trial checked against the ``[budget]`` cap before any work.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import pandas as pd
+
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.execution.aggregation import ConfigAggregate
+from privlab.platform.execution.worker_tasks import UnitContext
+from privlab.platform.experiment import registry
+from privlab.platform.experiment.datasets import FileDataset, GeneratedDataset
+from privlab.platform.experiment.spec import Configuration, ExperimentSpec
+from privlab.platform.tracking.run_datasets import DatasetDescription, describe_files, describe_generated
+
+
+@dataclasses.dataclass
+class ConfigState:
+    config: Configuration
+    context: UnitContext
+    aggregate: ConfigAggregate
+    ledger: Ledger
+    cost_class: str  # units of one class cost about the same (cost_class_of)
+    data_ref: Any = None
+    started: float | None = None
+    finished: bool = False
+    cursor: list[tuple[int, int]] = dataclasses.field(default_factory=list)  # ranges still to submit
+
+
+@dataclasses.dataclass(frozen=True)
+class RunData:
+    """The data a run's configurations read, loaded and validated before anything is logged."""
+
+    study_frames: Mapping[str, pd.DataFrame]  # study name → its file dataset
+    workload_frames: Mapping[str, pd.DataFrame]  # data key → a dataset a workload's parameters name
+    config_data_key: Mapping[str, str]  # configuration id → its workload's data key
+    # What each configuration read, for MLflow's dataset inputs (run_datasets): configuration id → its
+    # dataset's description (configurations on data drawn per trial are not in it).
+    config_datasets: Mapping[str, DatasetDescription] = dataclasses.field(default_factory=dict)
+
+    @property
+    def datasets(self) -> list[DatasetDescription]:
+        """Every dataset the run read, each once, in spec order."""
+        return list({(d.name, d.digest): d for d in self.config_datasets.values()}.values())
+
+
+def load_run_data(spec: ExperimentSpec) -> RunData:
+    """Read every file dataset and every dataset a workload names, each once."""
+    study_frames = {
+        study.name: study.dataset.load() for study in spec.studies if isinstance(study.dataset, FileDataset)
+    }
+    described: dict[str, DatasetDescription] = {}  # data key (or a study's file) → its description
+    workload_frames: dict[str, pd.DataFrame] = {}
+    config_data_key: dict[str, str] = {}
+    config_datasets: dict[str, DatasetDescription] = {}
+    for config in spec.configurations:
+        study = spec.study(config.study)
+        if isinstance(study.dataset, FileDataset):
+            path = str(study.dataset.path)
+            if path not in described:
+                described[path] = describe_files(path, [study.dataset.path], study_frames[study.name])
+            config_datasets[config.id] = described[path]
+        if study.dataset is not None:
+            continue
+        workload = registry.get_workload(config.workload)
+        params = registry.build_params(workload.Params, config.params, where=config.id)
+        key = workload.data_key(params)
+        if key is None:
+            continue
+        if key not in workload_frames:
+            workload_frames[key] = workload.load_data(params)
+            files = workload.data_files(params)
+            described[key] = (describe_files(key, files, workload_frames[key]) if files
+                              else describe_generated(key, workload_frames[key]))
+        config_data_key[config.id] = key
+        config_datasets[config.id] = described[key]
+    return RunData(study_frames=study_frames, workload_frames=workload_frames, config_data_key=config_data_key,
+                   config_datasets=config_datasets)
+
+
+def prepare_states(
+    spec: ExperimentSpec,
+    *,
+    root_seed: int,
+    data: RunData,
+    put: Any,
+    results: dict[str, list[dict[str, Any]]],
+    checkpoint: Mapping[str, Any] | None,
+) -> dict[str, ConfigState]:
+    """The state of every configuration not already logged in ``results``.
+
+    ``put`` places a frame in the backend's object store. On resume, a configuration whose
+    facets were only partly logged before the stop is dropped from ``results`` and run again;
+    one fully logged has its entries put in facet order.
+    """
+    partial = (checkpoint or {}).get("partial", {})
+    refs: dict[str, Any] = {}
+    states: dict[str, ConfigState] = {}
+    for config in spec.configurations:
+        workload = registry.get_workload(config.workload)
+        params = registry.build_params(workload.Params, config.params, where=config.id)
+        if config.id in results:
+            facets = workload.facets(params)
+            logged = {entry.get("facet", "") for entry in results[config.id]}
+            if logged == (set(facets) or {""}):
+                order = list(facets) or [""]
+                results[config.id].sort(key=lambda e: order.index(e.get("facet", "")))
+                continue
+            del results[config.id]  # some facets were not logged before the stop: redo them all
+        study = spec.study(config.study)
+        ledger = workload.declare_partitions(params, spec.new_ledger())
+        for event in workload.plan(params):
+            ledger.spend(event)
+        context = UnitContext(
+            config_id=config.id,
+            workload=config.workload,
+            params=config.params,
+            dataset=study.dataset if isinstance(study.dataset, GeneratedDataset) else None,
+            dataset_params=config.dataset_params,
+            metric_kinds=dict(workload.metric_kinds(params)),
+            root_seed=root_seed,
+            study_key=config.study_key,
+            config_key=config.config_key,
+            ledger_template=ledger.fresh(),
+        )
+        aggregate = (
+            ConfigAggregate.from_state(partial[config.id]) if config.id in partial else context.empty_aggregate()
+        )
+        state = ConfigState(config=config, context=context, aggregate=aggregate, ledger=ledger,
+                            cost_class=_qualified_cost_class(config, workload.cost_class(params)))
+        if isinstance(study.dataset, FileDataset):
+            if study.name not in refs:
+                refs[study.name] = put(data.study_frames[study.name])
+            state.data_ref = refs[study.name]
+        elif config.id in data.config_data_key:
+            key = f"workload:{data.config_data_key[config.id]}"
+            if key not in refs:
+                refs[key] = put(data.workload_frames[data.config_data_key[config.id]])
+            state.data_ref = refs[key]
+        state.cursor = aggregate.done.missing(config.units)
+        states[config.id] = state
+    return states
+
+
+def warm_up_workloads(states: Iterable[ConfigState], *, say: Callable[[str], None] | None = None) -> None:
+    """Every configuration's :meth:`~privlab.platform.experiment.registry.Workload.warm_up`, on the driver,
+    before the progress bar starts: a kernel compiled here is in numba's on-disk cache when the
+    workers load it, and no study stalls behind a compilation. ``say`` is told which workload
+    is warming up when that takes more than a second (a first compilation)."""
+    by_workload: dict[str, list[ConfigState]] = {}
+    for state in states:
+        by_workload.setdefault(state.config.workload, []).append(state)
+    for name, members in by_workload.items():
+        workload = registry.get_workload(name)
+        note = threading.Timer(1.0, say, args=[f"privlab: preparing {name} (compiling its code the first time; "
+                                                 "cached for later runs)"]) if say is not None else None
+        if note is not None:
+            note.daemon = True
+            note.start()
+        try:
+            for state in members:
+                workload.warm_up(registry.build_params(workload.Params, state.config.params, where=state.config.id))
+        finally:
+            if note is not None:
+                note.cancel()
+
+
+def cost_class_of(config: Configuration) -> str:
+    """The study and its workload's :meth:`~privlab.platform.experiment.registry.Workload.cost_class`: units of
+    one class are taken to cost the same when batches are sized and the time left is estimated."""
+    workload = registry.get_workload(config.workload)
+    params = registry.build_params(workload.Params, config.params, where=config.id)
+    return _qualified_cost_class(config, workload.cost_class(params))
+
+
+def _qualified_cost_class(config: Configuration, named: str) -> str:
+    return f"{config.study}/{named}" if named else config.study
+
+
+def is_actor_pool(state: ConfigState) -> bool:
+    return registry.get_workload(state.config.workload).pattern is registry.Pattern.ACTOR_POOL

@@ -1,0 +1,145 @@
+"""Scheduling trial ranges on the backend: batch sizing, backpressure and ``--max-units``.
+
+Configurations of the ``grid`` and ``trials`` patterns are cut into ranges of trials, submitted
+with at most ``max_in_flight_per_worker`` ranges per worker in flight (backpressure). Batch sizing
+is adaptive: a short pilot batch per worker and cost class (a study's configurations of about
+equal cost per unit, ``Workload.cost_class``), then batches sized to take about
+``target_task_seconds``, but small enough to keep every worker busy to the end. Sizing never
+changes results, because aggregation is exact and order-free
+(:mod:`privlab.platform.execution.aggregation`) and every trial has its own seed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from privlab.platform.core.errors import ExecutionError, PrivlabError
+from privlab.platform.execution.aggregation import ConfigAggregate
+from privlab.platform.execution.backends import Backend
+from privlab.platform.execution.progress import UnitCosts
+from privlab.platform.experiment.spec import ExecutionSpec
+from privlab.platform.run.configuration_state import ConfigState
+from privlab.platform.run.run_events import RunEvents
+
+PILOT_UNITS = 4
+
+
+class UnitLimit:
+    """``--max-units``: how many units of work the run does before it stops (resumable)."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.units_seen = 0
+
+    def count(self, units: int) -> None:
+        self.units_seen += units
+
+    @property
+    def reached(self) -> bool:
+        return self.limit is not None and self.units_seen >= self.limit
+
+    def allowance(self, in_flight: int) -> int | None:
+        """How many more units may be submitted with ``in_flight`` still running (None: no limit)."""
+        return None if self.limit is None else self.limit - self.units_seen - in_flight
+
+
+class TrialScheduler:
+    """Runs the trial ranges of some configurations on ``backend`` until all are merged.
+
+    Args:
+        backend: Where ranges run.
+        execution: The spec's ``[execution]`` settings.
+        limit: The run's ``--max-units``; no batch crosses it.
+        events: Told of every merged range and every round of results.
+    """
+
+    def __init__(self, backend: Backend, execution: ExecutionSpec, limit: UnitLimit, *, events: RunEvents) -> None:
+        self.backend = backend
+        self.execution = execution
+        self.limit = limit
+        self.events = events
+        self.seconds_per_unit = UnitCosts()  # cost class → measured compute seconds per unit
+        self.pilots: dict[str, int] = {}  # cost class → pilot batches submitted
+        self.in_flight: dict[Any, tuple[ConfigState, int, int]] = {}
+
+    def run(self, states: list[ConfigState]) -> None:
+        queue = list(states)
+        capacity = self.backend.workers * self.execution.max_in_flight_per_worker
+        in_flight = self.in_flight
+        try:
+            while True:
+                while len(in_flight) < capacity:
+                    unit = self._next_range(queue)
+                    if unit is None:
+                        break
+                    state, start, end = unit
+                    if state.started is None:
+                        state.started = time.perf_counter()
+                    handle = self.backend.submit_trials(state.context, start, end, state.data_ref)
+                    in_flight[handle] = unit
+                if not in_flight:
+                    break
+                for handle in self.backend.wait(list(in_flight), timeout=1.0):
+                    state, start, end = in_flight.pop(handle)
+                    result = self._result(handle, state, start, end)
+                    self.seconds_per_unit.measure(state.cost_class,
+                                                  max(result.compute_seconds / max(end - start, 1), 1e-7))
+                    state.aggregate.merge(result)
+                    self.events.range_merged(state, result, end - start)
+                self.events.round_finished()
+        finally:
+            self.backend.cancel(list(in_flight))
+            for state, start, end in in_flight.values():
+                # Ranges that did not come back are submitted again on resume.
+                state.cursor.insert(0, (start, end))
+
+    def _next_range(self, queue: list[ConfigState]) -> tuple[ConfigState, int, int] | None:
+        while queue:
+            state = queue[0]
+            if not state.cursor:
+                queue.pop(0)
+                continue
+            start, stop = state.cursor[0]
+            size = self._batch_size(state, queue)
+            if size is None:
+                return None
+            allowance = self.limit.allowance(sum(e - s for _, s, e in self.in_flight.values()))
+            if allowance is not None:  # no batch may cross --max-units: stop after exactly that many
+                if allowance <= 0:
+                    return None
+                size = min(size, allowance)
+            end = min(stop, start + size)
+            if end == stop:
+                state.cursor.pop(0)
+            else:
+                state.cursor[0] = (end, stop)
+            return state, start, end
+        return None
+
+    def _batch_size(self, state: ConfigState, queue: list[ConfigState]) -> int | None:
+        execution = self.execution
+        if execution.batch_size is not None:
+            return execution.batch_size
+        cost_class = state.cost_class
+        if cost_class not in self.seconds_per_unit:
+            # Pilot batches measure the cost of a unit; at most one per worker until one returns.
+            if self.pilots.get(cost_class, 0) >= self.backend.workers:
+                return None
+            self.pilots[cost_class] = self.pilots.get(cost_class, 0) + 1
+            return PILOT_UNITS
+        size = max(1, int(execution.target_task_seconds / self.seconds_per_unit[cost_class]))
+        remaining = sum(b - a for s in queue for a, b in s.cursor)
+        balance = max(1, math.ceil(remaining / (self.backend.workers * 4)))
+        return min(size, balance)
+
+    def _result(self, handle: Any, state: ConfigState, start: int, end: int) -> ConfigAggregate:
+        try:
+            return self.backend.result(handle)  # type: ignore[no-any-return]
+        except PrivlabError:
+            raise
+        except Exception as error:
+            raise ExecutionError(
+                f"{state.config.id} units [{start}, {end}) failed: {type(error).__name__}: {error}"
+            ) from error

@@ -1,0 +1,703 @@
+"""MLflow tracking from the driver only, with explicit run ids and batched calls.
+
+Workers never touch the tracking store: results flow to the driver, which logs one parent run
+per ``privlab run`` and one child run per configuration (one ``log_batch`` each). Measured
+here: concurrent first-time initialisation of a sqlite store fails with migration errors, and
+a run plus one batch costs ≈18 ms on sqlite vs ≈76 ms over HTTP, so batching matters.
+
+Every ``privlab.*`` tag is named and written here only: other modules call :class:`Tracker`'s
+methods for privlab's runs (``start_parent_run``, ``mark_complete``, ``log_result_run``…)
+and read tags through :class:`RunTags`. Calls that must not hold up the driver go through
+:class:`privlab.platform.tracking.background_writer.BackgroundWriter`.
+
+Without a URI, MLflow's default embedded store is used (``sqlite:///mlflow.db`` in the
+working directory for MLflow 3); ``--tracking-uri`` or ``MLFLOW_TRACKING_URI`` selects a server.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import dataclasses
+import fcntl
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from privlab.platform.core.errors import NotFoundError, TrackingError
+from privlab.platform.tracking.moved_store import Rebased, experiment_folder, rebase_moved_store
+from privlab.platform.tracking.run_datasets import DatasetDescription
+from privlab.platform.tracking.sqlite_runs import FinishedRun, SqliteRunWriter, time_ordered_run_id, write_files
+from privlab.platform.tracking.tracking_outage import bound_http_retries
+
+log = logging.getLogger(__name__)
+
+# Every privlab.* tag a run carries is named here, and only here.
+KIND_TAG = "privlab.kind"  # parent | configuration | unit
+CONFIG_TAG = "privlab.config_id"
+GROUP_TAG = "privlab.config_group"  # the executed configuration a facet's child run belongs to
+STATUS_TAG = "privlab.status"  # running | interrupted | complete
+RESUMABLE_TAG = "privlab.resumable"
+ROOT_SEED_TAG = "privlab.root_seed"
+MODE_TAG = "privlab.mode"
+SPEC_NAME_TAG = "privlab.spec_name"
+SPEC_SHA256_TAG = "privlab.spec_sha256"
+COMMAND_TAG = "privlab.command"
+VERSION_TAG = "privlab.version"
+GIT_COMMIT_TAG = "privlab.git_commit"
+WORKERS_TAG = "privlab.workers"
+RAY_NODES_TAG = "privlab.ray_nodes"
+BACKEND_TAG = "privlab.backend"
+UNIT_TAG = "privlab.unit"
+STUDY_TAG = "privlab.study"
+WORKLOAD_TAG = "privlab.workload"
+DRIVER_TAG = "privlab.driver"  # the lease: who drives the run (platform/tracking/liveness.py)
+HEARTBEAT_TAG = "privlab.heartbeat"
+LEDGER_TAG = "privlab.ledger"  # a configuration run's ε ledger as a table (ledger.txt when too long)
+PARENT_TAG = "mlflow.parentRunId"
+# MLflow's own tags, which its UI shows (the User and Source columns) and its fluent API sets.
+USER_TAG = "mlflow.user"
+SOURCE_NAME_TAG = "mlflow.source.name"
+SOURCE_TYPE_TAG = "mlflow.source.type"
+SOURCE_GIT_COMMIT_TAG = "mlflow.source.git.commit"
+SOURCE_TAGS = (USER_TAG, SOURCE_NAME_TAG, SOURCE_TYPE_TAG, SOURCE_GIT_COMMIT_TAG)
+# An experiment's kind decides where MLflow 3's UI opens it: without it an experiment with no
+# traces opens in the GenAI view ("Traces 0"), privlab's runs hidden behind a toggle.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+MAX_PARAM_LENGTH = 6000
+
+
+def source_tags(*, source_name: str, git_commit: str | None, source_type: str = "LOCAL") -> dict[str, str]:
+    """MLflow's standard tags of a run: who ran it (``mlflow.user``), from what (the spec's path,
+    or the command), how (``LOCAL``) and at which git commit (when known)."""
+    import getpass
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name and no passwd entry (some containers)
+        user = "unknown"
+    tags = {USER_TAG: user, SOURCE_NAME_TAG: source_name[:500], SOURCE_TYPE_TAG: source_type}
+    if git_commit and git_commit != "unknown":
+        tags[SOURCE_GIT_COMMIT_TAG] = git_commit
+    return tags
+
+
+def source_tags_of(run: Any) -> dict[str, str]:
+    """The standard tags a run records (:func:`source_tags`), to give its child runs the same."""
+    return {key: run.data.tags[key] for key in SOURCE_TAGS if key in run.data.tags}
+
+
+def driver_tags(driver: Mapping[str, Any], *, now: float | None = None) -> dict[str, str]:
+    """The tags that record ``driver`` (a lease, :mod:`privlab.platform.tracking.liveness`) as the run's
+    driver, with a fresh heartbeat."""
+    return {DRIVER_TAG: json.dumps(dict(driver), sort_keys=True), **heartbeat_tag(now=now)}
+
+
+def heartbeat_tag(*, now: float | None = None) -> dict[str, str]:
+    return {HEARTBEAT_TAG: f"{time.time() if now is None else now:.0f}"}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunTags:
+    """What privlab's tags say about a run (None where a tag is absent)."""
+
+    kind: str | None  # parent | configuration | unit
+    config_id: str | None
+    study: str | None
+    workload: str | None
+    status: str | None  # running | interrupted | complete
+    root_seed: str | None
+    spec_name: str | None
+    spec_sha256: str | None
+    command: str | None
+
+    @classmethod
+    def of(cls, run: Any) -> RunTags:
+        tags = run.data.tags
+        return cls(kind=tags.get(KIND_TAG), config_id=tags.get(CONFIG_TAG), study=tags.get(STUDY_TAG),
+                   workload=tags.get(WORKLOAD_TAG), status=tags.get(STATUS_TAG), root_seed=tags.get(ROOT_SEED_TAG),
+                   spec_name=tags.get(SPEC_NAME_TAG), spec_sha256=tags.get(SPEC_SHA256_TAG),
+                   command=tags.get(COMMAND_TAG))
+
+
+def resolve_tracking_uri(uri: str | None) -> str:
+    """``uri``, else ``MLFLOW_TRACKING_URI``, else MLflow's default embedded store."""
+    if uri:
+        return uri
+    env = os.environ.get("MLFLOW_TRACKING_URI")
+    if env:
+        return env
+    return default_tracking_uri()
+
+
+def default_tracking_uri() -> str:
+    """MLflow 3's default store, ``mlflow.db`` in the working directory (as
+    ``mlflow.get_tracking_uri()`` names it; said here so that a command that only reads a local
+    store need not import MLflow)."""
+    return f"sqlite:///{os.path.abspath('mlflow.db')}"
+
+
+def artifact_location(uri: str, experiment: str) -> str | None:
+    """Where a new experiment's artifacts go: beside a local sqlite store, in ``mlruns/`` next to
+    the database file (MLflow's own default is ``./mlruns`` of whatever folder the command runs
+    in); None (the server's or store's default) for any other store.
+
+    The experiment's folder is its name with anything but letters, digits, ``.``, ``_`` and
+    ``-`` replaced by ``_``; runs get their own subfolders below it, so two names that map to
+    the same folder still never share an artifact.
+    """
+    if not uri.startswith("sqlite:///"):
+        return None
+    return str(sqlite_database(uri).resolve().parent / "mlruns" / experiment_folder(experiment))
+
+
+def sqlite_database(uri: str) -> Path:
+    """The database file of a ``sqlite:///`` URI."""
+    return Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
+
+
+def existing_store_uri(uri: str | None) -> str:
+    """The resolved tracking URI for a command that only reads (compare, ledger, runs).
+
+    MLflow creates an empty sqlite database on first contact; a command that only reads must
+    not leave one behind in whatever folder it was started from, so a local sqlite file that
+    does not exist is reported instead (servers and other stores are left to MLflow).
+
+    Raises:
+        NotFoundError: the URI names a sqlite file that does not exist.
+    """
+    resolved = resolve_tracking_uri(uri)
+    if resolved.startswith("sqlite:///"):
+        path = sqlite_database(resolved)
+        if not path.is_file():
+            raise NotFoundError(
+                f"no MLflow tracking store at {path} ({resolved}); run `privlab run SPEC` in this folder first, "
+                "or point --tracking-uri / MLFLOW_TRACKING_URI at the store that holds your runs"
+            )
+    return resolved
+
+
+@contextlib.contextmanager
+def store_lock(uri: str) -> Iterator[None]:
+    """Hold an exclusive lock while a local sqlite store is created or changed structurally.
+
+    MLflow creates its tables (and Alembic migrates them) on first contact, and two processes
+    doing that at once on a new file fail ("table ... already exists", exit 4); creating the same
+    experiment at once fails the same way. An ``fcntl`` lock on ``<db>.lock`` beside the database
+    serialises both across processes on this machine; other stores (servers) need none.
+    """
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    database = sqlite_database(uri)
+    database.parent.mkdir(parents=True, exist_ok=True)
+    with open(database.with_name(database.name + ".lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _forget_artifact_locations() -> None:
+    """Drop MLflow's in-process cache of each run's artifact location (keyed by run id), which
+    would keep a moved store's old paths for runs this process used before."""
+    from mlflow.tracking._tracking_service import utils
+
+    cache = getattr(utils, "_artifact_repos_cache", None)
+    if cache is not None:
+        cache.clear()
+
+
+def make_artifact_root_private(uri: str) -> None:
+    """Make ``mlruns/`` beside a local sqlite store 0700 (creating it if needed).
+
+    MLflow writes artifacts with the process's umask (folders 0755, files 0644); under a root only
+    the user can enter, results, ledgers and specs stay the user's alone. Other stores keep theirs.
+    """
+    if not uri.startswith("sqlite:///"):
+        return
+    root = sqlite_database(uri).resolve().parent / "mlruns"
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        root.chmod(0o700)
+    except PermissionError:
+        log.warning("cannot make the artifact folder %s private (mode 0700): it is not yours", root)
+
+
+def _timed(method: Any) -> Any:
+    """Accumulate the wall time of a tracking call in ``self.seconds`` (benchmarked share)."""
+
+    def wrapper(self: Tracker, *args: Any, **kwargs: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - began
+
+    wrapper.__doc__ = method.__doc__
+    wrapper.__name__ = method.__name__
+    return wrapper
+
+
+class Tracker:
+    """A thin, batched wrapper around :class:`mlflow.MlflowClient`."""
+
+    def __init__(self, uri: str | None, *, bulk: bool = True) -> None:
+        from mlflow import MlflowClient
+
+        self.seconds = 0.0
+        self.bulk = bulk  # finished child runs into a local sqlite store many per transaction
+        self._writers: dict[str, SqliteRunWriter | None] = {}
+        self.uri = resolve_tracking_uri(uri)
+        bound_http_retries(self.uri)
+        moved: list[Rebased] = []
+        try:
+            with store_lock(self.uri):
+                self.client = MlflowClient(tracking_uri=self.uri)
+                if self.uri.startswith("sqlite:///"):
+                    self.client.search_experiments(max_results=1)  # creates/migrates the tables now, under the lock
+                    moved = rebase_moved_store(sqlite_database(self.uri))
+        except Exception as error:
+            raise TrackingError(f"cannot open the MLflow tracking store {self.uri!r}: {error}") from None
+        if moved:
+            _forget_artifact_locations()
+        for rebased in moved:
+            log.warning("the tracking store was moved from %s to %s (with its database): %d experiment(s) and "
+                        "%d run(s) now read and write their artifacts there", Path(rebased.old_root).parent,
+                        Path(rebased.new_root).parent, rebased.experiments, rebased.runs)
+
+    # -- experiments and runs -------------------------------------------------------------
+    @_timed
+    def experiment_id(self, name: str, *, create: bool) -> str:
+        if create:  # a command that writes: its artifacts go under a private root
+            make_artifact_root_private(self.uri)
+        try:
+            experiment = self.client.get_experiment_by_name(name)
+        except Exception as error:
+            raise TrackingError(
+                f"cannot reach the MLflow tracking store {self.uri!r}: {error}; check "
+                "--tracking-uri / MLFLOW_TRACKING_URI"
+            ) from None
+        if experiment is not None:
+            if experiment.lifecycle_stage == "deleted":
+                raise TrackingError(f"experiment {name!r} is deleted in {self.uri}; restore it or use another name")
+            if create and EXPERIMENT_KIND_TAG not in experiment.tags:  # made before privlab set it
+                self.client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+            return experiment.experiment_id
+        if not create:
+            raise TrackingError(f"no experiment named {name!r} in {self.uri}; `privlab run` a spec first")
+        with store_lock(self.uri):  # another command may be creating the same experiment right now
+            experiment = self.client.get_experiment_by_name(name)
+            if experiment is not None:
+                return experiment.experiment_id
+            return self.client.create_experiment(name, artifact_location=artifact_location(self.uri, name),
+                                                 tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+
+    def experiment_names(self) -> list[str]:
+        """The names of the store's active experiments, MLflow's empty ``Default`` left out."""
+        try:
+            experiments = self.client.search_experiments()
+        except Exception as error:
+            raise TrackingError(f"cannot reach the MLflow tracking store {self.uri!r}: {error}") from None
+        return sorted(e.name for e in experiments if e.name != "Default")
+
+    def require_experiment(self, name: str) -> str:
+        """The id of experiment ``name``.
+
+        Raises:
+            NotFoundError: no such experiment; the message lists the ones that exist.
+        """
+        names = self.experiment_names()
+        if name not in names:
+            known = ", ".join(map(repr, names)) or "none yet (`privlab run SPEC` makes one)"
+            raise NotFoundError(f"no experiment named {name!r} in {self.uri}; experiments there: {known}")
+        return self.experiment_id(name, create=False)
+
+    def _log_batch(
+        self,
+        run_id: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        metrics: Mapping[str, float] | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> None:
+        from mlflow.entities import Metric, Param, RunTag
+
+        now = int(time.time() * 1000)
+        self.client.log_batch(
+            run_id,
+            metrics=[Metric(k, float(v), now, 0) for k, v in (metrics or {}).items()],
+            params=[Param(k, _param_text(v)) for k, v in (params or {}).items()],
+            tags=[RunTag(k, str(v)) for k, v in (tags or {}).items()],
+        )
+
+    @_timed
+    def log_texts(self, run_id: str, files: Mapping[str, str | bytes]) -> None:
+        """Write several artifacts in one upload (one directory, one ``log_artifacts`` call)."""
+        self._log_texts(run_id, files)
+
+    def _log_texts(self, run_id: str, files: Mapping[str, str | bytes]) -> None:
+        if not files:
+            return
+        with tempfile.TemporaryDirectory(prefix="privlab-artifacts-") as tmp:
+            for relative, content in files.items():
+                target = Path(tmp) / relative
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if isinstance(content, bytes):
+                    target.write_bytes(content)
+                else:
+                    target.write_text(content)
+            self.client.log_artifacts(run_id, tmp)
+
+    # -- privlab's runs: the only place that writes a privlab.* tag ---------------------------
+    @_timed
+    def start_parent_run(
+        self,
+        experiment_id: str,
+        *,
+        name: str,
+        params: Mapping[str, Any],
+        description: str,
+        root_seed: int,
+        mode: str,
+        spec_name: str,
+        spec_sha256: str,
+        command: str,
+        version: str,
+        git_commit: str,
+        driver: Mapping[str, Any],
+        standard_tags: Mapping[str, str] | None = None,
+        datasets: Iterable[DatasetDescription] = (),
+    ) -> str:
+        """The parent run of a ``privlab run``, marked running and driven by ``driver``, with
+        MLflow's ``standard_tags`` (:func:`source_tags`) and the ``datasets`` the run read."""
+        tags = {
+            **(standard_tags or {}),
+            KIND_TAG: "parent",
+            VERSION_TAG: version,
+            GIT_COMMIT_TAG: git_commit,
+            ROOT_SEED_TAG: str(root_seed),
+            MODE_TAG: mode,
+            SPEC_NAME_TAG: spec_name,
+            SPEC_SHA256_TAG: spec_sha256,
+            COMMAND_TAG: command,
+            STATUS_TAG: "running",
+            "mlflow.note.content": description,
+            **driver_tags(driver),
+        }
+        run = self.client.create_run(experiment_id, run_name=name, tags=tags)
+        self._log_batch(run.info.run_id, params=params)
+        self._log_datasets(run.info.run_id, datasets)
+        return run.info.run_id
+
+    def _log_datasets(self, run_id: str, datasets: Iterable[DatasetDescription]) -> None:
+        """Log ``datasets`` as the run's MLflow dataset inputs (one call; the Dataset column)."""
+        from mlflow.entities import Dataset, DatasetInput
+
+        inputs = [DatasetInput(Dataset(name=d.name, digest=d.digest, source_type=d.source_type, source=d.source,
+                                       schema=d.schema, profile=d.profile)) for d in datasets]
+        if inputs:
+            self.client.log_inputs(run_id, datasets=inputs)
+
+    @_timed
+    def claim_parent_run(self, run_id: str, driver: Mapping[str, Any]) -> None:
+        """Record ``driver`` as the driver of a run being resumed, and mark it running again."""
+        self._log_batch(run_id, tags={**driver_tags(driver), STATUS_TAG: "running"})
+        self.client.update_run(run_id, status="RUNNING")
+
+    @_timed
+    def record_driver(self, run_id: str, driver: Mapping[str, Any]) -> None:
+        """Record ``driver`` as the run's driver (its lease), with a fresh heartbeat."""
+        self._log_batch(run_id, tags=driver_tags(driver))
+
+    def lease(self, run_id: str) -> str | None:
+        """The lease id of the driver the run records (None when no driver is recorded)."""
+        recorded = self.get_run(run_id).data.tags.get(DRIVER_TAG, "")
+        return json.loads(recorded or "{}").get("lease")
+
+    @_timed
+    def record_backend(self, run_id: str, *, workers: int, nodes: int, backend: str) -> None:
+        self._log_batch(run_id, tags={WORKERS_TAG: str(workers), RAY_NODES_TAG: str(nodes), BACKEND_TAG: backend})
+
+    @_timed
+    def heartbeat(self, run_id: str) -> None:
+        self._log_batch(run_id, tags=heartbeat_tag())
+
+    @_timed
+    def mark_interrupted(self, run_id: str) -> None:
+        """The run stopped before finishing; a resume can go on from its checkpoint."""
+        self._log_batch(run_id, tags={STATUS_TAG: "interrupted", RESUMABLE_TAG: "true"})
+
+    @_timed
+    def mark_complete(self, run_id: str, metrics: Mapping[str, float]) -> None:
+        """Log the run's final ``metrics`` and mark it complete (not resumable), in one batch."""
+        self._log_batch(run_id, metrics=metrics, tags={STATUS_TAG: "complete", RESUMABLE_TAG: "false"})
+
+    @_timed
+    def close_parent_run(self, run_id: str, status: str) -> None:
+        """Release the driver's lease (its tag is deleted: no driver) and end the run with MLflow
+        ``status``."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            self.client.delete_tag(run_id, DRIVER_TAG)
+        except MlflowException as error:
+            if error.error_code != "RESOURCE_DOES_NOT_EXIST":  # released already (a retried close)
+                raise
+        self.client.set_terminated(run_id, status=status)
+
+    def result_upload(
+        self,
+        experiment_id: str,
+        *,
+        parent_id: str,
+        name: str,
+        params: Mapping[str, Any],
+        metrics: Mapping[str, float],
+        files: Mapping[str, str | bytes],
+        config_id: str,
+        group: str,
+        study: str,
+        workload: str,
+        unit: int | None = None,
+        standard_tags: Mapping[str, str] | None = None,
+        datasets: Iterable[DatasetDescription] = (),
+        result: str = "",
+        timing: Mapping[str, float] | None = None,
+        reservoir: Mapping[str, Iterable[float]] | None = None,
+        ledger_text: str | None = None,
+    ) -> ResultRunUpload:
+        """A finished child run, ready for :meth:`send`: the result of a configuration (or of
+        one facet of it, in ``group``), or with ``unit`` of one unit of a ``unit_runs`` workload;
+        with its parent's ``standard_tags``, the ``datasets`` it read and, for a configuration,
+        its summary entry ``result`` (JSON), ``timing`` and ``reservoir`` sample, which go into a
+        part on the parent run; ``ledger_text`` (the ledger as a table) is its ``privlab.ledger``
+        tag, which MLflow's UI shows with the run. The root seed and mode are the parent's tags."""
+        tags = {**(standard_tags or {}), KIND_TAG: "configuration" if unit is None else "unit", CONFIG_TAG: config_id,
+                STUDY_TAG: study, WORKLOAD_TAG: workload, PARENT_TAG: parent_id}
+        if group != config_id:  # a facet: the executed configuration it belongs to
+            tags[GROUP_TAG] = group
+        if ledger_text is not None:
+            tags[LEDGER_TAG] = ledger_text
+        if unit is not None:
+            tags[UNIT_TAG] = str(unit)
+        return ResultRunUpload(experiment_id=experiment_id, name=name, tags=tags, params=dict(params),
+                               metrics=dict(metrics), files=dict(files),
+                               datasets=[d.to_record() for d in datasets], result=result,
+                               timing=None if timing is None else {k: float(v) for k, v in timing.items()},
+                               reservoir=None if reservoir is None else
+                               {name: [float(v) for v in values] for name, values in reservoir.items()})
+
+    @_timed
+    def send(self, upload: ResultRunUpload) -> str:
+        """:meth:`send_results` of one upload; returns its run id."""
+        return self._send_results([upload])[0]
+
+    @_timed
+    def send_results(self, uploads: Sequence[ResultRunUpload]) -> list[str]:
+        """Log ``uploads`` (child runs of one parent run, in one experiment), going on from the
+        step a failed earlier attempt reached; returns their run ids.
+
+        Their results (summary entries and reservoir samples) go first, as one part on the parent
+        run (:mod:`~privlab.platform.tracking.result_parts`), then the runs: into a local sqlite store all
+        of them in one transaction (:mod:`~privlab.platform.tracking.sqlite_runs`), elsewhere each in four
+        calls (create, one batch, one upload, terminate; a fifth for its dataset inputs).
+        """
+        return self._send_results(uploads)
+
+    def _send_results(self, uploads: Sequence[ResultRunUpload]) -> list[str]:
+        if not uploads:
+            return []
+        writer = self._sqlite_writer(uploads[0].experiment_id) if self.bulk else None
+        if writer is not None:
+            pending = [u for u in uploads if not u.finished]
+            for upload in pending:
+                if upload.run_id is None:
+                    upload.run_id = time_ordered_run_id()
+            self._write_part(pending, local=writer)
+            writer.write([u.finished_run() for u in pending])
+            for upload in pending:
+                upload.finished = True
+            return [u.run_id for u in uploads]  # type: ignore[misc]
+        for upload in uploads:
+            if upload.run_id is None:
+                upload.run_id = self.client.create_run(upload.experiment_id, run_name=upload.name,
+                                                       tags=upload.tags).info.run_id
+        self._write_part([u for u in uploads if not u.finished])
+        for upload in uploads:
+            if upload.finished:
+                continue
+            if not upload.logged:
+                self._log_batch(upload.run_id, params=upload.params, metrics=upload.metrics)
+                upload.logged = True
+            if not upload.inputs_logged:
+                self._log_datasets(upload.run_id, map(DatasetDescription.from_record, upload.datasets))
+                upload.inputs_logged = True
+            if not upload.uploaded:
+                self._log_texts(upload.run_id, upload.files)
+                upload.uploaded = True
+            self.client.set_terminated(upload.run_id, status="FINISHED")
+            upload.finished = True
+        return [u.run_id for u in uploads]  # type: ignore[misc]
+
+    def _write_part(self, uploads: Sequence[ResultRunUpload], *, local: SqliteRunWriter | None = None) -> None:
+        """The results of ``uploads`` not yet in a part, as one part on their parent run."""
+        from privlab.platform.tracking.result_parts import ResultRow, part_bytes, part_name
+
+        missing = [u for u in uploads if u.result and not u.part_written]
+        if not missing:
+            return
+        parent = missing[0].tags[PARENT_TAG]
+        path = part_name(missing[0].run_id or "")
+        data = part_bytes([ResultRow(entry_id=u.config_id, run_id=u.run_id or "", result=u.result,
+                                     timing=u.timing, reservoir=u.reservoir) for u in missing])
+        if local is not None:
+            write_files(Path(local.artifact_uri(parent)), {path: data})
+        else:
+            self._log_texts(parent, {path: data})
+        for upload in missing:
+            upload.part_written = True
+
+    def _sqlite_writer(self, experiment_id: str) -> SqliteRunWriter | None:
+        if experiment_id not in self._writers:
+            self._writers[experiment_id] = (SqliteRunWriter.writable(sqlite_database(self.uri), experiment_id)
+                                            if self.uri.startswith("sqlite:///") else None)
+        return self._writers[experiment_id]
+
+    def log_result_run(self, experiment_id: str, **fields: Any) -> str:
+        """:meth:`send` a :meth:`result_upload` now."""
+        return self.send(self.result_upload(experiment_id, **fields))
+
+    # -- reading ------------------------------------------------------------------------------
+    def get_run(self, run_id: str) -> Any:
+        try:
+            return self.client.get_run(run_id)
+        except Exception:
+            raise TrackingError(
+                f"no run {run_id!r} in the tracking store {self.uri}; check the id "
+                "(`privlab runs` lists run ids) and --tracking-uri"
+            ) from None
+
+    def child_runs(self, experiment_id: str, parent_id: str) -> list[Any]:
+        return self._search([experiment_id], f"tags.`{PARENT_TAG}` = '{parent_id}'")
+
+    def parent_runs(self, experiment_id: str) -> list[Any]:
+        return self._search([experiment_id], f"tags.`{KIND_TAG}` = 'parent'")
+
+    def latest_parent_run(self) -> Any | None:
+        """The most recently started privlab parent run of any active experiment (None: none)."""
+        try:
+            ids = [e.experiment_id for e in self.client.search_experiments()]
+            runs = self.client.search_runs(ids, filter_string=f"tags.`{KIND_TAG}` = 'parent'", max_results=1,
+                                           order_by=["attributes.start_time DESC"]) if ids else []
+        except Exception as error:
+            raise TrackingError(f"cannot reach the MLflow tracking store {self.uri!r}: {error}") from None
+        return runs[0] if runs else None
+
+    def configuration_runs(self, experiment_id: str, parent_id: str, *, finished: bool = True) -> list[Any]:
+        """The configuration child runs of ``parent_id`` (only FINISHED ones unless ``finished=False``),
+        newest first."""
+        return [c for c in self.child_runs(experiment_id, parent_id)
+                if (c.info.status == "FINISHED" or not finished) and c.data.tags.get(KIND_TAG) == "configuration"]
+
+    def list_artifacts(self, run_id: str, path: str | None = None) -> list[str]:
+        """The paths of the run's artifacts (under ``path``)."""
+        return [a.path for a in self.client.list_artifacts(run_id, path)]
+
+    def _search(self, experiment_ids: Iterable[str], filter_string: str) -> list[Any]:
+        runs: list[Any] = []
+        token = None
+        while True:
+            page = self.client.search_runs(
+                list(experiment_ids), filter_string=filter_string, max_results=1000,
+                order_by=["attributes.start_time DESC"], page_token=token,
+            )
+            runs.extend(page)
+            token = page.token
+            if not token:
+                return runs
+
+    def read_text(self, run_id: str, path: str) -> str | None:
+        """An artifact's text, or None when the run has no such artifact."""
+        data = self.read_bytes(run_id, path)
+        return None if data is None else data.decode()
+
+    def read_bytes(self, run_id: str, path: str) -> bytes | None:
+        """An artifact's bytes, or None when the run has no such artifact."""
+        try:
+            with tempfile.TemporaryDirectory(prefix="privlab-download-") as tmp:
+                local = self.client.download_artifacts(run_id, path, tmp)
+                return Path(local).read_bytes()
+        except Exception:
+            return None
+
+
+@dataclasses.dataclass(kw_only=True)
+class ResultRunUpload:
+    """A finished child run on its way to the store, sent step by step (:meth:`Tracker.send`).
+
+    Each step records that it is done, so a retry after an outage goes on where the failed
+    attempt stopped instead of creating the run again, and an upload that never got through is
+    kept whole in the run's outbox (:meth:`to_record`) until the resume sends it.
+    """
+
+    experiment_id: str
+    name: str
+    tags: dict[str, str]
+    params: dict[str, Any]
+    metrics: dict[str, float]
+    files: dict[str, str | bytes]
+    datasets: list[dict[str, str]] = dataclasses.field(default_factory=list)  # DatasetDescription records
+    result: str = ""  # a configuration's summary entry (JSON), logged in a part on the parent run
+    timing: dict[str, float] | None = None  # its timing, in the same part
+    reservoir: dict[str, list[float]] | None = None  # its reservoir sample, in the same part
+    run_id: str | None = None  # once created
+    part_written: bool = False  # result and reservoir
+    logged: bool = False  # params and metrics
+    inputs_logged: bool = False  # datasets
+    uploaded: bool = False  # files
+    finished: bool = False
+
+    @property
+    def config_id(self) -> str:
+        return self.tags[CONFIG_TAG]
+
+    @property
+    def kind(self) -> str:
+        return self.tags[KIND_TAG]
+
+    def finished_run(self) -> FinishedRun:
+        """The upload as a whole finished run (params as MLflow stores them)."""
+        return FinishedRun(run_id=self.run_id or "", name=self.name, tags=self.tags, params=param_texts(self.params),
+                           metrics=self.metrics, files=self.files, datasets=self.datasets)
+
+    def to_record(self) -> dict[str, Any]:
+        """The upload as JSON-ready data (bytes files in base64)."""
+        record = dataclasses.asdict(self)
+        record["files"] = {path: ({"base64": base64.b64encode(content).decode()} if isinstance(content, bytes)
+                                  else {"text": content}) for path, content in self.files.items()}
+        return record
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> ResultRunUpload:
+        files = {path: (base64.b64decode(content["base64"]) if "base64" in content else content["text"])
+                 for path, content in record["files"].items()}
+        return cls(**{**record, "files": files})
+
+
+def param_texts(params: Mapping[str, Any]) -> dict[str, str]:
+    """``params`` as MLflow stores them when :class:`Tracker` logs them (text, capped in length)."""
+    return {key: _param_text(value) for key, value in params.items()}
+
+
+def _param_text(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= MAX_PARAM_LENGTH else text[: MAX_PARAM_LENGTH - 3] + "..."
