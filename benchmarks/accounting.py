@@ -27,8 +27,9 @@ import time
 from pathlib import Path
 
 from privlab.platform.dp import accountants
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.positional_split import PositionalSplit
+from privlab.platform.dp.privacy_event import PrivacyEvent
 
 ROOT = Path(__file__).resolve().parents[1]
 ADULT_SPEC = ROOT / "experiments" / "plausible_deniability" / "adult.toml"

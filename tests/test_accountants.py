@@ -33,8 +33,9 @@ from privlab.platform.dp.dp_events import (
     basic_guarantee,
     event_from_dict,
 )
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.positional_split import PositionalSplit
+from privlab.platform.dp.privacy_event import PrivacyEvent
 
 DELTA = 2.0**-30
 

@@ -54,7 +54,9 @@ from privlab.mechanisms.synthesizers.network_model import BayesianNetworkModel
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
 from privlab.platform.core.errors import BudgetExceededError, ModeError, NotFittedError, SchemaError
 from privlab.platform.dp.estimator import PrivateEstimator
-from privlab.platform.dp.ledger import ZCDP_FILTER, Ledger, PrivacyEvent, check_conforms
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.plan_conformance import ZCDP_FILTER, check_conforms
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource, SecureSource, SeededSource
 from privlab.platform.dp.transcript import TranscriptWriter
 

@@ -31,7 +31,8 @@ from privlab.mechanisms.synthesizers.base import (
     synthesizer_from_spec,
 )
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource, SeededSource
 from privlab.platform.experiment.registry import WORKLOADS, MetricKind, Pattern, Workload, register_workload
 from privlab.platform.experiment.spec import load_spec

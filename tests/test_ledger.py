@@ -16,7 +16,10 @@ import pytest
 
 from privlab.platform.core.errors import BudgetExceededError, LedgerError
 from privlab.platform.dp import composition
-from privlab.platform.dp.ledger import Budget, Ledger, PrivacyEvent, check_conforms
+from privlab.platform.dp.basic_totals import Budget
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.plan_conformance import check_conforms
+from privlab.platform.dp.privacy_event import PrivacyEvent
 
 
 def _laplace(epsilon: float, **kw: object) -> PrivacyEvent:

@@ -37,7 +37,8 @@ from privlab.mechanisms.tabular.face_privacy import smallest_count
 from privlab.mechanisms.tabular.space import ReleaseSpace, load_release_space, release_space_from_spec
 from privlab.platform.cli.main import main
 from privlab.platform.core.errors import BudgetExceededError, ExecutionError, SpecError
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource, ReplaySource, SecureSource, SeededSource
 from privlab.platform.dp.transcript import TranscriptReader, TranscriptWriter
 from privlab.platform.execution.aggregation import wilson_interval

@@ -37,7 +37,7 @@ from privlab.mechanisms.synthesizers.privbayes_scores import mutual_information,
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
 from privlab.platform.core.errors import RegistryError, SchemaError, SpecError
 from privlab.platform.dp.ledger import Ledger
-from privlab.platform.dp.ledger import PrivacyEvent
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import SecureSource, SeededSource
 from privlab.platform.dp.transcript import TranscriptWriter
 
@@ -306,7 +306,7 @@ def _check_zcdp_charge(synth: Synthesizer, ledger: Ledger, epsilon: float, data:
     """A zCDP fit spends its ρ: the zcdp total is ε to the conversion's margin, the events are
     the plan's (a filter's steps within its ρ), every one Gaussian or an exponential choice."""
     from privlab.platform.dp.accountants import zcdp_rho_for_epsilon
-    from privlab.platform.dp.ledger import check_conforms, zcdp_cost
+    from privlab.platform.dp.plan_conformance import check_conforms, zcdp_cost
 
     rho = zcdp_rho_for_epsilon(epsilon, DELTA)
     plan = synth.planned_events(epsilon, domain, len(data), scope="births", delta=DELTA)  # type: ignore[call-arg]

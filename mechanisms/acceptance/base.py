@@ -34,7 +34,8 @@ from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.mechanisms.tabular.domain import Domain
 from privlab.platform.core.errors import SpecError
 from privlab.platform.core.plugins import Registry
-from privlab.platform.dp.ledger import SENSITIVITY_NOTE, Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import SENSITIVITY_NOTE, PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
 
 
@@ -141,7 +142,7 @@ class AcceptanceCriterion(abc.ABC):
         release source uses the lattice Laplace with the same ε and sensitivity). Criteria whose
         release differs from one Laplace step override this together with :meth:`release`. A
         criterion whose Δ depends on the candidate (``candidate_sensitivity``) plans the worst case
-        and says so in the event's details (:data:`~privlab.platform.dp.ledger.SENSITIVITY_NOTE`)."""
+        and says so in the event's details (:data:`~privlab.platform.dp.privacy_event.SENSITIVITY_NOTE`)."""
         delta = self.sensitivity(n)
         details: tuple[tuple[str, str], ...] = ()
         if hasattr(self, "candidate_sensitivity"):  # the release uses the candidate's own, smaller Δ

@@ -78,7 +78,8 @@ from privlab.mechanisms.pmse.functional_mechanism import functional_mechanism_se
 from privlab.mechanisms.tabular.domain import Domain
 from privlab.platform.core.errors import SchemaError, SpecError
 from privlab.platform.dp.budget import preflight
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["NORMS", "RegressionCoefficientsError", "RegressionMAEError", "mae_sensitivity"]

@@ -24,7 +24,8 @@ import numpy as np
 from privlab.mechanisms.basic.exponential import exponential_mechanism
 from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.platform.audit.registration import EpsilonAuditable, register_auditable
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
 
 

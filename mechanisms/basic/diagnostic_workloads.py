@@ -25,7 +25,8 @@ import pandas as pd
 
 from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.platform.core.errors import SchemaError, SpecError
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import SeededSource
 from privlab.platform.experiment.registry import MetricKind, Pattern, Workload, register_workload
 

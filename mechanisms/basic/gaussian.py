@@ -29,7 +29,8 @@ import numpy as np
 
 from privlab.platform.core.validation import check_positive_finite
 from privlab.platform.dp.dp_events import GaussianEvent
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["gaussian_mechanism", "gaussian_sigma"]

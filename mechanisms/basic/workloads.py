@@ -27,7 +27,8 @@ from privlab.mechanisms.basic.exponential import exponential_mechanism
 from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.platform.core.errors import SpecError
 from privlab.platform.core.validation import ConstrainedParams, Interval
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import SeededSource
 from privlab.platform.experiment.registry import (
     Expectation,

@@ -55,7 +55,8 @@ from privlab.platform.core.errors import SchemaError
 from privlab.platform.core.validation import ConstraintSpec, check_text
 from privlab.platform.dp.budget import split_epsilon
 from privlab.platform.dp.estimator import PrivateEstimator
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["DPDFClassifier", "MAX_LEAVES"]

@@ -77,7 +77,8 @@ from privlab.mechanisms.dipreme.tree_rows import RowDraw, all_rows, forest_part_
 from privlab.platform.core.errors import ModeError, SchemaError
 from privlab.platform.core.validation import ConstraintSpec, check_text
 from privlab.platform.dp.estimator import PrivateEstimator
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["DPERTClassifier", "DPERTRegressor", "DiPriMeClassifier", "DiPriMeRegressor", "MedianForestClassifier",

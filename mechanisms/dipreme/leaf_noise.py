@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from privlab.platform.dp.ledger import PrivacyEvent
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
 from privlab.platform.dp.secure_sampling import snap_to_lattice
 

@@ -54,7 +54,7 @@ References:
 from __future__ import annotations
 
 from privlab.platform.dp.budget import split_epsilon
-from privlab.platform.dp.ledger import PrivacyEvent
+from privlab.platform.dp.privacy_event import PrivacyEvent
 
 __all__ = ["forest_plan", "sensitivity_factor", "tree_budget"]
 

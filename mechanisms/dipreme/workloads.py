@@ -46,7 +46,8 @@ from privlab.mechanisms.dipreme.methods import METHODS, PRIVATE
 from privlab.mechanisms.dipreme.report import forest_report
 from privlab.platform.core.errors import SchemaError
 from privlab.platform.core.validation import validate_parameters
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import SeededSource
 from privlab.platform.experiment.registry import MetricKind, Pattern, Workload, register_workload
 from privlab.platform.results.reports import StudyResults

@@ -79,7 +79,8 @@ from privlab.mechanisms.tabular.domain import Domain
 from privlab.platform.core.errors import LedgerError, SchemaError, SpecError
 from privlab.platform.core.validation import ConstraintSpec, Interval, Options, validate_parameters
 from privlab.platform.dp.estimator import PrivateEstimator
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["DPLinearClassifier", "DPLinearClassifierParams", "LOSSES", "PERTURBATIONS", "erm_features",

@@ -52,7 +52,9 @@ from privlab.mechanisms.plausible_deniability.privacy_tests import PrivacyTestPa
 from privlab.mechanisms.plausible_deniability.split import DataSplit, SplitSizes, split_dataset
 from privlab.mechanisms.plausible_deniability.synthesis import SynthesisParams
 from privlab.platform.core.errors import SpecError
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent, check_conforms
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.plan_conformance import check_conforms
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import SeededSource
 
 __all__ = ["GenerationParams", "check_against_table", "coded_table", "fit_split_model", "model_plan",

@@ -40,7 +40,8 @@ from privlab.mechanisms.tabular import bayesian_network
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
 from privlab.platform.core.errors import SpecError
 from privlab.platform.dp.estimator import PrivateEstimator
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["PlausibleDeniabilityModel", "PlausibleDeniabilityModelParams", "declare_model_split", "part_scopes"]

@@ -57,8 +57,10 @@ from privlab.mechanisms.plausible_deniability.probability import (
 from privlab.mechanisms.plausible_deniability.synthesis import SynthesisParams, synthesize
 from privlab.mechanisms.tabular.domain import CODE_DTYPE
 from privlab.platform.core.errors import SpecError
+from privlab.platform.dp.basic_totals import Budget
 from privlab.platform.dp.dp_events import EpsilonDeltaEvent, SelfComposed
-from privlab.platform.dp.ledger import Budget, Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["CandidateResults", "METHODS", "PrivacyTestParams", "count_plausible", "generate_candidates",

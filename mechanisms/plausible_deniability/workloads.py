@@ -42,7 +42,8 @@ from privlab.mechanisms.plausible_deniability.privacy_tests import PrivacyTestPa
 from privlab.mechanisms.plausible_deniability.synthesis import SynthesisParams
 from privlab.mechanisms.tabular.domain import CODE_DTYPE
 from privlab.platform.core.errors import SpecError
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import SeededSource
 from privlab.platform.experiment.registry import ActorPoolWorkload, MetricKind, Pattern, Workload, register_workload
 

@@ -29,7 +29,8 @@ import pandas as pd
 from privlab.mechanisms.pmse.numeric_data import data_matrix
 from privlab.platform.core.validation import check_count, check_text
 from privlab.platform.dp.estimator import PrivateEstimator
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["ContinuousSynthesizer", "stack_datasets"]

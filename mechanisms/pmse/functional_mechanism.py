@@ -34,7 +34,8 @@ from privlab.mechanisms.pmse.numeric_data import (
 from privlab.mechanisms.pmse.synthesis import SequentialLinearGaussian
 from privlab.platform.core.errors import ModeError, SchemaError
 from privlab.platform.dp.budget import split_epsilon
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
 
 __all__ = [

@@ -58,7 +58,8 @@ from privlab.mechanisms.pmse.synthesis import SynthesisModel
 from privlab.platform.core.errors import SpecError
 from privlab.platform.core.validation import ConstrainedParams, Interval, Options, check_count
 from privlab.platform.dp.budget import split_epsilon
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
 
 QualityFunction = Callable[[np.ndarray, np.ndarray], float]

@@ -21,7 +21,8 @@ import numpy as np
 from privlab.mechanisms.pmse.continuous import ContinuousSynthesizer
 from privlab.mechanisms.pmse.numeric_data import check_count, check_epsilon, data_matrix, validate_bounds
 from privlab.platform.core.errors import SchemaError
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
 
 __all__ = [

@@ -82,7 +82,8 @@ from privlab.mechanisms.pmse.numeric_data import clip_and_scale
 from privlab.mechanisms.pmse.smooth_histogram import SmoothHistogramParams, SmoothHistogramSynthesizer
 from privlab.mechanisms.pmse.synthesis import SequentialLinearGaussian
 from privlab.mechanisms.pmse.utility_methods import METHODS, Method, _check, _is_int, _is_real
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import SeededSource
 from privlab.platform.experiment.registry import MetricKind, Pattern, Workload, register_workload
 from privlab.platform.results.reports import StudyResults

@@ -45,7 +45,8 @@ from privlab.mechanisms.tabular.space import ReleaseSpace, resolve_transformatio
 from privlab.mechanisms.tabular.transforms import Transformation
 from privlab.platform.core.errors import SchemaError, SpecError
 from privlab.platform.core.toml_files import read_toml
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
 
 

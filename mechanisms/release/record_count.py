@@ -47,7 +47,8 @@ import pandas as pd
 from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.mechanisms.tabular.space import ReleaseSpace
 from privlab.platform.core.errors import ExecutionError
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
 
 #: The probability that the margin is too small and padding records are needed.

@@ -37,7 +37,8 @@ from privlab.mechanisms.release.flow import (
 from privlab.mechanisms.synthesizers.base import hyperparameter_names, synthesizer_names
 from privlab.mechanisms.tabular.space import ReleaseSpace, load_release_space, resolve_transformation
 from privlab.platform.core.errors import SpecError
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import SeededSource
 from privlab.platform.experiment.registry import MetricKind, Pattern, Workload, register_workload
 

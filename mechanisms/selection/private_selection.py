@@ -33,7 +33,8 @@ import numpy as np
 from privlab.platform.core.errors import LedgerError
 from privlab.platform.core.validation import check_real
 from privlab.platform.dp import composition
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
 
 __all__ = [

@@ -10,7 +10,7 @@ hyperparameters are a frozen keyword-only dataclass (``Params``) validated in
 Budget protocol: a synthesizer declares its DP steps up front, from public inputs only
 (ε, the domain and the public record count ``n``), as :class:`BudgetStep` records
 (:meth:`Synthesizer.budget_steps`). :meth:`Synthesizer.planned_events` turns them into the
-:class:`~privlab.platform.dp.ledger.PrivacyEvent` list a research run records, so the platform
+:class:`~privlab.platform.dp.privacy_event.PrivacyEvent` list a research run records, so the platform
 can check the plan against the budget before anything runs (``Workload.plan``,
 ``Ledger.check_plan``). :meth:`Synthesizer.fit` refuses to start when the plan does not fit the
 ledger's cap, spends the steps in order through the basic Laplace and exponential mechanisms,
@@ -50,7 +50,8 @@ from privlab.platform.core.validation import check_count, check_positive_finite,
 from privlab.platform.dp.budget import split_epsilon
 from privlab.platform.dp.dp_events import GaussianEvent
 from privlab.platform.dp.estimator import PrivateEstimator
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
 
 __all__ = [

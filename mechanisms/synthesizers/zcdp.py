@@ -9,7 +9,7 @@ measurements with their own ρ and exponential-mechanism choices at ε = sqrt(2�
 conversion (Bun & Steinke 2016, Proposition 1.4) the ledger's zcdp accountant uses; their ρ sum
 to the fit's ρ. A mechanism that chooses the number and size of some steps from its own DP
 outputs (AIM's rounds) declares them as a :class:`ZcdpFilter`, a budget of ρ for the steps
-named with its prefix (:data:`~privlab.platform.dp.ledger.ZCDP_FILTER`).
+named with its prefix (:data:`~privlab.platform.dp.plan_conformance.ZCDP_FILTER`).
 
 A ledger whose accountant is not ``zcdp`` is refused before anything is spent: the basic and
 advanced accountants cannot account for Gaussian noise, and the curve accountants (pld, rdp)
@@ -38,7 +38,9 @@ from privlab.mechanisms.tabular.domain import Domain
 from privlab.platform.core.errors import LedgerError, SpecError
 from privlab.platform.core.validation import check_count, check_positive_finite, check_text
 from privlab.platform.dp.accountants import zcdp_rho_for_epsilon
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent, zcdp_filter_event
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.plan_conformance import zcdp_filter_event
+from privlab.platform.dp.privacy_event import PrivacyEvent
 
 __all__ = ["COUNT_L1_SENSITIVITY", "COUNT_L2_SENSITIVITY", "ZcdpFilter", "ZcdpSynthesizer", "hyperparameter_count",
            "hyperparameter_positive", "selection_epsilon"]

@@ -22,7 +22,8 @@ from privlab.platform.audit.auditables import (
     SensitivityAuditable,
 )
 from privlab.platform.core.errors import LedgerError
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import SeededSource
 from privlab.platform.experiment import registry
 from privlab.platform.experiment.registry import MetricKind, Pattern, Workload

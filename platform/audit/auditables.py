@@ -14,7 +14,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from privlab.platform.core.plugins import Registry
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["AUDITABLES", "DEFAULT_CONFIDENCE", "WORKLOAD_PREFIX", "AuditKind", "Auditable", "EpsilonAuditable",

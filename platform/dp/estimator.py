@@ -13,7 +13,7 @@ the public record count ``n`` and column count), and hands the work to
    (:meth:`~privlab.platform.dp.ledger.Ledger.preflight`, with the positional partitions the fit
    will declare), or nothing is declared, charged or drawn;
 3. the previous fit's state is dropped, and the estimator's own ``run`` spends the plan;
-4. what ``run`` recorded is exactly the plan (:func:`~privlab.platform.dp.ledger.check_conforms`),
+4. what ``run`` recorded is exactly the plan (:func:`~privlab.platform.dp.plan_conformance.check_conforms`),
    and ``events_`` keeps it.
 
 Two ways to hold hyperparameters share this base, and the same ``get_params``/``set_params``:
@@ -61,8 +61,10 @@ from typing import Any, ClassVar, Self
 
 from privlab.platform.core.errors import ModeError, NotFittedError
 from privlab.platform.core.validation import ConstraintSpec, validate_parameters
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent, check_conforms
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.plan_conformance import check_conforms
 from privlab.platform.dp.positional_split import PositionalSplit
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["PrivateEstimator"]

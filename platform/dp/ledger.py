@@ -1,10 +1,15 @@
-"""The privacy ledger: immutable records of what each DP step spent, and how they compose.
+"""The privacy ledger: a run's DP steps, its caps, and how the steps compose.
 
-A :class:`PrivacyEvent` records one DP step (mechanism, ε, δ, sensitivity, noise scale, the data
-it touched). A :class:`Ledger` holds a run's events and caps, composes them with the functions
-of :mod:`privlab.platform.dp.composition`, and refuses a step *before* it is recorded when it would
-take the run past its cap. Events never compose themselves; that is the ledger's job
-(dp_accounting keeps events apart from accountants the same way).
+A :class:`Ledger` holds a run's :class:`~privlab.platform.dp.privacy_event.PrivacyEvent` records
+and caps, composes them with an accountant (:mod:`privlab.platform.dp.accountants`; the basic
+total kept exact by :mod:`privlab.platform.dp.basic_totals`), and refuses a step *before* it is
+recorded when it would take the run past its cap. Events never compose themselves; that is the
+ledger's job (dp_accounting keeps events apart from accountants the same way).
+
+The module is one class over 600 lines: the ledger is one state machine (events, partitions,
+caps and running totals, changed together by :meth:`Ledger.spend` and restored together on a
+refusal), and its serialisation and table read that same state; splitting it would expose the
+state it keeps consistent.
 """
 
 from __future__ import annotations
@@ -12,33 +17,19 @@ from __future__ import annotations
 import collections
 import json
 import math
-import numbers
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
 from typing import Any
 
 from privlab.platform.core.errors import BudgetExceededError, LedgerError
 from privlab.platform.core.validation import check_real
 from privlab.platform.dp import accountants, composition
 from privlab.platform.dp.accountants import ScopeNode
-from privlab.platform.dp.dp_events import (
-    DiscreteGaussianEvent,
-    DpEvent,
-    EpsilonDeltaEvent,
-    ExponentialEvent,
-    GaussianEvent,
-    LaplaceEvent,
-    PrivateSelectionEvent,
-    Subsampled,
-    basic_guarantee,
-    event_from_dict,
-    render_tree,
-)
-from privlab.platform.dp.exact_sum import ExactSum
+from privlab.platform.dp.basic_totals import BasicTotals, Budget
+from privlab.platform.dp.dp_events import DpEvent, render_tree
 from privlab.platform.dp.positional_split import PositionalSplit
+from privlab.platform.dp.privacy_event import SENSITIVITY_NOTE, DetailValue, PrivacyEvent, ledger_text
 
-__all__ = ["ACCOUNTANTS", "CAP_RELATIVE_TOLERANCE", "ZCDP_FILTER", "Budget", "Ledger", "PrivacyEvent", "zcdp_cost",
-           "zcdp_filter_event"]
+__all__ = ["ACCOUNTANTS", "CAP_RELATIVE_TOLERANCE", "Ledger"]
 
 ACCOUNTANTS = accountants.SELECTABLE
 """Accountant names :class:`Ledger` accepts (:mod:`privlab.platform.dp.accountants`)."""
@@ -49,52 +40,6 @@ PARTITION_BASES = ("membership", "position")
 
 CAP_RELATIVE_TOLERANCE = 1e-12
 """A total may exceed its cap by this relative amount (float summation error, not budget)."""
-
-DetailValue = int | float | str
-
-SENSITIVITY_NOTE = "sensitivity_is"
-"""A detail that says what an event's recorded sensitivity is when that needs saying: a plan's
-worst case over data-dependent public inputs (e.g. the candidate) or the value actually used."""
-
-
-def _text(name: str, value: object, *, empty_ok: bool = False) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{name} ({value!r}) must be a str")
-    if not empty_ok and not value.strip():
-        raise LedgerError(f"{name} ({value!r}) must be a non-empty string")
-    return value
-
-
-def _optional_nonnegative(name: str, value: object) -> float | None:
-    if value is None:
-        return None
-    x = check_real(name, value)
-    if not (math.isfinite(x) and x >= 0.0):
-        raise LedgerError(f"{name} ({value!r}) must be finite and >= 0 when given")
-    return x
-
-
-def _details(value: object) -> tuple[tuple[str, DetailValue], ...]:
-    if not isinstance(value, (tuple, list)):
-        raise TypeError(f"details ({value!r}) must be a tuple of (key, value) pairs")
-    out: list[tuple[str, DetailValue]] = []
-    for item in value:
-        if not (isinstance(item, (tuple, list)) and len(item) == 2):
-            raise TypeError(f"details item ({item!r}) must be a (key, value) pair")
-        key = _text("details key", item[0])
-        v = item[1]
-        if isinstance(v, bool) or not isinstance(v, (str, numbers.Real)):
-            raise TypeError(f"details[{key!r}] ({v!r}) must be a number or a str")
-        if isinstance(v, numbers.Integral):
-            v = int(v)
-        elif isinstance(v, numbers.Real):
-            v = float(v)
-            if not math.isfinite(v):
-                raise LedgerError(f"details[{key!r}] ({v!r}) must be finite (or a str)")
-        if any(k == key for k, _ in out):
-            raise LedgerError(f"details key ({key!r}) must be unique")
-        out.append((key, v))
-    return tuple(out)
 
 
 def _fmt(x: float | None) -> str:
@@ -111,284 +56,6 @@ def _effective_cell(event: PrivacyEvent) -> str:
     if event.sampling_rate is None:
         return f"{event.effective_epsilon:.6g}"
     return f"{event.effective_epsilon:.6g} (p={event.sampling_rate:.6g})"
-
-
-@dataclass(frozen=True, kw_only=True)
-class PrivacyEvent:
-    """What one DP step spent: an immutable, loggable record.
-
-    Numbers are stored as ``float`` (ints and numpy scalars are converted), ``details`` as a
-    tuple of pairs, so events are hashable and round-trip exactly through :meth:`to_dict`.
-
-    Attributes:
-        name: what was released, e.g. ``"noisy_mean"``.
-        mechanism: the mechanism, e.g. ``"laplace"``, ``"exponential"``.
-        epsilon: ε of the step as run (before amplification), finite and > 0. ε = 0 is
-            rejected: a DP step that spends nothing is a bug.
-        delta: δ of the step as run, in [0, 1).
-        sensitivity: the query's sensitivity, ≥ 0, when it has one.
-        noise_scale: the noise scale used (Laplace b, Gaussian σ), ≥ 0, when it has one.
-        scope: the data the step touched (a scope name; see :class:`Ledger`).
-        step: the pipeline step or function that ran it.
-        sampling_rate: Poisson subsampling rate p in (0, 1], greater than ``delta``, when the
-            step ran on such a subsample.
-        details: extra loggable facts, e.g. ``(("epsilon1", 0.5),)``; values are numbers or
-            strings, keys unique.
-        dp_event: the step as a typed event tree (:mod:`privlab.platform.dp.dp_events`) when the
-            mechanism builds one (a composed guarantee, Gaussian noise); use
-            :meth:`from_dp_event`. Otherwise :attr:`typed` derives the leaf from ``mechanism``,
-            ``sensitivity`` and ``noise_scale``. ``epsilon``/``delta`` are then the tree's basic
-            (sequential-composition) guarantee; ``epsilon`` is ``None`` for a tree with no
-            pure-ε guarantee (Gaussian noise).
-
-    Raises:
-        TypeError: a field has the wrong kind of value.
-        LedgerError: a field has a wrong value.
-
-    Privacy:
-        ``effective_epsilon``/``effective_delta`` are what the step costs after amplification
-        by subsampling (add/remove-one neighbouring); otherwise ``epsilon``/``delta``.
-
-    References:
-        Bindschaedler, Shokri & Gunter (VLDB 2017), Appendix A, Theorem 4.
-    """
-
-    name: str
-    mechanism: str
-    epsilon: float
-    delta: float = 0.0
-    sensitivity: float | None = None
-    noise_scale: float | None = None
-    scope: str = "data"
-    step: str = ""
-    sampling_rate: float | None = None
-    details: tuple[tuple[str, DetailValue], ...] = ()
-    dp_event: DpEvent | None = None
-
-    def __post_init__(self) -> None:
-        _text("name", self.name)
-        _text("mechanism", self.mechanism)
-        _text("scope", self.scope)
-        _text("step", self.step, empty_ok=True)
-        if self.dp_event is not None and not isinstance(self.dp_event, DpEvent):
-            raise TypeError(f"dp_event ({self.dp_event!r}) must be a DpEvent")
-        basic = None if self.dp_event is None else basic_guarantee(self.dp_event)
-        if self.dp_event is not None and basic is None:
-            if self.epsilon is not None:
-                raise LedgerError(f"epsilon ({self.epsilon!r}) must be None for {self.dp_event.label()}, "
-                                  "which has no pure-ε guarantee")
-            if self.sampling_rate is not None:
-                raise LedgerError("sampling_rate must be None with a dp_event (use a Subsampled event)")
-            object.__setattr__(self, "delta", check_real("delta", self.delta))
-            object.__setattr__(self, "details", _details(self.details))
-            return
-        epsilon = check_real("epsilon", self.epsilon)
-        if not (math.isfinite(epsilon) and epsilon > 0.0):
-            raise LedgerError(f"epsilon ({self.epsilon!r}) must be finite and > 0")
-        if basic is not None and (epsilon, check_real("delta", self.delta)) != basic:
-            raise LedgerError(f"epsilon, delta ({epsilon!r}, {self.delta!r}) must be the basic guarantee "
-                              f"{basic!r} of {self.dp_event.label()}; build the record with "  # type: ignore[union-attr]
-                              "PrivacyEvent.from_dp_event")
-        delta = check_real("delta", self.delta)
-        if not 0.0 <= delta < 1.0:
-            raise LedgerError(f"delta ({self.delta!r}) must be in [0, 1)")
-        rate = None
-        if self.sampling_rate is not None:
-            rate = check_real("sampling_rate", self.sampling_rate)
-            if not 0.0 < rate <= 1.0:
-                raise LedgerError(f"sampling_rate ({self.sampling_rate!r}) must be in (0, 1]")
-            if not rate > delta:
-                raise LedgerError(
-                    f"sampling_rate ({self.sampling_rate!r}) must be greater than delta "
-                    f"({self.delta!r}) for amplification by subsampling (δ < p)"
-                )
-        normalized = {
-            "epsilon": epsilon,
-            "delta": delta,
-            "sensitivity": _optional_nonnegative("sensitivity", self.sensitivity),
-            "noise_scale": _optional_nonnegative("noise_scale", self.noise_scale),
-            "sampling_rate": rate,
-            "details": _details(self.details),
-        }
-        for key, value in normalized.items():
-            object.__setattr__(self, key, value)
-
-    @classmethod
-    def from_dp_event(cls, dp_event: DpEvent, *, name: str, mechanism: str | None = None, scope: str = "data",
-                      step: str = "",
-                      sensitivity: float | None = None, noise_scale: float | None = None,
-                      details: tuple[tuple[str, DetailValue], ...] = ()) -> PrivacyEvent:
-        """The record of a step the mechanism describes as a typed event tree; ``mechanism`` names
-        it (default: the tree's kind) and ``epsilon``/``delta`` are its basic guarantee (``None``
-        for Gaussian noise)."""
-        if not isinstance(dp_event, DpEvent):
-            raise TypeError(f"dp_event ({dp_event!r}) must be a DpEvent")
-        basic = basic_guarantee(dp_event)
-        return cls(name=name, mechanism=mechanism or dp_event.kind, epsilon=None if basic is None else basic[0],  # type: ignore[arg-type]
-                   delta=0.0 if basic is None else basic[1], sensitivity=sensitivity, noise_scale=noise_scale,
-                   scope=scope, step=step, details=details, dp_event=dp_event)
-
-    @property
-    def typed(self) -> DpEvent:
-        """The step as a typed event (:mod:`privlab.platform.dp.dp_events`).
-
-        Explicit when built with :meth:`from_dp_event`. Otherwise derived: ``"laplace"`` with a
-        sensitivity Δ and scale b such that Δ/b is ε (to 1e-9) is a :class:`LaplaceEvent`, whose
-        exact privacy curve the curve accountants use; the exponential mechanism, permute-and-flip
-        and the pMSE chain are :class:`ExponentialEvent` (pure ε); private selection with its
-        ε₁, ε₀ details a :class:`PrivateSelectionEvent`; any other step is an
-        :class:`EpsilonDeltaEvent` with its recorded (ε, δ), naming its mechanism. A
-        ``sampling_rate`` wraps the leaf in :class:`Subsampled`.
-        """
-        if self.dp_event is not None:
-            return self.dp_event
-        return _derived_event(self.mechanism, self.epsilon, self.delta, self.sensitivity, self.noise_scale,
-                              self.sampling_rate, self.details)
-
-    @property
-    def effective_epsilon(self) -> float:
-        """ε after amplification by subsampling (``epsilon`` when not subsampled)."""
-        return self._effective()[0]
-
-    @property
-    def effective_delta(self) -> float:
-        """δ after amplification by subsampling (``delta`` when not subsampled)."""
-        return self._effective()[1]
-
-    def _effective(self) -> tuple[float, float]:
-        if self.sampling_rate is None:
-            return self.epsilon, self.delta
-        return composition.amplify_by_subsampling(
-            epsilon=self.epsilon, delta=self.delta, rate=self.sampling_rate
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """The event as JSON-ready data; :meth:`from_dict` inverts it exactly."""
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
-        d["details"] = [[k, v] for k, v in self.details]
-        if self.dp_event is None:
-            del d["dp_event"]
-        else:
-            d["dp_event"] = self.dp_event.to_dict()
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> PrivacyEvent:
-        """Rebuild an event from :meth:`to_dict` output.
-
-        Raises:
-            TypeError: ``d`` is not a mapping, or a field has the wrong kind of value.
-            LedgerError: ``d`` has unknown keys, lacks a required key, or a value is wrong.
-        """
-        if not isinstance(d, Mapping):
-            raise TypeError(f"event ({d!r}) must be a mapping")
-        known = [f.name for f in fields(cls)]
-        unknown = sorted(set(d) - set(known))
-        if unknown:
-            raise LedgerError(f"event keys ({unknown!r}) must be among {known}")
-        missing = [k for k in ("name", "mechanism", "epsilon") if k not in d]
-        if missing:
-            raise LedgerError(f"event ({dict(d)!r}) must have keys {missing}")
-        d = dict(d)
-        if d.get("dp_event") is not None:
-            d["dp_event"] = event_from_dict(d["dp_event"])
-        return cls(**d)
-
-
-def _derived_event(mechanism: str, epsilon: float, delta: float, sensitivity: float | None,
-                   noise_scale: float | None, sampling_rate: float | None,
-                   details: tuple[tuple[str, DetailValue], ...]) -> DpEvent:
-    """The typed leaf of a flat record (:attr:`PrivacyEvent.typed`)."""
-    leaf: DpEvent
-    if (mechanism == "laplace" and delta == 0.0 and sensitivity and noise_scale
-            and abs(sensitivity / noise_scale - epsilon) <= 1e-9 * epsilon):
-        leaf = LaplaceEvent(sensitivity, noise_scale)
-    elif mechanism in PURE_EPSILON_MECHANISMS and delta == 0.0:
-        leaf = ExponentialEvent(epsilon)
-    elif mechanism == "private_selection_known_threshold" and delta == 0.0:
-        known = dict(details)
-        leaf = PrivateSelectionEvent(float(known["epsilon1"]), float(known["epsilon0"]))
-    else:
-        leaf = EpsilonDeltaEvent(epsilon, delta, f"the {mechanism} step's own guarantee")
-    return leaf if sampling_rate is None else Subsampled(leaf, sampling_rate)
-
-
-PURE_EPSILON_MECHANISMS = ("exponential", "permute_and_flip", "exponential_pmse_metropolis")
-"""Mechanisms that choose one output at ε (an exponential-mechanism choice): :class:`ExponentialEvent`."""
-
-
-class _BasicTotals:
-    """The basic (sequential + parallel) total, kept up to date one event at a time.
-
-    Top-level scopes share one exact sum (:class:`~privlab.platform.dp.exact_sum.ExactSum`); each
-    part scope keeps its own, and each partition caches its largest part. Recording an event
-    touches its scope and the partitions above it, so :meth:`add` costs O(depth × parts), and
-    :meth:`total` is one ``fsum`` over the partials and the top-level partitions. The result is
-    bit-identical to ``fsum`` over every term at once.
-    """
-
-    def __init__(self) -> None:
-        self.top: tuple[ExactSum, ExactSum] = (ExactSum(), ExactSum())
-        self.own: dict[str, tuple[ExactSum, ExactSum]] = {}
-        self.part_of: dict[str, int] = {}
-        self.partitions: list[tuple[str, tuple[str, ...]]] = []
-        self.children: dict[str, list[int]] = {}
-        self.scope_total: dict[str, tuple[float, float]] = {}
-        self.largest: list[tuple[float, float]] = []
-
-    def declare(self, parent: str, parts: tuple[str, ...]) -> None:
-        index = len(self.partitions)
-        self.partitions.append((parent, parts))
-        self.children.setdefault(parent, []).append(index)
-        self.largest.append((0.0, 0.0))
-        for part in parts:
-            self.part_of[part] = index
-            self.own[part] = (ExactSum(), ExactSum())
-            self.scope_total[part] = (0.0, 0.0)
-
-    def _sums(self, scope: str) -> tuple[ExactSum, ExactSum]:
-        return self.own[scope] if scope in self.part_of else self.top
-
-    def add(self, scope: str, epsilon: float, delta: float) -> None:
-        eps, dels = self._sums(scope)
-        eps.add((epsilon,))
-        dels.add((delta,))
-        while scope in self.part_of:
-            eps, dels = self.own[scope]
-            nested = [self.largest[i] for i in self.children.get(scope, [])]
-            self.scope_total[scope] = (math.fsum([*eps.partials, *(e for e, _ in nested)]),
-                                       math.fsum([*dels.partials, *(d for _, d in nested)]))
-            index = self.part_of[scope]
-            parent, parts = self.partitions[index]
-            totals = [self.scope_total[p] for p in parts]
-            self.largest[index] = (max(e for e, _ in totals), max(d for _, d in totals))
-            scope = parent
-
-    def total(self) -> Budget:
-        nested = [self.largest[i] for i, (parent, _) in enumerate(self.partitions) if parent not in self.part_of]
-        return Budget(math.fsum([*self.top[0].partials, *(e for e, _ in nested)]),
-                      math.fsum([*self.top[1].partials, *(d for _, d in nested)]))
-
-    def snapshot(self, scope: str) -> tuple[Any, ...]:
-        """What :meth:`add` on ``scope`` can change, to :meth:`restore` after a refusal."""
-        eps, dels = self._sums(scope)
-        return (scope, list(eps.partials), list(dels.partials), dict(self.scope_total), list(self.largest))
-
-    def restore(self, snapshot: tuple[Any, ...]) -> None:
-        scope, eps, dels, scope_total, largest = snapshot
-        sums = self._sums(scope)
-        sums[0].partials[:] = eps
-        sums[1].partials[:] = dels
-        self.scope_total = scope_total
-        self.largest = largest
-
-
-@dataclass(frozen=True)
-class Budget:
-    """An (ε, δ) total."""
-
-    epsilon: float
-    delta: float
 
 
 class Ledger:
@@ -475,7 +142,7 @@ class Ledger:
             delta_cap = check_real("delta_cap", delta_cap)
             if not 0.0 <= delta_cap < 1.0:
                 raise LedgerError(f"delta_cap ({delta_cap!r}) must be in [0, 1), or None")
-        _text("accountant", accountant, empty_ok=True)
+        ledger_text("accountant", accountant, empty_ok=True)
         if accountant not in ACCOUNTANTS:
             raise LedgerError(f"accountant ({accountant!r}) must be one of {list(ACCOUNTANTS)}")
         if delta_slack is not None:
@@ -501,7 +168,7 @@ class Ledger:
         self._partitions: list[tuple[str, tuple[str, ...]]] = []
         self._partition_basis: list[str] = []
         self._events: list[PrivacyEvent] = []
-        self._basic = _BasicTotals()
+        self._basic = BasicTotals()
         self._typed: list[DpEvent] = []  # each event's typed tree, in order
         self._has_basic = True  # whether every event has a pure-ε (basic) guarantee
         self._cache: dict[str, tuple[int, Budget]] = {}  # accountant -> (events seen, total)
@@ -579,7 +246,7 @@ class Ledger:
     def _check_partition(self, parent: str, parts: Sequence[str], *, split: PositionalSplit | None,
                          by_position: bool) -> None:
         """Raise unless :meth:`declare_partition` may declare this partition here (its checks)."""
-        _text("parent", parent)
+        ledger_text("parent", parent)
         if split is not None and not isinstance(split, PositionalSplit):
             raise TypeError(f"split ({split!r}) must be a PositionalSplit (a split by record position)")
         if not isinstance(by_position, bool):
@@ -594,7 +261,7 @@ class Ledger:
         if isinstance(parts, str) or not isinstance(parts, Sequence):
             raise TypeError(f"parts ({parts!r}) must be a sequence of scope names")
         for part in parts:
-            _text("part", part)
+            ledger_text("part", part)
         if len(parts) < 2:
             raise LedgerError(f"parts ({list(parts)!r}) must name at least 2 scopes")
         if len(set(parts)) != len(parts):
@@ -1131,91 +798,3 @@ class Ledger:
         )
 
 
-#: The release-mode counterpart of a research-mode mechanism (exact, floating-point safe).
-RELEASE_COUNTERPART = {"laplace": "laplace_lattice", "exponential": "permute_and_flip", "gaussian": "discrete_gaussian"}
-
-ZCDP_FILTER = "zcdp_filter"
-"""The mechanism name of a planned zCDP *filter*: a budget of ρ for a run of steps whose number
-and sizes a mechanism chooses adaptively from its own DP outputs (AIM's rounds). Its details name
-the steps' common ``prefix`` and the ``rho`` they may spend together; its typed event is a
-Gaussian of that ρ, so a preflight counts the whole budget. Fully adaptive composition holds for
-zCDP when the running total never exceeds ρ (a privacy filter: Whitehouse, Ramdas, Rogers & Wu
-2023), which the ledger's cap enforces step by step and :func:`check_conforms` checks after."""
-
-
-def zcdp_filter_event(*, prefix: str, rho: float, scope: str, step: str) -> PrivacyEvent:
-    """The planned event of a zCDP filter of budget ``rho`` for the steps named ``prefix…``."""
-    if not (isinstance(rho, float) and math.isfinite(rho) and rho > 0):
-        raise LedgerError(f"rho ({rho!r}) must be a positive finite float")
-    sigma = 1.0 / math.sqrt(2.0 * rho)
-    return PrivacyEvent.from_dp_event(GaussianEvent(1.0, sigma), name=f"{prefix}*", mechanism=ZCDP_FILTER,
-                                      scope=scope, step=step, sensitivity=1.0, noise_scale=sigma,
-                                      details=(("prefix", prefix), ("rho", rho)))
-
-
-def zcdp_cost(event: PrivacyEvent) -> float | None:
-    """ρ of one step under the zcdp accountant: Δ²/2σ² for (discrete) Gaussian noise, ε²/2 for a
-    pure ε-DP step (Bun & Steinke 2016, Proposition 1.4); ``None`` for anything else."""
-    typed = event.typed
-    if isinstance(typed, (GaussianEvent, DiscreteGaussianEvent)):
-        return typed.rho
-    if event.epsilon is not None and event.delta == 0.0 and event.sampling_rate is None:
-        return event.epsilon * event.epsilon / 2.0
-    return None
-
-
-def check_conforms(spent: Sequence[PrivacyEvent], plan: Sequence[PrivacyEvent], *, who: str,
-                   exact_sensitivity: bool) -> None:
-    """The one "did it spend what it planned" check (workload trials, synthesizer fits).
-
-    Each spent step must match its planned step in what accounting depends on — name, ε, δ,
-    scope, pipeline step and sampling rate — and in mechanism, where a release source may use
-    the planned mechanism's exact counterpart (:data:`RELEASE_COUNTERPART`) with a noise scale at
-    least the planned one. With ``exact_sensitivity`` the sensitivity must equal the planned one
-    (and, with the same mechanism, so must the noise scale); without it the plan may state a
-    worst case that a public value known only at run time improves on.
-
-    Raises:
-        LedgerError: the spend differs from the plan (the message names ``who`` and both lists).
-    """
-    def matches(s: PrivacyEvent, p: PrivacyEvent) -> bool:
-        if (s.name, s.epsilon, s.delta, s.scope, s.step, s.sampling_rate) != \
-                (p.name, p.epsilon, p.delta, p.scope, p.step, p.sampling_rate):
-            return False
-        if s.mechanism == p.mechanism:
-            return not exact_sensitivity or (s.sensitivity == p.sensitivity and s.noise_scale == p.noise_scale
-                                             and s.details == p.details)
-        if s.mechanism != RELEASE_COUNTERPART.get(p.mechanism):
-            return False
-        scales = s.noise_scale is not None and p.noise_scale is not None and s.noise_scale >= p.noise_scale
-        return scales and (not exact_sensitivity or s.sensitivity == p.sensitivity)
-
-    def refuse() -> None:
-        raise LedgerError(f"{who} charged {len(spent)} DP step(s) {[e.name for e in spent]} but planned "
-                          f"{[e.name for e in plan]}; it must charge exactly the steps it declares")
-
-    if any(p.mechanism == ZCDP_FILTER for p in plan):
-        position = 0
-        for p in plan:
-            if p.mechanism != ZCDP_FILTER:
-                if position >= len(spent) or not matches(spent[position], p):
-                    refuse()
-                position += 1
-                continue
-            known = dict(p.details)
-            prefix, budget = str(known["prefix"]), float(known["rho"])
-            end = position
-            while end < len(spent) and spent[end].name.startswith(prefix):
-                end += 1
-            costs = [zcdp_cost(e) for e in spent[position:end]]
-            if (any(c is None for c in costs) or any((e.scope, e.step) != (p.scope, p.step) for e in spent[position:end])
-                    or math.fsum(costs) > budget * (1.0 + 1e-9)):  # type: ignore[arg-type]
-                raise LedgerError(f"{who}: the steps {prefix}… spent ρ = {math.fsum(c or 0.0 for c in costs)!r}, "
-                                  f"more than their zCDP filter's {budget!r}, or a step zCDP cannot account for")
-            position = end
-        if position != len(spent):
-            refuse()
-        return
-    if len(spent) != len(plan) or not all(matches(s, p) for s, p in zip(spent, plan, strict=False)):
-        raise LedgerError(f"{who} charged {len(spent)} DP step(s) {[e.name for e in spent]} but planned "
-                          f"{[e.name for e in plan]}; it must charge exactly the steps it declares")

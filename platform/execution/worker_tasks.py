@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 
 from privlab.platform.core.errors import ExecutionError
-from privlab.platform.dp.ledger import Ledger, check_conforms
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.plan_conformance import check_conforms
 from privlab.platform.dp.randomness import SeededSource
 from privlab.platform.dp.seeding import stable_key, trial_generator
 from privlab.platform.execution.aggregation import ConfigAggregate

@@ -29,7 +29,8 @@ import pandas as pd
 from privlab.platform.core.errors import SpecError
 from privlab.platform.core.errors import LedgerError
 from privlab.platform.core.plugins import Registry, build
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import SeededSource
 
 
