@@ -17,7 +17,7 @@ import pytest
 
 from privlab.platform.core.errors import BudgetExceededError, LedgerError
 from privlab.platform.dp import accountants
-from privlab.platform.dp.accountants import ScopeNode, compose, largest_step_epsilon, zcdp_to_epsilon
+from privlab.platform.dp.accountants import ScopeNode, compose, largest_step_epsilon
 from privlab.platform.dp.dp_events import (
     Composed,
     DiscreteGaussianEvent,
@@ -36,6 +36,7 @@ from privlab.platform.dp.dp_events import (
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.positional_split import PositionalSplit
 from privlab.platform.dp.privacy_event import PrivacyEvent
+from privlab.platform.dp.zcdp_conversion import zcdp_to_epsilon
 
 DELTA = 2.0**-30
 

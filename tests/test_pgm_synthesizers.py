@@ -25,12 +25,12 @@ from privlab.mechanisms.synthesizers.base import synthesizer_from_spec
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
 from privlab.platform.core.errors import BudgetExceededError, LedgerError, SchemaError, SpecError
 from privlab.platform.dp import secure_sampling
-from privlab.platform.dp.accountants import zcdp_rho_for_epsilon, zcdp_to_epsilon
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.plan_conformance import check_conforms, zcdp_filter_event
 from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import SecureSource, SeededSource
 from privlab.platform.dp.transcript import TranscriptWriter
+from privlab.platform.dp.zcdp_conversion import zcdp_rho_for_epsilon, zcdp_to_epsilon
 
 needs_mbi = pytest.mark.skipif(not pgm.installed(), reason="MST and AIM need Private-PGM: pip install -e '.[pgm]'")
 DELTA = 1e-6

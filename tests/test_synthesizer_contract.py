@@ -305,7 +305,7 @@ def _check_zcdp_charge(synth: Synthesizer, ledger: Ledger, epsilon: float, data:
                        domain: Domain) -> None:
     """A zCDP fit spends its ρ: the zcdp total is ε to the conversion's margin, the events are
     the plan's (a filter's steps within its ρ), every one Gaussian or an exponential choice."""
-    from privlab.platform.dp.accountants import zcdp_rho_for_epsilon
+    from privlab.platform.dp.zcdp_conversion import zcdp_rho_for_epsilon
     from privlab.platform.dp.plan_conformance import check_conforms, zcdp_cost
 
     rho = zcdp_rho_for_epsilon(epsilon, DELTA)

@@ -3,7 +3,7 @@
 A :class:`ZcdpSynthesizer` is fitted with the same ``epsilon`` as every synthesizer, read as an
 (ε, δ'') guarantee through the ledger's ``zcdp`` accountant: the fit spends the largest ρ whose
 zCDP-to-DP conversion at the ledger's δ'' (``delta_slack``) is ε
-(:func:`~privlab.platform.dp.accountants.zcdp_rho_for_epsilon`; Canonne, Kamath & Steinke 2020,
+(:func:`~privlab.platform.dp.zcdp_conversion.zcdp_rho_for_epsilon`; Canonne, Kamath & Steinke 2020,
 Corollary 13). Its steps are declared in ρ (:meth:`ZcdpSynthesizer.zcdp_steps`): Gaussian
 measurements with their own ρ and exponential-mechanism choices at ε = sqrt(2ρ), the pure-ε
 conversion (Bun & Steinke 2016, Proposition 1.4) the ledger's zcdp accountant uses; their ρ sum
@@ -37,10 +37,10 @@ from privlab.mechanisms.synthesizers.base import BudgetStep, Synthesizer
 from privlab.mechanisms.tabular.domain import Domain
 from privlab.platform.core.errors import LedgerError, SpecError
 from privlab.platform.core.validation import check_count, check_positive_finite, check_text
-from privlab.platform.dp.accountants import zcdp_rho_for_epsilon
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.plan_conformance import zcdp_filter_event
 from privlab.platform.dp.privacy_event import PrivacyEvent
+from privlab.platform.dp.zcdp_conversion import zcdp_rho_for_epsilon
 
 __all__ = ["COUNT_L1_SENSITIVITY", "COUNT_L2_SENSITIVITY", "ZcdpFilter", "ZcdpSynthesizer", "hyperparameter_count",
            "hyperparameter_positive", "selection_epsilon"]
