@@ -77,8 +77,7 @@ def _run_options(args: argparse.Namespace, *, report_dir: Path | None = None) ->
         stop_after_units=args.max_units,
         command=shlex.join(["privlab", *args.argv]),
         report_dir=report_dir,
-        on_start=lambda run_id: _say_started(args, run_id),
-        on_abandon=lambda run_id: _say_abandoned(args, run_id),
+        lifecycle=_SaysResumeCommand(args),
     )
 
 
@@ -87,15 +86,21 @@ def _resume_command(args: argparse.Namespace, run_id: str) -> str:
     return shlex.join(["privlab", *_without_options(args.argv, {"--resume", "--max-units"}), "--resume", run_id])
 
 
-def _say_started(args: argparse.Namespace, run_id: str) -> None:
-    # Printed first, so even a killed driver leaves the id and the command on screen.
-    print(f"privlab: run {run_id}; if it stops, resume with: {_resume_command(args, run_id)}", file=sys.stderr,
-          flush=True)
+class _SaysResumeCommand:
+    """The command line's :class:`~privlab.platform.run.run_events.RunLifecycle`: prints the run's
+    id and the command that resumes it."""
 
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
 
-def _say_abandoned(args: argparse.Namespace, run_id: str) -> None:
-    print(f"\nprivlab: run {run_id} abandoned while saving; finished work up to its last checkpoint is kept.\n"
-          f"resume with: {_resume_command(args, run_id)}", file=sys.stderr, flush=True)
+    def run_started(self, run_id: str) -> None:
+        # Printed first, so even a killed driver leaves the id and the command on screen.
+        print(f"privlab: run {run_id}; if it stops, resume with: {_resume_command(self.args, run_id)}",
+              file=sys.stderr, flush=True)
+
+    def run_abandoned(self, run_id: str) -> None:
+        print(f"\nprivlab: run {run_id} abandoned while saving; finished work up to its last checkpoint is kept.\n"
+              f"resume with: {_resume_command(self.args, run_id)}", file=sys.stderr, flush=True)
 
 
 def _say_stopped(args: argparse.Namespace, stop: Any) -> int:

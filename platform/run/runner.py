@@ -26,7 +26,6 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +49,7 @@ from privlab.platform.run.configuration_state import (
     warm_up_workloads,
 )
 from privlab.platform.run.parent_run import ParentRun, resume_parent_run, start_parent_run
+from privlab.platform.run.run_events import RunLifecycle
 from privlab.platform.run.run_summary import RunTiming, finish_run
 from privlab.platform.run.trial_scheduler import TrialScheduler, UnitLimit
 from privlab.platform.tracking.background_writer import BackgroundWriter
@@ -72,8 +72,7 @@ class RunOptions:
     stop_after_units: int | None = None  # stop cleanly (resumable) after this many units of work
     command: str | None = None  # the command line, recorded on the run and in study reports
     report_dir: Path | None = None  # also write the study reports (markdown, PNG) here
-    on_start: Callable[[str], None] | None = None  # told the parent run id as soon as it exists
-    on_abandon: Callable[[str], None] | None = None  # told the run id when Ctrl-C abandons the cleanup
+    lifecycle: RunLifecycle | None = None  # told when the parent run exists and when its cleanup is abandoned
 
     def __post_init__(self) -> None:
         for name in ("workers", "stop_after_units"):
@@ -195,8 +194,8 @@ class _Driver:
             backend.shutdown()
             raise
         self.run_id = self.parent.run_id
-        if options.on_start is not None:
-            options.on_start(self.run_id)
+        if options.lifecycle is not None:
+            options.lifecycle.run_started(self.run_id)
         status = "FAILED"
         try:
             self.writer.submit(functools.partial(self.tracker.record_backend, self.run_id, workers=backend.workers,
@@ -312,8 +311,8 @@ class _Driver:
                         "as running, with its driver gone, until a resume", self.run_id)
 
     def _abandon(self) -> None:
-        if self.options.on_abandon is not None:
-            self.options.on_abandon(self.run_id)
+        if self.options.lifecycle is not None:
+            self.options.lifecycle.run_abandoned(self.run_id)
 
     def _start_progress(self) -> None:
         class_units: dict[str, int] = {}
