@@ -62,7 +62,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from privlab.platform.core.errors import LedgerError
-from privlab.platform.dp import composition
+from privlab.platform.dp import composition, selection_accounting
 from privlab.platform.dp.dp_events import (
     Composed,
     DiscreteGaussianEvent,
@@ -75,6 +75,7 @@ from privlab.platform.dp.dp_events import (
     ParallelByPosition,
     PrivateSelectionEvent,
     RandomizedResponseEvent,
+    RandomStoppingEvent,
     SelfComposed,
     Subsampled,
     basic_guarantee,
@@ -173,7 +174,7 @@ class ScopeNode:
 def _leaf_counts(event: DpEvent, times: int = 1) -> list[tuple[DpEvent, int]]:
     if isinstance(event, SelfComposed):
         return _leaf_counts(event.event, times * event.count)
-    if event.children() and not isinstance(event, Subsampled):
+    if event.children() and not isinstance(event, (Subsampled, RandomStoppingEvent)):
         return [pair for child in event.children() for pair in _leaf_counts(child, times)]
     return [(event, times)]
 
@@ -196,6 +197,10 @@ def refusal(event: DpEvent, accountant: str, *, neighbouring: str) -> str | None
         return (f"{event.label()}: its privacy-loss distribution would span about {points:.3g} points "
                 f"(at most {PLD_MAX_POINTS:.0e}); use the rdp or zcdp accountant for it")
     for leaf, _ in _leaf_counts(event):
+        if isinstance(leaf, RandomStoppingEvent):
+            reason = _random_stopping_refusal(leaf, accountant)
+            if reason is not None:
+                return reason
         if isinstance(leaf, Subsampled):
             if neighbouring != "add_remove":
                 return (f"{leaf.label()}: amplification by subsampling does not hold as computed for "
@@ -211,6 +216,21 @@ def refusal(event: DpEvent, accountant: str, *, neighbouring: str) -> str | None
         if accountant in ("basic", "advanced") and isinstance(leaf, (GaussianEvent, DiscreteGaussianEvent)):
             return (f"{leaf.label()}: Gaussian noise has no pure-ε guarantee for the {accountant} accountant; "
                     "use pld, rdp or zcdp")
+    return None
+
+
+def _random_stopping_refusal(leaf: RandomStoppingEvent, accountant: str) -> str | None:
+    """Random stopping has a Rényi-DP bound only, over flows whose every step has an RDP curve."""
+    if accountant != "rdp":
+        return (f"{leaf.label()}: random stopping over flows that are not pure ε-DP has a Rényi-DP bound only "
+                "(Papernot & Steinke 2022); use the rdp accountant")
+    for flow in leaf.events:
+        for alt in _alternatives(flow):
+            if any(isinstance(step, (Subsampled, RandomStoppingEvent)) for step in alt):
+                return f"{leaf.label()}: a base mechanism with a subsampled or nested selection step is not supported"
+            _, out_eps, out_delta = _rdp_and_outside(alt)
+            if out_eps or out_delta:
+                return f"{leaf.label()}: a base mechanism has a step with no Rényi-DP curve (an (ε, δ) guarantee)"
     return None
 
 
@@ -395,6 +415,8 @@ def _rdp_and_outside(alt: Alternative) -> tuple[np.ndarray, float, float]:
             rdp += count * _laplace_rdp(leaf.scale / leaf.sensitivity, RDP_ORDERS)
         elif isinstance(leaf, (GaussianEvent, DiscreteGaussianEvent)):
             rdp += count * leaf.rho * RDP_ORDERS
+        elif isinstance(leaf, RandomStoppingEvent):
+            rdp += count * _random_stopping_rdp(leaf)
         elif isinstance(leaf, Subsampled):
             from dp_accounting import dp_event as dpe
             from dp_accounting.rdp import rdp_privacy_accountant as rdp_module
@@ -411,6 +433,16 @@ def _rdp_and_outside(alt: Alternative) -> tuple[np.ndarray, float, float]:
             out_eps.append(count * eps)
             out_dels.append(count * delta)
     return rdp, math.fsum(out_eps), math.fsum(out_dels)
+
+
+def _random_stopping_rdp(leaf: RandomStoppingEvent) -> np.ndarray:
+    """Papernot & Steinke's curve over the pointwise largest of the base mechanisms' RDP curves
+    (:mod:`privlab.platform.dp.selection_accounting`)."""
+    base = np.zeros_like(RDP_ORDERS)
+    for flow in leaf.events:
+        for alt in _alternatives(flow):
+            base = np.maximum(base, _rdp_and_outside(alt)[0])
+    return selection_accounting.random_stopping_rdp(base, RDP_ORDERS, leaf.gamma)
 
 
 def _rdp_epsilon(alt: Alternative, delta_slack: float) -> tuple[float, float]:
