@@ -51,7 +51,9 @@ from privlab.mechanisms.tabular.space import ReleaseSpace
 from privlab.platform.core.errors import BudgetExceededError, LedgerError, SpecError
 from privlab.platform.dp import accountants
 from privlab.platform.dp.dp_events import EpsilonDeltaEvent, RandomStoppingEvent
-from privlab.platform.dp.ledger import Ledger, PrivacyEvent, check_conforms, zcdp_cost
+from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.plan_conformance import check_conforms, zcdp_cost
+from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.selection_accounting import PURE_STEPS_THEOREM, check_random_stopping, flow_event
 
 __all__ = ["FlowBudget", "ReleaseGuarantee", "check_flow_plans", "release_guarantee", "uses_zcdp"]
