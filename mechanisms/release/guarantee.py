@@ -185,7 +185,17 @@ def _describe(flows: Sequence[FlowBudget]) -> str:
     return "; ".join(f"{'/'.join(f.synthesizers)} flows (ρ = {f.rho:.6g} and ε = {f.epsilon:g})" for f in flows)
 
 
-def renyi_base(guarantee: ReleaseGuarantee, shortlist: Shortlist, *, plans: dict[int, list[PrivacyEvent]]
+def _split(plan: list[PrivacyEvent], settings: FlowSettings, m: int) -> tuple[list[PrivacyEvent], list[PrivacyEvent]]:
+    """A zCDP configuration's plan as (the synthesizer's fit, the criteria): the criteria come last."""
+    criteria = [e for c in settings.criteria for e in c.planned_events(m)]
+    return plan[:len(plan) - len(criteria)], plan[len(plan) - len(criteria):]
+
+
+def _pure_step(event: PrivacyEvent) -> tuple[object, ...]:
+    return event.name, event.epsilon, event.delta, event.scope, event.step, event.sampling_rate
+
+
+def renyi_base(guarantee: ReleaseGuarantee, shortlist: Shortlist, *, plans: dict[int, list[PrivacyEvent]], m: int
                ) -> RenyiBase[FlowConfiguration]:
     """The base mechanisms of the Rényi path: each configuration's scratch ledger and spend check.
 
@@ -201,10 +211,20 @@ def renyi_base(guarantee: ReleaseGuarantee, shortlist: Shortlist, *, plans: dict
         return Ledger(epsilon_cap=settings.epsilon_flow, delta_cap=0.0)
 
     def check(configuration: FlowConfiguration, ledger: Ledger) -> None:
-        check_conforms(ledger.events, plans[index[id(configuration)]], who=f"a {configuration.synthesizer} flow",
-                       exact_sensitivity=False)
+        if not _is_zcdp(configuration):
+            return  # its scratch ledger is capped at ε₁ in pure DP, as in the pure path
+        fit_plan, criteria_plan = _split(plans[index[id(configuration)]], settings, m)
+        spent = ledger.events
+        cut = len(spent) - len(criteria_plan)
+        who = f"a {configuration.synthesizer} flow"
+        check_conforms(spent[:max(cut, 0)], fit_plan, who=who, exact_sensitivity=False)
+        # A criterion's noise scale follows public facts known at run time; its privacy is its ε.
+        if cut < 0 or [_pure_step(e) for e in spent[cut:]] != [_pure_step(e) for e in criteria_plan]:
+            raise LedgerError(f"{who} charged its criteria {[e.name for e in spent[max(cut, 0):]]} other than planned "
+                              f"{[e.name for e in criteria_plan]} (or with another ε)")
 
-    assert guarantee.selection_event is not None
+    if guarantee.selection_event is None:
+        raise ValueError("renyi_base needs the guarantee of a shortlist with zCDP flows")
     return RenyiBase(flow_events=guarantee.selection_event.events, scratch_ledger=scratch, check_spent=check)
 
 
@@ -225,12 +245,11 @@ def check_flow_plans(shortlist: Shortlist, plans: dict[int, list[PrivacyEvent]],
             Ledger(epsilon_cap=settings.epsilon_flow, delta_cap=0.0).check_plan(plan)
             continue
         rho, epsilon = _flow_budget(configuration, settings)
-        criteria = [e for c in settings.criteria for e in c.planned_events(m)]
-        fit = plan[:len(plan) - len(criteria)]
+        fit, criteria = _split(plan, settings, m)
         costs = [zcdp_cost(e) for e in fit]
         spent_rho = math.fsum(c for c in costs if c is not None)
-        spent_eps = math.fsum(e.epsilon for e in plan[len(fit):] if e.epsilon is not None)
-        if (any(c is None for c in costs) or any(e.epsilon is None or e.delta != 0.0 for e in plan[len(fit):])
+        spent_eps = math.fsum(e.epsilon for e in criteria if e.epsilon is not None)
+        if (any(c is None for c in costs) or any(e.epsilon is None or e.delta != 0.0 for e in criteria)
                 or spent_rho > rho or spent_eps > epsilon * (1.0 + 1e-12)):
             raise BudgetExceededError(
                 f"shortlist configuration {i + 1} ({configuration.as_dict()}) plans ρ = {spent_rho:.6g} for its fit "

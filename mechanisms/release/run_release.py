@@ -402,7 +402,7 @@ def _select(cleaned: pd.DataFrame, *, spec: ReleaseSpec, shortlist: Shortlist, s
         if guarantee.is_pure:
             accounting: dict[str, Any] = {"epsilon1": shortlist.settings.epsilon_flow}
         else:
-            accounting = {"renyi": renyi_base(guarantee, shortlist, plans=plans)}
+            accounting = {"renyi": renyi_base(guarantee, shortlist, plans=plans, m=len(cleaned))}
         selection = private_selection(run_once, candidates=list(shortlist.configurations), params=spec.selection,
                                       source=source, ledger=ledger, name="release_candidate", step="release",
                                       **accounting)
