@@ -55,12 +55,13 @@ from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.plan_conformance import check_conforms, zcdp_cost
 from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.selection_accounting import PURE_STEPS_THEOREM, check_random_stopping, flow_event
+from privlab.platform.dp.zcdp_conversion import zcdp_to_epsilon
 
 __all__ = ["FlowBudget", "ReleaseGuarantee", "check_flow_plans", "release_guarantee", "uses_zcdp"]
 
-RHO_ROUNDING_MARGIN = 1e-9
+RHO_ROUNDING_MARGIN = 1e-8
 """Relative margin added to a zCDP fit's ρ in its flow's event: the fit's steps sum to its ρ up
-to float rounding, and the event must bound what they spend."""
+to float rounding (and the spend checks allow 1e-9 of it), and the event must bound what they spend."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -206,9 +207,15 @@ def renyi_base(guarantee: ReleaseGuarantee, shortlist: Shortlist, *, plans: dict
     index = {id(c): i for i, c in enumerate(shortlist.configurations)}
 
     def scratch(configuration: FlowConfiguration) -> Ledger:
-        if _is_zcdp(configuration):
-            return Ledger(epsilon_cap=None, delta_cap=None, accountant="zcdp", delta_slack=settings.zcdp_delta)
-        return Ledger(epsilon_cap=settings.epsilon_flow, delta_cap=0.0)
+        if not _is_zcdp(configuration):
+            return Ledger(epsilon_cap=settings.epsilon_flow, delta_cap=0.0)
+        # Capped at the flow's whole zCDP budget (its fit's ρ and ε²/2 per criterion), read at δ'' as
+        # the ledger reads it: an adaptive fit (AIM's filter) is stopped step by step there; the
+        # exact split (fit within ρ, criteria within ε) is checked after the flow.
+        rho, _ = _flow_budget(configuration, settings)
+        total = rho + math.fsum(c.epsilon * c.epsilon / 2.0 for c in settings.criteria)
+        return Ledger(epsilon_cap=zcdp_to_epsilon(total, settings.zcdp_delta), delta_cap=settings.zcdp_delta,
+                      accountant="zcdp", delta_slack=settings.zcdp_delta)
 
     def check(configuration: FlowConfiguration, ledger: Ledger) -> None:
         if not _is_zcdp(configuration):

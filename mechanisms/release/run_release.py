@@ -8,7 +8,10 @@ public-data grid search) and declares the budget split and the private-selection
    ``ε_count + 2·(ε_generation + ε_acceptance) + ε₀``, exceeds the budget (``--budget``, else the spec's ``budget``) — before reading anything else;
 2. loads the shortlist, its space and flow settings, and checks that the settings' ε match the
    spec's declared split and that every configuration fits the space and the criteria (and ε₁:
-   step 4);
+   step 4). A shortlist naming a zCDP synthesizer (MST, AIM) makes the release (ε, δ)-DP: the
+   spec declares ``delta``, and its (ε, δ) — which depends on the shortlist's flows — is computed
+   and checked against the budget here, still before the data is read
+   (:mod:`~privlab.mechanisms.release.guarantee`);
 3. reads, validates and cleans the private data (errors name the column and the kind of
    problem, never rows, values or counts);
 4. releases a DP record count ``m`` and checks every configuration's plan — that it fits ε₁
@@ -60,7 +63,11 @@ Privacy:
     composition inside the flow); private selection with a known threshold makes the search
     ``(2ε₁ + ε₀)``-DP however many flows run (Liu & Talwar 2019; Hod & Canetti 2024,
     Theorem 3), with the infinite horizon γ = 0, T = ∞, ε₀ = 0 giving 2ε₁ = 9.98 for the births
-    release; the total is ``ε_count + 2ε₁ + ε₀`` (10.0 for births with ε_count = 0.02). Only the accepted configuration and its
+    release; the total is ``ε_count + 2ε₁ + ε₀`` (10.0 for births with ε_count = 0.02). With zCDP
+    flows in the shortlist the search is random stopping accounted in Rényi DP (Papernot &
+    Steinke 2022, Theorem 2) and the release is (ε, δ)-DP at the spec's ``delta`` (12.44 at
+    δ = 1e-9 for births with PrivBayes, MST and AIM and γ = 0.05; see
+    :mod:`~privlab.mechanisms.release.guarantee`). Only the accepted configuration and its
     candidate (with the DP criterion results) leave the run; how many flows ran, which failed,
     exact errors, counts and rows never reach files, logs, progress output or exception
     messages (the privacy firewall), and MLflow is not used at all.

@@ -270,8 +270,8 @@ class SelectionOutcome(Generic[Candidate, Output]):
         event: the single event charged to the outer ledger for the whole search.
 
     Privacy:
-        Released (2ε₁ + ε₀)-DP: ``candidate``/``candidate_index`` and ``output``, or the fact
-        of ⊥. ``accepted_events`` are public when, as budgets must be, the flow's charges
+        Released (2ε₁ + ε₀)-DP (with a :class:`RenyiBase`: the Rényi-DP bound of its event):
+        ``candidate``/``candidate_index`` and ``output``, or the fact of ⊥. ``accepted_events`` are public when, as budgets must be, the flow's charges
         depend only on its configuration. ``iterations``, ``stop_reason`` and ``trace``
         depend on the data and are *not* covered by Liu & Talwar's guarantee: which
         iterations failed, and how many, must stay inside the run.
