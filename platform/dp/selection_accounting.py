@@ -7,7 +7,7 @@ Liu & Talwar's known-threshold selection (Hod & Canetti, Theorem 3) is (2ε₁ +
 
 Theorem (Papernot & Steinke, "Hyperparameter Tuning with Renyi Differential Privacy", ICLR
 2022, Theorem 2). Let Q be a randomized algorithm that is (λ, ε)-RDP and (λ̂, ε̂)-RDP for some
-λ ∈ (1, ∞), λ̂ ∈ [1, ∞), ε, ε̂ ≥ 0. Let K be drawn, independently of the data, from the
+orders λ, λ̂ > 1 and ε, ε̂ ≥ 0 (the paper also allows λ̂ = 1; it is not used here). Let K be drawn, independently of the data, from the
 truncated negative binomial distribution with parameters η ∈ (−1, ∞) and γ ∈ (0, 1); let A run
 Q K times, independently, and return the best of the K outputs under a fixed total order.
 Then A is (λ, ε')-RDP with
@@ -43,7 +43,7 @@ to bound the expected number, at most 1/γ), and γ = 0 (E[K] = ∞). Both are r
 :func:`check_random_stopping`. Only the final output (the accepted configuration and its flow's
 output, or ⊥) is covered, as for the pure path.
 
-The minimum over λ̂ is taken over the accountant's orders (any λ̂ ≥ 1 gives a valid bound),
+The minimum over λ̂ is taken over the accountant's orders above 1 (each gives a valid bound),
 and RDP is non-decreasing in the order, so ε'(λ) is finally replaced by the smallest ε'(λ'')
 over orders λ'' ≥ λ; both are what dp_accounting's ``RepeatAndSelectDpEvent`` does, which the
 tests hold this module to.
@@ -74,7 +74,7 @@ def random_stopping_rdp(base_rdp: np.ndarray, orders: np.ndarray, gamma: float) 
 
     Args:
         base_rdp: ε(λ) of the base mechanism at each of ``orders`` (finite, ≥ 0).
-        orders: the Rényi orders λ, each ≥ 1 (an order of 1 serves as λ̂ only).
+        orders: the Rényi orders λ, each ≥ 1 (an order of 1 is not used, as λ or as λ̂).
         gamma: γ in (0, 1), the probability of stopping after each rejected run.
 
     Returns:
@@ -94,9 +94,12 @@ def random_stopping_rdp(base_rdp: np.ndarray, orders: np.ndarray, gamma: float) 
         raise LedgerError("base_rdp must be finite and >= 0 at every order")
     log_inv_gamma = -math.log(g)
     expected_runs = 1.0 / g
-    overhead = 2.0 * float(np.min((1.0 - 1.0 / orders) * base + log_inv_gamma / orders))  # (1 + η)·min over λ̂
-    out = np.full_like(orders, np.inf)
     above = orders > 1.0
+    if not above.any():
+        raise LedgerError("orders must include an order above 1")
+    hat, hat_rdp = orders[above], base[above]
+    overhead = 2.0 * float(np.min((1.0 - 1.0 / hat) * hat_rdp + log_inv_gamma / hat))  # (1 + η)·min over λ̂
+    out = np.full_like(orders, np.inf)
     out[above] = base[above] + overhead + math.log(expected_runs) / (orders[above] - 1.0)
     # Monotonicity in the order: a bound at λ'' ≥ λ is a bound at λ.
     return np.minimum.accumulate(out[::-1])[::-1]
