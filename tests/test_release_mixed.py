@@ -16,9 +16,12 @@ import pandas as pd
 import pytest
 
 from privlab.mechanisms.release import run_release as release_run
+from privlab.mechanisms.release.flow import FlowConfiguration, load_settings
+from privlab.mechanisms.release.guarantee import RHO_ROUNDING_MARGIN, flow_budget
 from privlab.mechanisms.synthesizers import pgm
 from privlab.platform.cli.main import EXIT_BUDGET, EXIT_INPUT, EXIT_OK, main
 from privlab.platform.core.errors import BudgetExceededError, SpecError
+from privlab.platform.dp.zcdp_conversion import zcdp_to_epsilon
 
 ROOT = Path(__file__).resolve().parents[1]
 BIRTHS = ROOT / "experiments" / "births"
@@ -67,6 +70,18 @@ def _workspace(folder: Path, *, configurations: str = PURE + ZCDP, top: str = "d
     spec = re.sub(r"(?ms)^\[selection\].*?(?=^\[datasheet\])", selection + "\n", spec)
     (folder / "release.toml").write_text(spec)
     return folder / "release.toml"
+
+
+def test_a_flow_is_accounted_with_its_fits_rho_and_its_criteria_epsilon(tmp_path: Path) -> None:
+    """Independent of the release's files: the fit's ρ converts back to ε_generation at δ''."""
+    (tmp_path / "flow.toml").write_text('epsilon_generation = 4.0\nzcdp_delta = 1e-9\n\n[[criterion]]\n'
+                                        'kind = "marginals_absolute"\nname = "m"\nthreshold = 0.01\nepsilon = 0.5\n')
+    settings = load_settings(tmp_path / "flow.toml")
+    for name in ("mst", "aim"):
+        rho, epsilon = flow_budget(FlowConfiguration(transformation="t", synthesizer=name), settings)
+        assert zcdp_to_epsilon(rho / (1 + RHO_ROUNDING_MARGIN), 1e-9) == pytest.approx(4.0, rel=1e-6)
+        assert 0.2 < rho < 0.21 and epsilon == 0.5
+    assert flow_budget(FlowConfiguration(transformation="t", synthesizer="privbayes"), settings) == (0.0, 4.5)
 
 
 @pytest.fixture()

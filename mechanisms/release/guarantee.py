@@ -57,7 +57,7 @@ from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.selection_accounting import PURE_STEPS_THEOREM, check_random_stopping, flow_event
 from privlab.platform.dp.zcdp_conversion import zcdp_to_epsilon
 
-__all__ = ["FlowBudget", "ReleaseGuarantee", "check_flow_plans", "release_guarantee", "uses_zcdp"]
+__all__ = ["FlowBudget", "ReleaseGuarantee", "check_flow_plans", "flow_budget", "release_guarantee", "uses_zcdp"]
 
 RHO_ROUNDING_MARGIN = 1e-8
 """Relative margin added to a zCDP fit's ρ in its flow's event: the fit's steps sum to its ρ up
@@ -117,7 +117,10 @@ def _is_zcdp(configuration: FlowConfiguration) -> bool:
     return issubclass(synthesizer_class(configuration.synthesizer), ZcdpSynthesizer)
 
 
-def _flow_budget(configuration: FlowConfiguration, settings: FlowSettings) -> tuple[float, float]:
+def flow_budget(configuration: FlowConfiguration, settings: FlowSettings) -> tuple[float, float]:
+    """(ρ, ε) one flow on ``configuration`` may spend: a zCDP fit's ρ (the largest that converts to
+    ε_generation at ``zcdp_delta``, plus :data:`RHO_ROUNDING_MARGIN`) and the criteria's ε; (0, ε₁)
+    for a pure-ε synthesizer."""
     if not _is_zcdp(configuration):
         return 0.0, settings.epsilon_flow
     synthesizer = configuration.build_synthesizer()
@@ -129,7 +132,7 @@ def flow_budgets(shortlist: Shortlist) -> tuple[FlowBudget, ...]:
     """Every distinct flow budget of the shortlist, with the synthesizers that have it."""
     names: dict[tuple[float, float], list[str]] = {}
     for configuration in shortlist.configurations:
-        key = _flow_budget(configuration, shortlist.settings)
+        key = flow_budget(configuration, shortlist.settings)
         if configuration.synthesizer not in names.setdefault(key, []):
             names[key].append(configuration.synthesizer)
     return tuple(FlowBudget(synthesizers=tuple(v), rho=rho, epsilon=eps) for (rho, eps), v in names.items())
@@ -212,7 +215,7 @@ def renyi_base(guarantee: ReleaseGuarantee, shortlist: Shortlist, *, plans: dict
         # Capped at the flow's whole zCDP budget (its fit's ρ and ε²/2 per criterion), read at δ'' as
         # the ledger reads it: an adaptive fit (AIM's filter) is stopped step by step there; the
         # exact split (fit within ρ, criteria within ε) is checked after the flow.
-        rho, _ = _flow_budget(configuration, settings)
+        rho, _ = flow_budget(configuration, settings)
         total = rho + math.fsum(c.epsilon * c.epsilon / 2.0 for c in settings.criteria)
         return Ledger(epsilon_cap=zcdp_to_epsilon(total, settings.zcdp_delta), delta_cap=settings.zcdp_delta,
                       accountant="zcdp", delta_slack=settings.zcdp_delta)
@@ -251,7 +254,7 @@ def check_flow_plans(shortlist: Shortlist, plans: dict[int, list[PrivacyEvent]],
         if not _is_zcdp(configuration):
             Ledger(epsilon_cap=settings.epsilon_flow, delta_cap=0.0).check_plan(plan)
             continue
-        rho, epsilon = _flow_budget(configuration, settings)
+        rho, epsilon = flow_budget(configuration, settings)
         fit, criteria = _split(plan, settings, m)
         costs = [zcdp_cost(e) for e in fit]
         spent_rho = math.fsum(c for c in costs if c is not None)
