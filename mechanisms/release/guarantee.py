@@ -27,8 +27,9 @@ Privacy:
     Replace-one neighbours with n public after the DP record count, as in
     :mod:`~privlab.mechanisms.release.run_release`. In the Rényi path a flow must stay within its
     event: its plan is checked at the DP record count before any flow runs (the synthesizer's
-    steps within ρ, the criteria within ε_acceptance), and each flow's spend is checked against
-    its plan after it runs (:func:`check_flow_spent`).
+    steps within ρ, the criteria within ε_acceptance: :func:`check_flow_plans`); a zCDP flow's
+    scratch ledger is capped at its whole zCDP budget, so an adaptive fit is stopped step by step;
+    and each flow's spend is checked against its plan after it runs (:func:`renyi_base`).
 
 References:
     Papernot & Steinke (ICLR 2022), Theorem 2; Liu & Talwar (STOC 2019); Hod & Canetti,
@@ -41,13 +42,12 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-from privlab.mechanisms.release.flow import FlowConfiguration, FlowSettings, planned_events
+from privlab.mechanisms.release.flow import FlowConfiguration, FlowSettings
 from privlab.mechanisms.release.shortlist import Shortlist
 from privlab.mechanisms.release.spec import ReleaseSpec, check_budget, resolve_budget
 from privlab.mechanisms.selection.private_selection import RenyiBase
 from privlab.mechanisms.synthesizers.base import synthesizer_class
 from privlab.mechanisms.synthesizers.zcdp import ZcdpSynthesizer
-from privlab.mechanisms.tabular.space import ReleaseSpace
 from privlab.platform.core.errors import BudgetExceededError, LedgerError, SpecError
 from privlab.platform.dp import accountants
 from privlab.platform.dp.dp_events import EpsilonDeltaEvent, RandomStoppingEvent
@@ -57,7 +57,8 @@ from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.selection_accounting import PURE_STEPS_THEOREM, check_random_stopping, flow_event
 from privlab.platform.dp.zcdp_conversion import zcdp_to_epsilon
 
-__all__ = ["FlowBudget", "ReleaseGuarantee", "check_flow_plans", "flow_budget", "release_guarantee", "uses_zcdp"]
+__all__ = ["FlowBudget", "ReleaseGuarantee", "check_flow_plans", "flow_budget", "flow_budgets", "release_guarantee",
+           "renyi_base", "uses_zcdp"]
 
 RHO_ROUNDING_MARGIN = 1e-8
 """Relative margin added to a zCDP fit's ρ in its flow's event: the fit's steps sum to its ρ up
@@ -266,7 +267,3 @@ def check_flow_plans(shortlist: Shortlist, plans: dict[int, list[PrivacyEvent]],
                 f"and ε = {spent_eps:.6g} for its criteria, more than its flow's ρ = {rho:.6g} and ε = {epsilon:g} "
                 "(or a step zCDP cannot account for); no flow ran")
 
-
-def plans_at(shortlist: Shortlist, space: ReleaseSpace, m: int) -> dict[int, list[PrivacyEvent]]:
-    """Every configuration's planned events at ``m`` records, by index."""
-    return {i: planned_events(c, shortlist.settings, space=space, n=m) for i, c in enumerate(shortlist.configurations)}

@@ -102,7 +102,6 @@ from privlab.mechanisms.release.flow import FlowConfiguration, FlowOutcome, plan
 from privlab.mechanisms.release.guarantee import (
     ReleaseGuarantee,
     check_flow_plans,
-    plans_at,
     release_guarantee,
     renyi_base,
 )
