@@ -271,10 +271,10 @@ class SelectionOutcome(Generic[Candidate, Output]):
 
     Privacy:
         Released (2ε₁ + ε₀)-DP (with a :class:`RenyiBase`: the Rényi-DP bound of its event):
-        ``candidate``/``candidate_index`` and ``output``, or the fact of ⊥. ``accepted_events`` are public when, as budgets must be, the flow's charges
-        depend only on its configuration. ``iterations``, ``stop_reason`` and ``trace``
-        depend on the data and are *not* covered by Liu & Talwar's guarantee: which
-        iterations failed, and how many, must stay inside the run.
+        ``candidate``/``candidate_index`` and ``output``, or the fact of ⊥. ``accepted_events``
+        are public when, as budgets must be, the flow's charges depend only on its configuration.
+        ``iterations``, ``stop_reason`` and ``trace`` depend on the data and are *not* covered by
+        the guarantee: which iterations failed, and how many, must stay inside the run.
 
     References:
         Hod & Canetti, Theorem 3, item 1 (output distribution) and item 3 (iterations).

@@ -17,7 +17,9 @@ pld        Privacy-loss distributions (dp_accounting): the exact privacy curve o
            generic (ε, δ)-DP step for the rest, composed by convolution and read at δ''.
 rdp        Rényi DP (Mironov 2017): each step's RDP curve on dp_accounting's orders (Laplace and
            Gaussian exactly; a pure ε-DP step by randomized response's curve, which dominates
-           every ε-DP mechanism), summed, converted at δ'' by dp_accounting.
+           every ε-DP mechanism), summed, converted at δ'' by dp_accounting. The only one that
+           composes private selection by random stopping (``RandomStoppingEvent``: Papernot &
+           Steinke 2022, :mod:`privlab.platform.dp.selection_accounting`).
 zcdp       Zero-concentrated DP (Bun & Steinke 2016): ρ = Δ²/2σ² for (discrete) Gaussian
            noise, ε²/2 for a pure ε-DP step, summed, converted at δ'' (Canonne, Kamath & Steinke
            2020, Corollary 13).
@@ -197,10 +199,9 @@ def refusal(event: DpEvent, accountant: str, *, neighbouring: str) -> str | None
         return (f"{event.label()}: its privacy-loss distribution would span about {points:.3g} points "
                 f"(at most {PLD_MAX_POINTS:.0e}); use the rdp or zcdp accountant for it")
     for leaf, _ in _leaf_counts(event):
-        if isinstance(leaf, RandomStoppingEvent):
-            reason = _random_stopping_refusal(leaf, accountant)
-            if reason is not None:
-                return reason
+        if isinstance(leaf, RandomStoppingEvent) and (
+                reason := selection_accounting.refusal(leaf, accountant, flow_rdp=_flow_rdp)) is not None:
+            return reason
         if isinstance(leaf, Subsampled):
             if neighbouring != "add_remove":
                 return (f"{leaf.label()}: amplification by subsampling does not hold as computed for "
@@ -216,21 +217,6 @@ def refusal(event: DpEvent, accountant: str, *, neighbouring: str) -> str | None
         if accountant in ("basic", "advanced") and isinstance(leaf, (GaussianEvent, DiscreteGaussianEvent)):
             return (f"{leaf.label()}: Gaussian noise has no pure-ε guarantee for the {accountant} accountant; "
                     "use pld, rdp or zcdp")
-    return None
-
-
-def _random_stopping_refusal(leaf: RandomStoppingEvent, accountant: str) -> str | None:
-    """Random stopping has a Rényi-DP bound only, over flows whose every step has an RDP curve."""
-    if accountant != "rdp":
-        return (f"{leaf.label()}: random stopping over flows that are not pure ε-DP has a Rényi-DP bound only "
-                "(Papernot & Steinke 2022); use the rdp accountant")
-    for flow in leaf.events:
-        for alt in _alternatives(flow):
-            if any(isinstance(step, (Subsampled, RandomStoppingEvent)) for step in alt):
-                return f"{leaf.label()}: a base mechanism with a subsampled or nested selection step is not supported"
-            _, out_eps, out_delta = _rdp_and_outside(alt)
-            if out_eps or out_delta:
-                return f"{leaf.label()}: a base mechanism has a step with no Rényi-DP curve (an (ε, δ) guarantee)"
     return None
 
 
@@ -416,7 +402,7 @@ def _rdp_and_outside(alt: Alternative) -> tuple[np.ndarray, float, float]:
         elif isinstance(leaf, (GaussianEvent, DiscreteGaussianEvent)):
             rdp += count * leaf.rho * RDP_ORDERS
         elif isinstance(leaf, RandomStoppingEvent):
-            rdp += count * _random_stopping_rdp(leaf)
+            rdp += count * selection_accounting.random_stopping_curve(leaf, RDP_ORDERS, flow_rdp=_flow_rdp)
         elif isinstance(leaf, Subsampled):
             from dp_accounting import dp_event as dpe
             from dp_accounting.rdp import rdp_privacy_accountant as rdp_module
@@ -435,14 +421,18 @@ def _rdp_and_outside(alt: Alternative) -> tuple[np.ndarray, float, float]:
     return rdp, math.fsum(out_eps), math.fsum(out_dels)
 
 
-def _random_stopping_rdp(leaf: RandomStoppingEvent) -> np.ndarray:
-    """Papernot & Steinke's curve over the pointwise largest of the base mechanisms' RDP curves
-    (:mod:`privlab.platform.dp.selection_accounting`)."""
-    base = np.zeros_like(RDP_ORDERS)
-    for flow in leaf.events:
-        for alt in _alternatives(flow):
-            base = np.maximum(base, _rdp_and_outside(alt)[0])
-    return selection_accounting.random_stopping_rdp(base, RDP_ORDERS, leaf.gamma)
+def _flow_rdp(flow: DpEvent) -> np.ndarray | None:
+    """A base mechanism's RDP curve on :data:`RDP_ORDERS` (its worst part choice), or ``None`` when a
+    step has no curve of its own (an (ε, δ) guarantee, a subsampled or nested selection step)."""
+    curve = np.zeros_like(RDP_ORDERS)
+    for alt in _alternatives(flow):
+        if any(isinstance(step, (Subsampled, RandomStoppingEvent)) for step in alt):
+            return None
+        rdp, out_eps, out_delta = _rdp_and_outside(alt)
+        if out_eps or out_delta:
+            return None
+        curve = np.maximum(curve, rdp)
+    return curve
 
 
 def _rdp_epsilon(alt: Alternative, delta_slack: float) -> tuple[float, float]:

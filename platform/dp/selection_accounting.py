@@ -6,10 +6,11 @@ Liu & Talwar's known-threshold selection (Hod & Canetti, Theorem 3) is (2ε₁ +
 (MST, AIM) is such a mechanism. This module accounts for the same search in Rényi DP instead.
 
 Theorem (Papernot & Steinke, "Hyperparameter Tuning with Renyi Differential Privacy", ICLR
-2022, Theorem 2). Let Q be a randomized algorithm that is (λ, ε)-RDP and (λ̂, ε̂)-RDP for some
-orders λ, λ̂ > 1 and ε, ε̂ ≥ 0 (the paper also allows λ̂ = 1; it is not used here). Let K be drawn, independently of the data, from the
-truncated negative binomial distribution with parameters η ∈ (−1, ∞) and γ ∈ (0, 1); let A run
-Q K times, independently, and return the best of the K outputs under a fixed total order.
+2022, Theorem 2). Let Q be a randomized algorithm that is (λ, ε)-RDP and (λ̂, ε̂)-RDP for
+some orders λ, λ̂ > 1 and ε, ε̂ ≥ 0 (the paper also allows λ̂ = 1; it is not used here). Let K
+be drawn, independently of the data, from the truncated negative binomial distribution with
+parameters η ∈ (−1, ∞) and γ ∈ (0, 1); let A run Q K times, independently, and return the best
+of the K outputs under a fixed total order.
 Then A is (λ, ε')-RDP with
 
     ε' = ε + (1 + η)(1 − 1/λ̂)·ε̂ + (1 + η)·ln(1/γ)/λ̂ + ln E[K] / (λ − 1).
@@ -57,14 +58,18 @@ References:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
 from privlab.platform.core.errors import LedgerError
 from privlab.platform.core.validation import check_real
-from privlab.platform.dp.dp_events import Composed, DpEvent, EpsilonDeltaEvent, GaussianEvent
+from privlab.platform.dp.dp_events import Composed, DpEvent, EpsilonDeltaEvent, GaussianEvent, RandomStoppingEvent
 
-__all__ = ["check_random_stopping", "flow_event", "random_stopping_rdp"]
+FlowRdp = Callable[[DpEvent], "np.ndarray | None"]
+"""A base mechanism's RDP curve on the accountant's orders, or ``None`` when it has none."""
+
+__all__ = ["check_random_stopping", "flow_event", "random_stopping_curve", "random_stopping_rdp", "refusal"]
 
 PURE_STEPS_THEOREM = "sequential composition of pure ε-DP steps (Dwork & Roth 2014, Theorem 3.16)"
 
@@ -103,6 +108,34 @@ def random_stopping_rdp(base_rdp: np.ndarray, orders: np.ndarray, gamma: float) 
     out[above] = base[above] + overhead + math.log(expected_runs) / (orders[above] - 1.0)
     # Monotonicity in the order: a bound at λ'' ≥ λ is a bound at λ.
     return np.minimum.accumulate(out[::-1])[::-1]
+
+
+def random_stopping_curve(event: RandomStoppingEvent, orders: np.ndarray, *, flow_rdp: FlowRdp) -> np.ndarray:
+    """The RDP curve of ``event``: :func:`random_stopping_rdp` of the pointwise largest of its base
+    mechanisms' curves (``flow_rdp``, the accountant's; module docstring: Q's curve).
+
+    Raises:
+        LedgerError: a base mechanism has no RDP curve (see :func:`refusal`).
+    """
+    base = np.zeros_like(np.asarray(orders, dtype=float))
+    for flow in event.events:
+        curve = flow_rdp(flow)
+        if curve is None:
+            raise LedgerError(f"{event.label()}: a base mechanism has no Rényi-DP curve")
+        base = np.maximum(base, curve)
+    return random_stopping_rdp(base, orders, event.gamma)
+
+
+def refusal(event: RandomStoppingEvent, accountant: str, *, flow_rdp: FlowRdp) -> str | None:
+    """Why ``accountant`` cannot account for ``event`` (``None`` when it can): only the rdp
+    accountant can, and only when every base mechanism has an RDP curve."""
+    if accountant != "rdp":
+        return (f"{event.label()}: random stopping over flows that are not pure ε-DP has a Rényi-DP bound only "
+                "(Papernot & Steinke 2022); use the rdp accountant")
+    if any(flow_rdp(flow) is None for flow in event.events):
+        return (f"{event.label()}: a base mechanism has a step with no Rényi-DP curve of its own (an (ε, δ) "
+                "guarantee, a subsampled or nested selection step)")
+    return None
 
 
 def flow_event(*, rho: float, epsilon: float) -> DpEvent:
