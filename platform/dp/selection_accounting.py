@@ -177,4 +177,4 @@ def check_random_stopping(*, gamma: float, steps: float, epsilon0: float) -> Non
             f"random stopping in Rényi DP (Papernot & Steinke 2022, Theorem 2), which needs gamma in (0, 1), "
             f"steps = \"inf\" and epsilon0 = 0; got gamma = {gamma!r}, steps = {steps!r}, epsilon0 = {epsilon0!r}. "
             "The search then runs 1/gamma flows at most on average (e.g. gamma = 0.05: at most 20) and ends "
-            "with ⊥ with probability about gamma/p when flows are accepted with probability p")
+            "with ⊥ with probability about gamma·(1 − p)/p when flows are accepted with probability p")
