@@ -327,7 +327,7 @@ def test_an_mst_flow_runs_on_acs_and_spends_its_plan(acs_national: Path) -> None
 
 
 @needs_mbi
-def test_a_release_refuses_a_shortlist_naming_mst_before_reading_the_data(
+def test_a_release_naming_mst_without_delta_is_refused_before_reading_the_data(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import shutil
 
@@ -343,7 +343,8 @@ def test_a_release_refuses_a_shortlist_naming_mst_before_reading_the_data(
                  "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 2, err
-    assert "synthesizer 'mst' measures with Gaussian noise" in err and "No data was read" in err
+    # Without a δ in the spec: an (ε, δ) release must declare it (tests/test_release_mixed.py runs one).
+    assert "names mst, which measure with Gaussian noise" in err and "delta = " in err and "No data was read" in err
     assert not out.exists() and not any(tmp_path.glob("*.transcript*"))
     assert main(["validate", str(tmp_path / "release.toml")]) == 2
 

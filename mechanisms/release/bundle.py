@@ -242,9 +242,12 @@ def write_documents(folder: Path, documents: Mapping[str, str]) -> None:
 
 
 def ledger_document(ledger: Mapping[str, Any], flow_events: Sequence[Mapping[str, Any]], *,
-                    total_epsilon: float, budget: float) -> str:
-    """``ledger.json``: the outer ledger (one private-selection event) and the accepted flow's split."""
-    return json_text({"total_epsilon": total_epsilon, "budget": budget, "ledger": dict(ledger),
-                  "accepted_flow_events": list(flow_events)})
+                    total_epsilon: float, budget: float, delta: float | None = None) -> str:
+    """``ledger.json``: the outer ledger (the record count and one private-selection event) and the
+    accepted flow's split; ``total_delta`` only for an (ε, δ) release."""
+    head: dict[str, Any] = {"total_epsilon": total_epsilon}
+    if delta is not None:
+        head["total_delta"] = delta
+    return json_text({**head, "budget": budget, "ledger": dict(ledger), "accepted_flow_events": list(flow_events)})
 
 

@@ -125,7 +125,9 @@ def _release(args: argparse.Namespace) -> int:
     result = run_release(args.spec, data=args.data, out=out, budget=args.budget, replay=args.replay,
                          progress=lambda message: print(f"privlab: {message}", file=sys.stderr, flush=True),
                          force=args.force)
-    print(f"release bundle written to {result.out} (ε = {result.total_epsilon:g} within budget {result.budget:g})")
+    stated = f"ε = {result.total_epsilon:g}" if result.delta == 0.0 else \
+        f"(ε, δ) = ({result.total_epsilon:.6g}, {result.delta:g})"
+    print(f"release bundle written to {result.out} ({stated} within budget {result.budget:g})")
     print(f"  selected configuration: {result.configuration.as_dict()}")
     for name in result.public_files:
         print(f"  {result.out / name}")
@@ -143,20 +145,28 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _validate_release_spec(path: Path) -> int:
-    from privlab.mechanisms.release.shortlist import check_pure_epsilon, check_split, load_shortlist
+    from privlab.mechanisms.release.guarantee import release_guarantee
+    from privlab.mechanisms.release.shortlist import check_split, load_shortlist
     from privlab.mechanisms.release.spec import check_budget, load_release_spec
 
     spec = load_release_spec(path)
-    cap = check_budget(spec, None)
+    if spec.delta is None:
+        check_budget(spec, None)
     shortlist = load_shortlist(spec.shortlist)
     check_split(spec, shortlist.settings, shortlist.settings_path)
-    check_pure_epsilon(shortlist)
+    guarantee = release_guarantee(spec, shortlist, None)
     selection = spec.selection
-    horizon = "infinite horizon" if selection.is_infinite_horizon else \
-        f"γ = {selection.gamma:g}, at most {selection.steps} flows, ε₀ = {selection.epsilon0:g}"
-    print(f"{spec.name}: valid release spec; total ε = {spec.total_epsilon:g} within budget {cap:g} "
-          f"(record count {spec.epsilon_count:g}; generation {spec.epsilon_generation:g} + acceptance "
-          f"{spec.epsilon_acceptance:g} per flow; {horizon})")
+    if guarantee.is_pure:
+        horizon = "infinite horizon" if selection.is_infinite_horizon else \
+            f"γ = {selection.gamma:g}, at most {selection.steps} flows, ε₀ = {selection.epsilon0:g}"
+        print(f"{spec.name}: valid release spec; total ε = {spec.total_epsilon:g} within budget {guarantee.budget:g} "
+              f"(record count {spec.epsilon_count:g}; generation {spec.epsilon_generation:g} + acceptance "
+              f"{spec.epsilon_acceptance:g} per flow; {horizon})")
+    else:
+        flows = "; ".join(f"{'/'.join(f.synthesizers)}: ρ = {f.rho:.6g}, ε = {f.epsilon:g}" for f in guarantee.flows)
+        print(f"{spec.name}: valid release spec; total (ε, δ) = ({guarantee.epsilon:.6g}, {guarantee.delta:g}) within "
+              f"budget {guarantee.budget:g} (record count {spec.epsilon_count:g}; random stopping with "
+              f"γ = {selection.gamma:g} over flows {flows}; Rényi DP, Papernot & Steinke 2022)")
     print(f"  shortlist {spec.shortlist}: {len(shortlist.configurations)} configuration(s)")
     print("  run it with: privlab release SPEC --data PRIVATE --out DIR  (the data is checked then)")
     return EXIT_OK

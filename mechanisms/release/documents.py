@@ -14,25 +14,95 @@ from typing import Any
 
 from privlab.mechanisms.release import record_count
 from privlab.mechanisms.release.flow import FlowOutcome
+from privlab.mechanisms.release.guarantee import ReleaseGuarantee
 from privlab.mechanisms.release.shortlist import Shortlist
 from privlab.mechanisms.release.spec import ReleaseSpec
 
 
-def privacy_statement(spec: ReleaseSpec, shortlist: Shortlist, *, n: int) -> str:
-    """``privacy-statement.md``: the ε and the argument in plain language."""
+def _headline(spec: ReleaseSpec, guarantee: ReleaseGuarantee) -> str:
+    if guarantee.is_pure:
+        return f"**This dataset satisfies ε-differential privacy with ε = {spec.total_epsilon:g} (pure DP, δ = 0).**"
+    return (f"**This dataset satisfies (ε, δ)-differential privacy with ε = {guarantee.epsilon:.4g} and "
+            f"δ = {guarantee.delta:g}.**")
+
+
+def _promise(guarantee: ReleaseGuarantee) -> str:
+    if guarantee.is_pure:
+        return (f"possible released dataset becomes at most e^ε ≈ {math.exp(guarantee.epsilon):.4g} times more or "
+                "less likely.")
+    return (f"possible released dataset becomes at most e^ε ≈ {math.exp(guarantee.epsilon):.4g} times more or "
+            f"less likely, except with a probability of at most δ = {guarantee.delta:g}.")
+
+
+def _selection_pure(spec: ReleaseSpec, shortlist: Shortlist) -> str:
     s = spec.selection
     horizon = ("γ = 0, T = ∞, ε₀ = 0: it ran until a candidate was accepted" if s.is_infinite_horizon
                else f"γ = {s.gamma:g}, at most T = {s.steps} attempts, ε₀ = {s.epsilon0:g}")
-    criteria = "\n".join(f"| {c.name} | {c.kind} | {c.epsilon:g} |" for c in shortlist.settings.criteria)
+    return f"""Then one *attempt* trains a synthetic-data model on the data with ε_generation = {spec.epsilon_generation:g},
+samples a candidate dataset from it (sampling, constraint filtering and the face-privacy projection
+only use the private model, so they cost nothing more), and checks the candidate with
+acceptance criteria whose errors are released with Laplace noise, ε_acceptance = {spec.epsilon_acceptance:g}
+in total. One attempt is therefore ε₁ = {spec.epsilon_flow:g}-differentially private.
+
+| criterion | kind | ε |
+|---|---|---|
+{_criteria_rows(shortlist)}
+
+Attempts were repeated, each with a configuration drawn uniformly from a public shortlist of
+{len(shortlist.configurations)}, until one was accepted ({horizon}). Private selection with a known threshold
+(Liu & Talwar 2019; Hod & Canetti 2024, Theorem 3) shows that the whole search, however many attempts
+it takes, is (2ε₁ + ε₀)-differentially private: 2 · {spec.epsilon_flow:g} + {s.epsilon0:g} = {spec.epsilon_selection:g}.
+With the record count (sequential composition): {spec.epsilon_count:g} + {spec.epsilon_selection:g} = {spec.total_epsilon:g}."""
+
+
+def _selection_renyi(spec: ReleaseSpec, shortlist: Shortlist, guarantee: ReleaseGuarantee) -> str:
+    flows = "\n".join(f"| {', '.join(f.synthesizers)} | {f.rho:.6g} | {f.epsilon:g} |" for f in guarantee.flows)
+    gamma = spec.selection.gamma
+    return f"""Then one *attempt* trains a synthetic-data model on the data, samples a candidate dataset from it
+(sampling, constraint filtering and the face-privacy projection only use the private model, so they
+cost nothing more), and checks the candidate with acceptance criteria whose errors are released with
+Laplace noise, ε_acceptance = {spec.epsilon_acceptance:g} in total. Some models of the shortlist measure the data with
+Gaussian noise and are budgeted in zero-concentrated differential privacy (zCDP, parameter ρ: the
+generation budget ε_generation = {spec.epsilon_generation:g} read at δ'' = {shortlist.settings.zcdp_delta:g}); the others are pure
+ε-differentially private. Each attempt therefore spends a ρ-zCDP part and a pure ε part:
+
+| models | ρ (zCDP) | ε (pure) |
+|---|---|---|
+{flows}
+
+| criterion | kind | ε |
+|---|---|---|
+{_criteria_rows(shortlist)}
+
+Attempts were repeated, each with a configuration drawn uniformly from a public shortlist of
+{len(shortlist.configurations)}, until one was accepted; after each rejected attempt the search stopped (and
+published nothing) with probability γ = {gamma:g}, so it ran at most 1/γ = {1.0 / gamma:.4g} attempts on average.
+This is private selection by random stopping with a geometric number of attempts. Papernot & Steinke
+(2022, Theorem 2) bound its Rényi differential privacy by that of one attempt (the largest over the
+models above) plus a term in ln(1/γ), however many attempts it takes. The record count composes with
+it in Rényi DP, and the total converts to (ε, δ) = ({guarantee.epsilon:.4g}, {guarantee.delta:g}) (Canonne, Kamath & Steinke
+2020). The search is not pure ε-DP: with Gaussian noise no pure guarantee exists."""
+
+
+def _criteria_rows(shortlist: Shortlist) -> str:
+    return "\n".join(f"| {c.name} | {c.kind} | {c.epsilon:g} |" for c in shortlist.settings.criteria)
+
+
+def privacy_statement(spec: ReleaseSpec, shortlist: Shortlist, *, n: int, guarantee: ReleaseGuarantee) -> str:
+    """``privacy-statement.md``: the ε (and δ) and the argument in plain language."""
+    selection = _selection_pure(spec, shortlist) if guarantee.is_pure else _selection_renyi(spec, shortlist, guarantee)
+    samplers = "Laplace" if guarantee.is_pure else "Laplace or Gaussian"
+    references = ("" if guarantee.is_pure else
+                  "; Papernot & Steinke, \"Hyperparameter Tuning with Renyi Differential Privacy\" (ICLR 2022)")
     return f"""# Privacy statement: {spec.name}
 
-**This dataset satisfies ε-differential privacy with ε = {spec.total_epsilon:g} (pure DP, δ = 0).**
+{_headline(spec, guarantee)}
 
 ## What this promises
 
 Differential privacy limits how much the released dataset can depend on any one person. Take the
 original data and add one person's record, remove one, or replace one with any other record: every
-possible released dataset becomes at most e^ε ≈ {math.exp(spec.total_epsilon):.4g} times more or less likely.
+{_promise(guarantee)}
 Whatever an attacker knows in advance, seeing this release changes what they can learn about any
 one person by at most that factor. The unit of privacy is one record of the original data, before
 any cleaning. Public, and fixed from public information before the private data was read: the
@@ -51,28 +121,14 @@ the paper's analysis does.
 
 First, the number of records: ε_record_count = {spec.epsilon_count:g}.
 
-Then one *attempt* trains a synthetic-data model on the data with ε_generation = {spec.epsilon_generation:g},
-samples a candidate dataset from it (sampling, constraint filtering and the face-privacy projection
-only use the private model, so they cost nothing more), and checks the candidate with
-acceptance criteria whose errors are released with Laplace noise, ε_acceptance = {spec.epsilon_acceptance:g}
-in total. One attempt is therefore ε₁ = {spec.epsilon_flow:g}-differentially private.
-
-| criterion | kind | ε |
-|---|---|---|
-{criteria}
-
-Attempts were repeated, each with a configuration drawn uniformly from a public shortlist of
-{len(shortlist.configurations)}, until one was accepted ({horizon}). Private selection with a known threshold
-(Liu & Talwar 2019; Hod & Canetti 2024, Theorem 3) shows that the whole search, however many attempts
-it takes, is (2ε₁ + ε₀)-differentially private: 2 · {spec.epsilon_flow:g} + {s.epsilon0:g} = {spec.epsilon_selection:g}.
-With the record count (sequential composition): {spec.epsilon_count:g} + {spec.epsilon_selection:g} = {spec.total_epsilon:g}.
+{selection}
 Only the accepted candidate, its configuration and the noisy acceptance results are published; the
 number of attempts and the rejected candidates are not.
 
 ## How it was computed
 
 All noise was drawn from the operating system's cryptographically secure random number generator
-with exact samplers (no floating-point Laplace), and every draw was recorded in a transcript kept
+with exact samplers (no floating-point {samplers}), and every draw was recorded in a transcript kept
 with the private data, never published, so the release can be audited by replaying it. The
 transcript is sealed by a hash chain whose head is published in `transcript-seal.txt`; an auditor
 with the private data and the transcript runs `privlab verify`, which refuses a transcript altered
@@ -83,7 +139,7 @@ guarantee; the guarantee comes from differential privacy alone.
 
 References: Hod & Canetti, "Differentially Private Release of Israel's National Registry of Live
 Births" (2024), Sections 3.7 and 4.9; Liu & Talwar, "Private Selection from Private Candidates"
-(STOC 2019).
+(STOC 2019){references}.
 """
 
 
@@ -122,8 +178,14 @@ def sizes_note(criteria: Sequence[Any]) -> str:
     return text + "."
 
 
+def _privacy_line(guarantee: ReleaseGuarantee) -> str:
+    if guarantee.is_pure:
+        return f"ε = {guarantee.epsilon:g}-differential privacy"
+    return f"(ε, δ) = ({guarantee.epsilon:.4g}, {guarantee.delta:g})-differential privacy"
+
+
 def datasheet(spec: ReleaseSpec, shortlist: Shortlist, outcome: FlowOutcome, acceptance: Mapping[str, Any], *,
-              n: int, created: str) -> str:
+              n: int, created: str, guarantee: ReleaseGuarantee) -> str:
     """``README.md``: a datasheet for data users (Hod & Canetti 2024, Section 4.13)."""
     sheet = spec.datasheet
     title = sheet.get("title", spec.name)
@@ -156,7 +218,7 @@ def datasheet(spec: ReleaseSpec, shortlist: Shortlist, outcome: FlowOutcome, acc
   unbiased estimate of the cleaned count
 - Files: `released.csv` and `released.parquet` (the same table); `SHA256SUMS` lets you check them
   with `sha256sum -c SHA256SUMS`.
-- Privacy: ε = {spec.total_epsilon:g}-differential privacy; see `privacy-statement.md`.
+- Privacy: {_privacy_line(guarantee)}; see `privacy-statement.md`.
 - Audit: `transcript-seal.txt` publishes the seal of the private transcript of every random draw;
   `privlab verify` checks a transcript against it and reproduces these files byte for byte.
 - Produced: {created} with privlab {importlib.metadata.version("privlab")}.

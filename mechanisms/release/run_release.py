@@ -8,7 +8,10 @@ public-data grid search) and declares the budget split and the private-selection
    ``ε_count + 2·(ε_generation + ε_acceptance) + ε₀``, exceeds the budget (``--budget``, else the spec's ``budget``) — before reading anything else;
 2. loads the shortlist, its space and flow settings, and checks that the settings' ε match the
    spec's declared split and that every configuration fits the space and the criteria (and ε₁:
-   step 4);
+   step 4). A shortlist naming a zCDP synthesizer (MST, AIM) makes the release (ε, δ)-DP: the
+   spec declares ``delta``, and its (ε, δ) — which depends on the shortlist's flows — is computed
+   and checked against the budget here, still before the data is read
+   (:mod:`~privlab.mechanisms.release.guarantee`);
 3. reads, validates and cleans the private data (errors name the column and the kind of
    problem, never rows, values or counts);
 4. releases a DP record count ``m`` and checks every configuration's plan — that it fits ε₁
@@ -60,7 +63,11 @@ Privacy:
     composition inside the flow); private selection with a known threshold makes the search
     ``(2ε₁ + ε₀)``-DP however many flows run (Liu & Talwar 2019; Hod & Canetti 2024,
     Theorem 3), with the infinite horizon γ = 0, T = ∞, ε₀ = 0 giving 2ε₁ = 9.98 for the births
-    release; the total is ``ε_count + 2ε₁ + ε₀`` (10.0 for births with ε_count = 0.02). Only the accepted configuration and its
+    release; the total is ``ε_count + 2ε₁ + ε₀`` (10.0 for births with ε_count = 0.02). With zCDP
+    flows in the shortlist the search is random stopping accounted in Rényi DP (Papernot &
+    Steinke 2022, Theorem 2) and the release is (ε, δ)-DP at the spec's ``delta`` (12.44 at
+    δ = 1e-9 for births with PrivBayes, MST and AIM and γ = 0.05; see
+    :mod:`~privlab.mechanisms.release.guarantee`). Only the accepted configuration and its
     candidate (with the DP criterion results) leave the run; how many flows ran, which failed,
     exact errors, counts and rows never reach files, logs, progress output or exception
     messages (the privacy firewall), and MLflow is not used at all.
@@ -92,7 +99,13 @@ from privlab.mechanisms.release import bundle, record_count
 from privlab.mechanisms.release.documents import datasheet, privacy_statement
 from privlab.mechanisms.release.firewall import load_private_data
 from privlab.mechanisms.release.flow import FlowConfiguration, FlowOutcome, planned_events, run_flow
-from privlab.mechanisms.release.shortlist import Shortlist, check_pure_epsilon, check_split, load_shortlist
+from privlab.mechanisms.release.guarantee import (
+    ReleaseGuarantee,
+    check_flow_plans,
+    release_guarantee,
+    renyi_base,
+)
+from privlab.mechanisms.release.shortlist import Shortlist, check_split, load_shortlist
 from privlab.mechanisms.release.spec import (
     ReleaseSpec,
     check_budget,
@@ -127,6 +140,7 @@ class ReleaseResult:
     configuration: FlowConfiguration
     accepted: bool
     public_files: tuple[str, ...]
+    delta: float = 0.0
 
 
 def transcript_context(*, spec: ReleaseSpec, shortlist: Shortlist, data: Path, budget: float) -> dict[str, str]:
@@ -210,14 +224,16 @@ def run_release(
     """
     say = progress or (lambda _message: None)
     spec = load_release_spec(spec_path)
-    cap = check_budget(spec, budget)
+    if spec.delta is None:
+        check_budget(spec, budget)  # pure ε: the total is the spec's own, checked before anything else is opened
     out, data = Path(out), Path(data)
     bundle_files.check_destination(out)
     if not force:
         bundle.check_transcript_ignored(out)
     shortlist = load_shortlist(spec.shortlist)
     check_split(spec, shortlist.settings, shortlist.settings_path)
-    check_pure_epsilon(shortlist)
+    guarantee = release_guarantee(spec, shortlist, budget)  # (ε, δ) with zCDP flows: needs the shortlist, not the data
+    cap = guarantee.budget
     require_regular_file(data, "private data")
     context = transcript_context(spec=spec, shortlist=shortlist, data=data, budget=cap)
     reader = None
@@ -233,7 +249,7 @@ def run_release(
     else:
         context["created_utc"] = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     cleaned = load_private_data(data, shortlist.space)
-    say(f"release {spec.name}: total ε = {spec.total_epsilon:g} within budget {cap:g}; "
+    say(f"release {spec.name}: total {_stated(guarantee)} within budget {cap:g}; "
         f"{len(shortlist.configurations)} configuration(s) in the shortlist")
 
     kept: list[Path] = []  # where a sealed transcript was rescued to, if writing the bundle failed
@@ -260,17 +276,18 @@ def run_release(
                 writer = TranscriptWriter(transcript_path, context=context)
                 source = SecureSource(writer)
             try:
-                ledger = Ledger(epsilon_cap=cap, delta_cap=0.0)
+                ledger = guarantee.ledger()
                 n = record_count.dp_record_count(len(cleaned), epsilon=spec.epsilon_count, source=source,
                                                  ledger=ledger)
-                _check_plans(shortlist, m=n, epsilon_count=spec.epsilon_count)  # before any flow runs
+                plans = _check_plans(shortlist, m=n, epsilon_count=spec.epsilon_count,
+                                     guarantee=guarantee)  # before any flow runs
                 resized = record_count.resize(cleaned, n, space=shortlist.space,
                                               rng=source.generator(purpose="resize-to-dp-record-count"))
                 del cleaned
                 say("running private selection (the number of flows is not shown: it depends on the private data)")
                 with _heartbeat(say, every_seconds=30.0):
                     outcome, selection = _select(resized, spec=spec, shortlist=shortlist, source=source,
-                                                 ledger=ledger)
+                                                 ledger=ledger, guarantee=guarantee, plans=plans)
                 released = outcome.decoded(
                     rng=source.generator(purpose="decode-uniform-within-bin") if spec.decode == "uniform" else None)
                 if isinstance(source, ReplaySource):
@@ -285,7 +302,7 @@ def run_release(
             sealed = True
             say("writing the bundle")
             _write_public(staging, spec=spec, shortlist=shortlist, outcome=outcome, selection=selection,
-                          released=released, budget=cap, context=context, n=n, seal=seal)
+                          released=released, guarantee=guarantee, context=context, n=n, seal=seal)
     except Exception as error:
         failure = writer.failure if writer is not None and writer.failure is not None else error
         if not isinstance(failure, OSError):
@@ -298,26 +315,39 @@ def run_release(
                 f"privlab release {spec.path} --data {data} --out {out} --replay {kept[0]}") from None
         raise _write_failure(failure, out=out, sealed=sealed, replay=reader.path if reader is not None else None,
                              left=[p for p in staged if p.exists()]) from None
-    return ReleaseResult(out=out, total_epsilon=spec.total_epsilon, budget=cap, configuration=outcome.configuration,
-                         accepted=outcome.accepted, public_files=(*bundle.PUBLIC_FILES, bundle_files.CHECKSUMS))
+    return ReleaseResult(out=out, total_epsilon=guarantee.epsilon, budget=cap, configuration=outcome.configuration,
+                         accepted=outcome.accepted, public_files=(*bundle.PUBLIC_FILES, bundle_files.CHECKSUMS),
+                         delta=guarantee.delta)
 
 
-def _check_plans(shortlist: Shortlist, *, m: int, epsilon_count: float) -> None:
-    """Check every configuration's plan at the DP record count ``m`` (the size the flows see).
+def _stated(guarantee: ReleaseGuarantee) -> str:
+    if guarantee.is_pure:
+        return f"ε = {guarantee.epsilon:g}"
+    return f"(ε, δ) = ({guarantee.epsilon:.6g}, {guarantee.delta:g})"
+
+
+def _check_plans(shortlist: Shortlist, *, m: int, epsilon_count: float,
+                 guarantee: ReleaseGuarantee) -> dict[int, list[Any]]:
+    """Check every configuration's plan at the DP record count ``m`` (the size the flows see);
+    return the plans (by configuration index) for the Rényi path's spend checks.
 
     Raises:
         ExecutionError: A configuration cannot run on ``m`` records.
-        BudgetExceededError: A configuration's plan does not fit ε₁.
+        BudgetExceededError: A configuration's plan does not fit ε₁ (pure path) or its flow's
+            budget (Rényi path: :func:`~privlab.mechanisms.release.guarantee.check_flow_plans`).
 
     Privacy:
         ``m`` is post-processing of the ε_count-DP count, so a message that depends on it (and on
         the public configurations) reveals nothing more; the exact number of cleaned records is
         never used, so the outcome is the same for every private size that yields the same ``m``.
     """
+    plans: dict[int, list[Any]] = {}
     for i, configuration in enumerate(shortlist.configurations):
         try:
-            Ledger(epsilon_cap=shortlist.settings.epsilon_flow, delta_cap=0.0).check_plan(
-                planned_events(configuration, shortlist.settings, space=shortlist.space, n=m))
+            plan = planned_events(configuration, shortlist.settings, space=shortlist.space, n=m)
+            if guarantee.is_pure:
+                Ledger(epsilon_cap=shortlist.settings.epsilon_flow, delta_cap=0.0).check_plan(plan)
+            plans[i] = plan
         except (SchemaError, SpecError) as error:
             margin = record_count.count_margin(epsilon_count)
             floor = (f"; m = 1, its floor, means the private data has too few records for a release with "
@@ -327,6 +357,9 @@ def _check_plans(shortlist: Shortlist, *, m: int, epsilon_count: float) -> None:
                 f"count m = {m}: {error}. m is the number of cleaned records plus Laplace noise of scale "
                 f"1/{epsilon_count:g}, minus a public margin of {margin} records{floor}. No flow ran and no bundle "
                 f"was written; ε_count = {epsilon_count:g} was spent on the count") from None
+    if not guarantee.is_pure:
+        check_flow_plans(shortlist, plans, m=m)
+    return plans
 
 
 def _reason(error: OSError) -> str:
@@ -361,7 +394,7 @@ def _write_failure(error: OSError, *, out: Path, sealed: bool, replay: Path | No
 
 
 def _select(cleaned: pd.DataFrame, *, spec: ReleaseSpec, shortlist: Shortlist, source: RandomSource,
-            ledger: Ledger) -> tuple[FlowOutcome, Any]:
+            ledger: Ledger, guarantee: ReleaseGuarantee, plans: dict[int, list[Any]]) -> tuple[FlowOutcome, Any]:
     """Private selection over the shortlist (charged to ``ledger``, which already holds the
     record count); failures are reported without their messages."""
 
@@ -372,9 +405,13 @@ def _select(cleaned: pd.DataFrame, *, spec: ReleaseSpec, shortlist: Shortlist, s
         return outcome, outcome.accepted
 
     try:
+        if guarantee.is_pure:
+            accounting: dict[str, Any] = {"epsilon1": shortlist.settings.epsilon_flow}
+        else:
+            accounting = {"renyi": renyi_base(guarantee, shortlist, plans=plans, m=len(cleaned))}
         selection = private_selection(run_once, candidates=list(shortlist.configurations), params=spec.selection,
-                                      epsilon1=shortlist.settings.epsilon_flow, source=source, ledger=ledger,
-                                      name="release_candidate", step="release")
+                                      source=source, ledger=ledger, name="release_candidate", step="release",
+                                      **accounting)
     except (BudgetExceededError, TranscriptError):
         raise  # their messages hold only ε, public parameters and transcript positions
     except OSError as error:  # the machine, not the configuration: research mode would not help
@@ -393,9 +430,30 @@ def _select(cleaned: pd.DataFrame, *, spec: ReleaseSpec, shortlist: Shortlist, s
     return selection.output, (selection, ledger)
 
 
+def _budget_table(spec: ReleaseSpec, guarantee: ReleaseGuarantee) -> dict[str, Any]:
+    """``config.toml``'s [budget]: the pure path's ε split, or the Rényi path's (ε, δ) and flows' ρ."""
+    if guarantee.is_pure:
+        return {"epsilon_record_count": spec.epsilon_count, "epsilon_generation": spec.epsilon_generation,
+                "epsilon_acceptance": spec.epsilon_acceptance, "epsilon_flow": spec.epsilon_flow,
+                "epsilon_selection": spec.epsilon_selection, "epsilon_total": spec.total_epsilon,
+                "budget": guarantee.budget}
+    return {"epsilon_record_count": spec.epsilon_count, "epsilon_generation": spec.epsilon_generation,
+            "epsilon_acceptance": spec.epsilon_acceptance, "epsilon_total": guarantee.epsilon,
+            "delta": guarantee.delta, "accounting": "renyi-dp random stopping (Papernot & Steinke 2022, Theorem 2)",
+            "budget": guarantee.budget,
+            **{f"{label}_{'_'.join(f.synthesizers)}": value for f in guarantee.flows
+               for label, value in (("flow_rho", f.rho), ("flow_epsilon", f.epsilon))}}
+
+
 def _write_public(staging: Path, *, spec: ReleaseSpec, shortlist: Shortlist, outcome: FlowOutcome, selection: Any,
-                  released: pd.DataFrame, budget: float, context: Mapping[str, str], n: int, seal: str) -> None:
+                  released: pd.DataFrame, guarantee: ReleaseGuarantee, context: Mapping[str, str], n: int,
+                  seal: str) -> None:
     outcome_selection, ledger = selection
+    total = ledger.total()
+    if not guarantee.is_pure and (total.epsilon > guarantee.epsilon * (1.0 + 1e-12) or total.delta > guarantee.delta):
+        raise ExecutionError(f"the release ledger's total (ε, δ) = ({total.epsilon!r}, {total.delta!r}) exceeds the "
+                             f"guarantee checked before the run ({guarantee.epsilon!r}, {guarantee.delta!r}); no "
+                             "bundle was written")
     bundle_files.write_released(staging, released)
     acceptance = bundle.acceptance_document([r.to_dict() for r in outcome.results],
                                             epsilon_acceptance=shortlist.settings.epsilon_acceptance)
@@ -404,10 +462,7 @@ def _write_public(staging: Path, *, spec: ReleaseSpec, shortlist: Shortlist, out
         {
             "configuration": {"transformation": outcome.transformation.id, "synthesizer": configuration.synthesizer,
                               **dict(configuration.synthesizer_params), "min_count": configuration.min_count or 0},
-            "budget": {"epsilon_record_count": spec.epsilon_count, "epsilon_generation": spec.epsilon_generation,
-                       "epsilon_acceptance": spec.epsilon_acceptance, "epsilon_flow": spec.epsilon_flow,
-                       "epsilon_selection": spec.epsilon_selection, "epsilon_total": spec.total_epsilon,
-                       "budget": budget},
+            "budget": _budget_table(spec, guarantee),
             "selection": {"gamma": spec.selection.gamma, "steps": float(spec.selection.steps),
                           "epsilon0": spec.selection.epsilon0, "shortlist_size": len(shortlist.configurations)},
             "output": {"decode": spec.decode, "records": n,
@@ -423,9 +478,11 @@ def _write_public(staging: Path, *, spec: ReleaseSpec, shortlist: Shortlist, out
         "acceptance.md": bundle.acceptance_markdown(acceptance),
         "config.toml": config_text,
         "ledger.json": bundle.ledger_document(ledger.to_dict(), [e.to_dict() for e in outcome_selection.accepted_events],
-                                              total_epsilon=spec.total_epsilon, budget=budget),
-        "privacy-statement.md": privacy_statement(spec, shortlist, n=n),
-        "README.md": datasheet(spec, shortlist, outcome, acceptance, n=n, created=context["created_utc"]),
+                                              total_epsilon=guarantee.epsilon, budget=guarantee.budget,
+                                              delta=None if guarantee.is_pure else guarantee.delta),
+        "privacy-statement.md": privacy_statement(spec, shortlist, n=n, guarantee=guarantee),
+        "README.md": datasheet(spec, shortlist, outcome, acceptance, n=n, created=context["created_utc"],
+                               guarantee=guarantee),
         bundle.SEAL_FILE: bundle.seal_text(seal),
     })
     bundle_files.write_checksums(staging, bundle.PUBLIC_FILES)

@@ -14,8 +14,7 @@ from typing import Any
 
 from privlab.mechanisms.release.flow import FlowConfiguration, FlowSettings, load_settings
 from privlab.mechanisms.release.spec import ReleaseSpec, read_toml
-from privlab.mechanisms.synthesizers.base import hyperparameter_names, synthesizer_class, synthesizer_names
-from privlab.mechanisms.synthesizers.zcdp import ZcdpSynthesizer
+from privlab.mechanisms.synthesizers.base import hyperparameter_names, synthesizer_names
 from privlab.mechanisms.tabular.space import resolve_transformation
 from privlab.mechanisms.tabular.space import ReleaseSpace, load_release_space
 from privlab.platform.core.errors import SpecError
@@ -97,26 +96,6 @@ def load_shortlist(path: Path) -> Shortlist:
             raise SpecError(f"{where}: {error}") from None
     return Shortlist(path=path, space_path=space_path, settings_path=settings_path, space=space,
                      settings=settings, configurations=configurations)
-
-
-def check_pure_epsilon(shortlist: Shortlist) -> None:
-    """Refuse a shortlist naming a synthesizer budgeted in zCDP (MST, AIM) for a release.
-
-    The release's private selection with a known threshold (Liu & Talwar, as Hod & Canetti's
-    Theorem 3) is proven for an ε₁-DP flow; a flow with Gaussian measurements is only
-    (ε, δ)-DP, for which that theorem gives nothing, so such a configuration cannot be released
-    until the selection is accounted for approximate DP. Checked before any data is read.
-
-    Raises:
-        SpecError: a configuration's synthesizer is budgeted in zCDP (the message names it).
-    """
-    for i, configuration in enumerate(shortlist.configurations):
-        if issubclass(synthesizer_class(configuration.synthesizer), ZcdpSynthesizer):
-            raise SpecError(
-                f"{shortlist.path} configuration {i + 1}: synthesizer {configuration.synthesizer!r} measures with "
-                "Gaussian noise (zCDP, an (ε, δ) guarantee), and the release's private selection is proven for "
-                "pure ε-DP flows only; compare it in research grids (grid_pgm.toml) and release a PrivBayes "
-                "configuration. No data was read and no budget spent")
 
 
 def check_split(spec: ReleaseSpec, settings: FlowSettings, settings_path: Path) -> None:

@@ -6,6 +6,7 @@ Format (TOML; paths relative to the spec file)::
     description = "..."                 # free text, shown in the README
     shortlist = "shortlist.toml"        # written by `privlab shortlist`
     budget = 10.0                       # optional default cap; --budget overrides it
+    delta = 1e-9                        # only with zCDP synthesizers (MST, AIM) in the shortlist
     decode = "representative"           # or "uniform" (see privlab.mechanisms.release.run_release)
 
     [epsilon]                           # the budget split, checked against the settings file
@@ -27,6 +28,13 @@ Format (TOML; paths relative to the spec file)::
 
 Reading a spec reads nothing else; :func:`check_budget` refuses a spec whose total ε exceeds the
 budget before anything else is opened.
+
+``delta`` is the δ of the release's (ε, δ) guarantee when the shortlist names a synthesizer
+budgeted in zCDP (MST, AIM): the total ε then depends on the shortlist's flows and is computed
+and checked once the shortlist is read, still before any data
+(:mod:`privlab.mechanisms.release.guarantee`), and ``[selection]`` must be random stopping
+(gamma in (0, 1), steps = "inf", epsilon0 = 0). A shortlist of pure-ε synthesizers takes no
+``delta``: its release is pure ε-DP.
 """
 
 from __future__ import annotations
@@ -43,7 +51,8 @@ from privlab.platform.core import toml_files
 from privlab.platform.core.errors import BudgetExceededError, SpecError
 
 DECODE_MODES = ("representative", "uniform")
-_SPEC_KEYS = frozenset({"name", "description", "shortlist", "budget", "decode", "epsilon", "selection", "datasheet"})
+_SPEC_KEYS = frozenset({"name", "description", "shortlist", "budget", "delta", "decode", "epsilon", "selection",
+                        "datasheet"})
 _DATASHEET_KEYS = frozenset({"title", "publisher", "contact", "population", "notes"})
 
 
@@ -85,7 +94,8 @@ class ReleaseSpec:
 
     Privacy:
         ``total_epsilon = ε_count + 2·(epsilon_generation + epsilon_acceptance) + ε₀``: the DP record
-        count, then private selection (Theorem 3), composed sequentially.
+        count, then private selection (Theorem 3), composed sequentially — for pure-ε flows. With
+        ``delta`` (zCDP flows) the total is :func:`~privlab.mechanisms.release.guarantee.release_guarantee`'s.
     """
 
     path: Path
@@ -99,6 +109,7 @@ class ReleaseSpec:
     budget: float | None
     decode: str
     datasheet: Mapping[str, str]
+    delta: float | None = None
 
     @property
     def epsilon_flow(self) -> float:
@@ -157,6 +168,12 @@ def load_release_spec(path: str | Path) -> ReleaseSpec:
         raise SpecError(f"{path}: [selection]: {error}") from None
     _check_horizon_acknowledged(path, params, selection.get("unbounded_ok"))
     budget = document.get("budget")
+    delta = document.get("delta")
+    if delta is not None:
+        delta = require_number(delta, "delta")
+        if not 0.0 < delta < 1.0:
+            raise SpecError(f"{path}: delta ({document['delta']!r}) must be in (0, 1): the δ of the release's (ε, δ) "
+                            "guarantee with zCDP synthesizers (1e-9, say; well below 1/n)")
     decode = document.get("decode", "representative")
     if decode not in DECODE_MODES:
         raise SpecError(f"{path}: decode ({decode!r}) must be one of {', '.join(DECODE_MODES)}")
@@ -173,7 +190,7 @@ def load_release_spec(path: str | Path) -> ReleaseSpec:
         epsilon_acceptance=require_number(epsilon["acceptance"], "epsilon.acceptance", positive=True),
         epsilon_count=require_number(epsilon["record_count"], "epsilon.record_count", positive=True),
         selection=params, budget=None if budget is None else require_number(budget, "budget", positive=True),
-        decode=decode, datasheet=dict(datasheet),
+        decode=decode, datasheet=dict(datasheet), delta=delta,
     )
 
 
@@ -199,6 +216,19 @@ def _check_horizon_acknowledged(path: Path, params: PrivateSelectionParams, unbo
             "max(ln(2/epsilon0)/gamma, 1 + 1/(e*gamma)), which costs epsilon0 more and may end without a release")
 
 
+def resolve_budget(spec: ReleaseSpec, budget: float | None) -> float:
+    """The ε cap to enforce: ``budget`` (``--budget``), else the spec's.
+
+    Raises:
+        SpecError: neither is given, or the one given is not a positive finite number.
+    """
+    if budget is None:
+        budget = spec.budget
+    if budget is None:
+        raise SpecError(f"no privacy budget: give --budget EPS or set budget in the spec {spec.path}")
+    return require_number(budget, "--budget", positive=True)
+
+
 def check_budget(spec: ReleaseSpec, budget: float | None) -> float:
     """The budget to enforce; raises when the spec's total ε exceeds it.
 
@@ -206,12 +236,10 @@ def check_budget(spec: ReleaseSpec, budget: float | None) -> float:
         SpecError: No budget given (neither ``--budget`` nor the spec's ``budget``), or not > 0.
         BudgetExceededError: ``spec.total_epsilon > budget`` (nothing was read or written).
     """
-    if budget is None:
-        budget = spec.budget
-    if budget is None:
+    if budget is None and spec.budget is None:
         raise SpecError(f"no privacy budget: give --budget EPS (the spec {spec.path} declares total "
                         f"ε = {spec.total_epsilon:g}) or set budget in the spec")
-    budget = require_number(budget, "--budget", positive=True)
+    budget = resolve_budget(spec, budget)
     if spec.total_epsilon > budget:
         raise BudgetExceededError(
             f"the release spec {spec.path} needs total ε = {spec.epsilon_count:g} + 2·({spec.epsilon_generation:g} + "

@@ -8,6 +8,13 @@ iterations. The whole search is (2ε₁ + ε₀)-DP however many iterations run,
 the ledger once, before the first iteration, with
 :meth:`~privlab.platform.dp.ledger.Ledger.record_private_selection`.
 
+Base mechanisms that are not pure ε-DP (flows with Gaussian measurements, ρ-zCDP) are described
+by a :class:`RenyiBase` instead of ε₁: the same loop with γ > 0 and T = ∞ is then random
+stopping with a geometric number of runs, (λ, ε'(λ))-RDP by Papernot & Steinke (2022),
+Theorem 2 (:mod:`privlab.platform.dp.selection_accounting` states it with its conditions), and
+is charged once as a :class:`~privlab.platform.dp.dp_events.RandomStoppingEvent`, which only
+the ledger's ``rdp`` accountant composes.
+
 Privacy:
     Only the final output is covered: the accepted configuration and the flow's output, or ⊥.
     How many iterations ran, which configurations were tried and which were rejected depend on
@@ -33,14 +40,18 @@ import numpy as np
 from privlab.platform.core.errors import LedgerError
 from privlab.platform.core.validation import check_real
 from privlab.platform.dp import composition
+from privlab.platform.dp.dp_events import DpEvent, RandomStoppingEvent
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
+from privlab.platform.dp.selection_accounting import check_random_stopping
 
 __all__ = [
     "STOP_REASONS",
     "BaseMechanism",
     "PrivateSelectionParams",
+    "RANDOM_STOPPING",
+    "RenyiBase",
     "SelectionIteration",
     "SelectionOutcome",
     "private_selection",
@@ -259,11 +270,11 @@ class SelectionOutcome(Generic[Candidate, Output]):
         event: the single event charged to the outer ledger for the whole search.
 
     Privacy:
-        Released (2ε₁ + ε₀)-DP: ``candidate``/``candidate_index`` and ``output``, or the fact
-        of ⊥. ``accepted_events`` are public when, as budgets must be, the flow's charges
-        depend only on its configuration. ``iterations``, ``stop_reason`` and ``trace``
-        depend on the data and are *not* covered by Liu & Talwar's guarantee: which
-        iterations failed, and how many, must stay inside the run.
+        Released (2ε₁ + ε₀)-DP (with a :class:`RenyiBase`: the Rényi-DP bound of its event):
+        ``candidate``/``candidate_index`` and ``output``, or the fact of ⊥. ``accepted_events``
+        are public when, as budgets must be, the flow's charges depend only on its configuration.
+        ``iterations``, ``stop_reason`` and ``trace`` depend on the data and are *not* covered by
+        the guarantee: which iterations failed, and how many, must stay inside the run.
 
     References:
         Hod & Canetti, Theorem 3, item 1 (output distribution) and item 3 (iterations).
@@ -282,6 +293,33 @@ class SelectionOutcome(Generic[Candidate, Output]):
     def is_bottom(self) -> bool:
         """Whether the search ended with ⊥ (no configuration accepted)."""
         return self.candidate_index is None
+
+
+RANDOM_STOPPING = "private_selection_random_stopping"
+"""The ledger mechanism name of a search accounted by :class:`RenyiBase` (Papernot & Steinke)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RenyiBase(Generic[Candidate]):
+    """Base mechanisms accounted in Rényi DP: what each flow may spend, and its scratch ledger.
+
+    Attributes:
+        flow_events: every flow's guarantee as an event with an RDP curve (e.g.
+            :func:`~privlab.platform.dp.selection_accounting.flow_event`); the base mechanism's
+            curve is their pointwise largest.
+        scratch_ledger: a fresh ledger for one flow on a configuration (a zCDP synthesizer
+            needs the zcdp accountant; a pure-ε one may keep an ε₁ cap).
+        check_spent: called with the configuration and its flow's scratch ledger once the flow
+            has run; raises when the flow spent more than its event in ``flow_events`` allows.
+
+    Privacy:
+        The search is covered only if every flow stays within its event; ``check_spent`` and
+        the scratch ledger's own checks are where that is enforced.
+    """
+
+    flow_events: tuple[DpEvent, ...]
+    scratch_ledger: Callable[[Candidate], Ledger]
+    check_spent: Callable[[Candidate, Ledger], None]
 
 
 class BaseMechanism(Protocol[Candidate_contra, Output_co]):
@@ -343,9 +381,10 @@ def private_selection(
     *,
     candidates: Sequence[Candidate],
     params: PrivateSelectionParams,
-    epsilon1: float,
+    epsilon1: float | None = None,
     source: RandomSource,
     ledger: Ledger,
+    renyi: RenyiBase[Candidate] | None = None,
     name: str = "private_selection",
     scope: str = "data",
     step: str = "private_selection",
@@ -393,6 +432,10 @@ def private_selection(
         step: the pipeline step, recorded in the ledger.
         max_iterations: the guard M above, or ``None``.
         on_iteration: called with each :class:`SelectionIteration` (progress; internal only).
+        renyi: instead of ``epsilon1``, base mechanisms accounted in Rényi DP (module docstring):
+            ``params`` must be γ in (0, 1), T = ∞, ε₀ = 0 and ``max_iterations`` ``None``; the
+            search is charged as one random-stopping event, each flow gets
+            ``renyi.scratch_ledger(configuration)`` and is checked by ``renyi.check_spent``.
 
     Returns:
         A :class:`SelectionOutcome`.
@@ -433,25 +476,43 @@ def private_selection(
         raise TypeError(f"ledger ({ledger!r}) must be a Ledger")
     if on_iteration is not None and not callable(on_iteration):
         raise TypeError(f"on_iteration ({on_iteration!r}) must be callable or None")
-    horizon = _effective_steps(params, max_iterations)
-
-    event = ledger.record_private_selection(
-        name=name,
-        epsilon1=epsilon1,
-        epsilon0=params.epsilon0,
-        gamma=params.gamma,
-        steps=horizon,
-        scope=scope,
-        step=step,
-    )
-    epsilon1 = float(epsilon1)
+    if renyi is None:
+        if epsilon1 is None:
+            raise TypeError("private_selection needs epsilon1 (pure ε-DP flows) or renyi (flows accounted in RDP)")
+        horizon = _effective_steps(params, max_iterations)
+        event = ledger.record_private_selection(
+            name=name,
+            epsilon1=epsilon1,
+            epsilon0=params.epsilon0,
+            gamma=params.gamma,
+            steps=horizon,
+            scope=scope,
+            step=step,
+        )
+        epsilon1 = float(epsilon1)
+    else:
+        if epsilon1 is not None:
+            raise TypeError("give private_selection either epsilon1 or renyi, not both")
+        if not isinstance(renyi, RenyiBase):
+            raise TypeError(f"renyi ({renyi!r}) must be a RenyiBase")
+        check_random_stopping(gamma=params.gamma, steps=params.steps, epsilon0=params.epsilon0)
+        if max_iterations is not None:
+            raise LedgerError("max_iterations must be None with renyi: a cap on the number of flows is an outcome "
+                              "the random-stopping bound does not cover; gamma bounds the expected number (1/gamma)")
+        horizon = math.inf
+        event = ledger.spend(PrivacyEvent.from_dp_event(
+            RandomStoppingEvent(renyi.flow_events, params.gamma), name=name, mechanism=RANDOM_STOPPING,
+            scope=scope, step=step, details=(("gamma", params.gamma), ("steps", "inf"))))
     recorded = len(ledger)
     trace: list[SelectionIteration] = []
     iteration = 0
     while True:
         iteration += 1
         index = int(source.integers(low=0, high=len(candidates)))
-        scratch = Ledger(epsilon_cap=epsilon1, delta_cap=0.0)
+        if renyi is None:
+            scratch = Ledger(epsilon_cap=epsilon1, delta_cap=0.0)
+        else:
+            scratch = renyi.scratch_ledger(candidates[index])
         result = run_once(candidates[index], iteration, source=source, ledger=scratch)
         if len(ledger) != recorded:
             raise LedgerError(
@@ -466,6 +527,8 @@ def private_selection(
                 f"run_once charged nothing to its scratch ledger in iteration {iteration}; a flow "
                 "that reads the data must charge its DP steps (at most epsilon1 in total) there"
             )
+        if renyi is not None:
+            renyi.check_spent(candidates[index], scratch)
         record = SelectionIteration(
             iteration=iteration,
             candidate_index=index,

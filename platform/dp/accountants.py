@@ -17,7 +17,9 @@ pld        Privacy-loss distributions (dp_accounting): the exact privacy curve o
            generic (ε, δ)-DP step for the rest, composed by convolution and read at δ''.
 rdp        Rényi DP (Mironov 2017): each step's RDP curve on dp_accounting's orders (Laplace and
            Gaussian exactly; a pure ε-DP step by randomized response's curve, which dominates
-           every ε-DP mechanism), summed, converted at δ'' by dp_accounting.
+           every ε-DP mechanism), summed, converted at δ'' by dp_accounting. The only one that
+           composes private selection by random stopping (``RandomStoppingEvent``: Papernot &
+           Steinke 2022, :mod:`privlab.platform.dp.selection_accounting`).
 zcdp       Zero-concentrated DP (Bun & Steinke 2016): ρ = Δ²/2σ² for (discrete) Gaussian
            noise, ε²/2 for a pure ε-DP step, summed, converted at δ'' (Canonne, Kamath & Steinke
            2020, Corollary 13).
@@ -62,7 +64,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from privlab.platform.core.errors import LedgerError
-from privlab.platform.dp import composition
+from privlab.platform.dp import composition, selection_accounting
 from privlab.platform.dp.dp_events import (
     Composed,
     DiscreteGaussianEvent,
@@ -75,6 +77,7 @@ from privlab.platform.dp.dp_events import (
     ParallelByPosition,
     PrivateSelectionEvent,
     RandomizedResponseEvent,
+    RandomStoppingEvent,
     SelfComposed,
     Subsampled,
     basic_guarantee,
@@ -173,7 +176,7 @@ class ScopeNode:
 def _leaf_counts(event: DpEvent, times: int = 1) -> list[tuple[DpEvent, int]]:
     if isinstance(event, SelfComposed):
         return _leaf_counts(event.event, times * event.count)
-    if event.children() and not isinstance(event, Subsampled):
+    if event.children() and not isinstance(event, (Subsampled, RandomStoppingEvent)):
         return [pair for child in event.children() for pair in _leaf_counts(child, times)]
     return [(event, times)]
 
@@ -196,6 +199,9 @@ def refusal(event: DpEvent, accountant: str, *, neighbouring: str) -> str | None
         return (f"{event.label()}: its privacy-loss distribution would span about {points:.3g} points "
                 f"(at most {PLD_MAX_POINTS:.0e}); use the rdp or zcdp accountant for it")
     for leaf, _ in _leaf_counts(event):
+        if isinstance(leaf, RandomStoppingEvent) and (
+                reason := selection_accounting.refusal(leaf, accountant, flow_rdp=_flow_rdp)) is not None:
+            return reason
         if isinstance(leaf, Subsampled):
             if neighbouring != "add_remove":
                 return (f"{leaf.label()}: amplification by subsampling does not hold as computed for "
@@ -395,6 +401,8 @@ def _rdp_and_outside(alt: Alternative) -> tuple[np.ndarray, float, float]:
             rdp += count * _laplace_rdp(leaf.scale / leaf.sensitivity, RDP_ORDERS)
         elif isinstance(leaf, (GaussianEvent, DiscreteGaussianEvent)):
             rdp += count * leaf.rho * RDP_ORDERS
+        elif isinstance(leaf, RandomStoppingEvent):
+            rdp += count * selection_accounting.random_stopping_curve(leaf, RDP_ORDERS, flow_rdp=_flow_rdp)
         elif isinstance(leaf, Subsampled):
             from dp_accounting import dp_event as dpe
             from dp_accounting.rdp import rdp_privacy_accountant as rdp_module
@@ -411,6 +419,20 @@ def _rdp_and_outside(alt: Alternative) -> tuple[np.ndarray, float, float]:
             out_eps.append(count * eps)
             out_dels.append(count * delta)
     return rdp, math.fsum(out_eps), math.fsum(out_dels)
+
+
+def _flow_rdp(flow: DpEvent) -> np.ndarray | None:
+    """A base mechanism's RDP curve on :data:`RDP_ORDERS` (its worst part choice), or ``None`` when a
+    step has no curve of its own (an (ε, δ) guarantee, a subsampled or nested selection step)."""
+    curve = np.zeros_like(RDP_ORDERS)
+    for alt in _alternatives(flow):
+        if any(isinstance(step, (Subsampled, RandomStoppingEvent)) for step in alt):
+            return None
+        rdp, out_eps, out_delta = _rdp_and_outside(alt)
+        if out_eps or out_delta:
+            return None
+        curve = np.maximum(curve, rdp)
+    return curve
 
 
 def _rdp_epsilon(alt: Alternative, delta_slack: float) -> tuple[float, float]:

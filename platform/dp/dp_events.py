@@ -43,6 +43,7 @@ __all__ = [
     "LaplaceEvent",
     "ParallelByPosition",
     "PrivateSelectionEvent",
+    "RandomStoppingEvent",
     "RandomizedResponseEvent",
     "SelfComposed",
     "Subsampled",
@@ -214,6 +215,36 @@ class PrivateSelectionEvent(DpEvent):
 
 
 @dataclass(frozen=True)
+class RandomStoppingEvent(DpEvent):
+    """Private selection by random stopping over base mechanisms with a Rényi-DP curve
+    (Papernot & Steinke 2022, Theorem 2, the geometric case): each iteration runs one of
+    ``events`` (chosen without looking at the data), and after each rejection the search stops
+    with probability ``gamma``. The base mechanism's curve is the pointwise largest of the
+    ``events``' curves; only the rdp accountant composes it
+    (:mod:`privlab.platform.dp.selection_accounting`). No pure-ε guarantee."""
+
+    kind: ClassVar[str] = "random_stopping"
+    events: tuple[DpEvent, ...]
+    gamma: float
+
+    def __post_init__(self) -> None:
+        events = tuple(self.events)
+        if not events or not all(isinstance(e, DpEvent) for e in events):
+            raise TypeError(f"events ({self.events!r}) must be a non-empty sequence of DpEvents")
+        object.__setattr__(self, "events", events)
+        gamma = check_real("gamma", self.gamma)
+        if not 0.0 < gamma < 1.0:
+            raise LedgerError(f"gamma ({self.gamma!r}) must be in (0, 1) for random stopping")
+        object.__setattr__(self, "gamma", gamma)
+
+    def children(self) -> tuple[DpEvent, ...]:
+        return self.events
+
+    def label(self) -> str:
+        return f"{self.kind}(gamma={self.gamma:.6g}, {len(self.events)} base mechanism(s))"
+
+
+@dataclass(frozen=True)
 class EpsilonDeltaEvent(DpEvent):
     """A step whose (ε, δ) guarantee is proven elsewhere; ``theorem`` says where (e.g.
     ``"Bindschaedler et al. 2017, Theorem 1"``). Accountants treat it as any (ε, δ)-DP mechanism."""
@@ -319,8 +350,8 @@ class Subsampled(DpEvent):
 
 _KINDS: dict[str, type[DpEvent]] = {cls.kind: cls for cls in (
     LaplaceEvent, DiscreteLaplaceEvent, GaussianEvent, DiscreteGaussianEvent, ExponentialEvent,
-    RandomizedResponseEvent, PrivateSelectionEvent, EpsilonDeltaEvent, SelfComposed, Composed,
-    ParallelByPosition, Subsampled)}
+    RandomizedResponseEvent, PrivateSelectionEvent, RandomStoppingEvent, EpsilonDeltaEvent, SelfComposed,
+    Composed, ParallelByPosition, Subsampled)}
 
 
 def event_from_dict(d: Mapping[str, Any]) -> DpEvent:
@@ -353,9 +384,9 @@ def basic_guarantee(event: DpEvent) -> tuple[float, float] | None:
     the count, ``Composed`` adds (Dwork & Roth 3.16), ``ParallelByPosition`` takes the largest ε
     and δ (McSherry 2009; positional split), ``Subsampled`` amplifies:
     ε' = ln(1 + p(e^ε − 1)), δ' = pδ (Li, Qardaji & Su 2012). Gaussian leaves have no pure-ε
-    guarantee, and nor does any tree holding one.
+    guarantee, and nor does any tree holding one; nor does random stopping (its bound is Rényi DP).
     """
-    if isinstance(event, (GaussianEvent, DiscreteGaussianEvent)):
+    if isinstance(event, (GaussianEvent, DiscreteGaussianEvent, RandomStoppingEvent)):
         return None
     if isinstance(event, EpsilonDeltaEvent):
         return event.epsilon, event.delta
