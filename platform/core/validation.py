@@ -328,10 +328,16 @@ class ConstrainedParams:
     _parameter_constraints: ClassVar[Mapping[str, Sequence[ConstraintSpec]]]
     _type_error: ClassVar[type[Exception]] = TypeError
     _parameter_hints: ClassVar[Mapping[str, str]] = {}
+    #: Whether a field may go undeclared (its class checks it itself): a base that plugins extend
+    #: sets it, so that a plugin's own fields need no declaration.
+    _undeclared_fields_allowed: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         fields = dataclasses.fields(self)  # type: ignore[arg-type]
-        validate_parameters(self._parameter_constraints, {f.name: getattr(self, f.name) for f in fields},
+        constraints = self._parameter_constraints
+        if self._undeclared_fields_allowed:
+            constraints = {**{f.name: [Unconstrained()] for f in fields}, **constraints}
+        validate_parameters(constraints, {f.name: getattr(self, f.name) for f in fields},
                             value_error=SpecError, type_error=self._type_error, prefix=self._message_prefix(),
                             hints=self._parameter_hints)
         self._check_together()
