@@ -171,14 +171,14 @@ class Options(Constraint):
 
     Args:
         kind: the values' type (``str`` for named options).
-        values: the allowed values.
+        values: the allowed values, named in messages in their order (a set's sorted).
         description: what follows "must be" (default: ``"one of [...]"``).
     """
 
     def __init__(self, kind: type, values: Sequence[Any] | set[Any] | frozenset[Any], *,
                  description: str | None = None) -> None:
         self.kind = kind
-        self.values = tuple(sorted(values, key=repr))
+        self.values = tuple(values) if isinstance(values, Sequence) else tuple(sorted(values, key=repr))
         self.description = description
 
     def accepts_type(self, value: object) -> bool:
