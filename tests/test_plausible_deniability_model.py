@@ -303,5 +303,5 @@ def test_bad_input_is_refused_before_any_work() -> None:
     with pytest.raises(SpecError, match=r"split sizes \(1300 records"):
         split_dataset(data, sizes=SplitSizes(structure=500, parameters=500, seeds=300), domain=DOMAIN,
                       rng=np.random.default_rng(0))
-    with pytest.raises(SpecError, match=r"seeds \(0\) must be >= 1"):
+    with pytest.raises(SpecError, match=r"seeds \(0\) must be an int >= 1"):
         SplitSizes(structure=1, parameters=1, seeds=0)
