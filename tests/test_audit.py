@@ -271,7 +271,7 @@ def test_list_shows_names_kinds_claims_and_parameters(capsys: pytest.CaptureFixt
          "unknown parameter 'eps'; parameters: epsilon, n, lower, upper"),
         (["audit", "laplace", "--set", "epsilon=1", "--set", "trials=5"], "use --trials"),
         (["audit", "laplace"], "missing required parameter(s) 'epsilon'; give --set epsilon=VALUE"),
-        (["audit", "laplace", "--set", "epsilon=-1"], "epsilon (-1) must be a positive finite number"),
+        (["audit", "laplace", "--set", "epsilon=-1"], "epsilon (-1) must be a finite real number > 0"),
         (["audit", "pmse", "--set", "depth=0"], "depth (0) must be None, 'unlimited' or an int >= 1"),
         (["audit", "laplace", "--set", "epsilon=1", "--confidence", "1.5"], "strictly between 0 and 1"),
         (["audit", "laplace", "--set", "epsilon=1", "--trials", "0"], "trials (0) must be an integer"),
