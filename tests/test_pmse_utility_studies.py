@@ -98,7 +98,7 @@ def test_table2_rejects_the_functional_mechanism_and_bad_params() -> None:
         ComparisonParams(method={"name": "functional_mechanism", "bound_sd": 4}, epsilon=1.0)
     with pytest.raises(TypeError, match="must be a table"):
         ComparisonParams(method="non_dp", epsilon=1.0)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match=r"^epsilon \(0\.0\) must be a positive finite number$"):
+    with pytest.raises(ValueError, match=r"^epsilon \(0\.0\) must be a finite real number > 0$"):
         ComparisonParams(method={"name": "non_dp"}, epsilon=0.0)
     with pytest.raises(ValueError, match=r"^burn_in \(-1\) must be an int >= 0$"):
         ComparisonParams(method={"name": "pmse_mechanism", "max_depth": 1}, epsilon=1.0, burn_in=-1)
