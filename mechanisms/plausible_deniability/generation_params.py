@@ -65,6 +65,7 @@ STATE_KEY = 0x70645F7374617465  # "pd_state": the spawn key of a shared model_se
 MAX_ORDER_WORDS = 2**26
 """The most examination-order draws one batch may hold (about 1 GB with the orders)."""
 
+_MODEL = PlausibleDeniabilityModelParams._parameter_constraints  # the model's keys, checked where the spec names them
 _FRACTION = Interval(numbers.Real, 0, 1, closed="neither")
 _COUNT = Interval(numbers.Integral, 1, None, closed="left")
 
@@ -131,9 +132,8 @@ class GenerationParams(ConstrainedParams):
         "transformation": [Unconstrained()], "buckets": [Unconstrained()],  # checked against the table's domain
         "structure_fraction": [_FRACTION], "parameters_fraction": [_FRACTION], "seeds_fraction": [_FRACTION],
         "public_records": [None, Interval(numbers.Integral, 2, None, closed="left")],
-        **{f"model_{name}" if name == "epsilon" else name: constraints
-           for name, constraints in PlausibleDeniabilityModelParams._parameter_constraints.items()
-           if name != "estimator"},
+        "model_epsilon": _MODEL["epsilon"], "accountant": _MODEL["accountant"],
+        "delta_slack": _MODEL["delta_slack"], "maxcost": _MODEL["maxcost"], "alpha": _MODEL["alpha"],
         "omega": [Unconstrained()],  # an int or a range "a-b": parse_omega
         "omega_rule": SynthesisParams._parameter_constraints["omega_rule"],
         **PrivacyTestParams._parameter_constraints,
