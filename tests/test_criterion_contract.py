@@ -13,9 +13,8 @@ never do, and the criterion's public checks accept the domain.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -72,6 +71,13 @@ def _release(criterion: AcceptanceCriterion, frames: tuple[pd.DataFrame, pd.Data
 def test_every_registered_kind_has_an_example() -> None:
     assert set(CRITERIA.names()) <= {c.kind for c in SETTINGS.criteria}, \
         "add an example of every registered criterion kind to the contract suite"
+
+
+@pytest.mark.parametrize("kind", sorted(CRITERIA.names()))
+def test_every_spec_key_has_declared_constraints(kind: str) -> None:
+    cls = CRITERIA.get(kind)
+    undeclared = {f.name for f in dataclasses.fields(cls)} - set(cls._parameter_constraints)
+    assert not undeclared, f"criterion kind {kind!r}: declare constraints for {sorted(undeclared)}"
 
 
 @pytest.mark.parametrize("name", sorted(CRITERIA_BY_NAME))

@@ -128,7 +128,7 @@ def test_bad_study_parameters_are_refused_when_the_spec_is_built() -> None:
         ForestStudyParams(**{**base, "method": "dpdf"})
     with pytest.raises(ValueError, match=r"target_bounds \(\(\)\) must be \[lower, upper\]"):
         ForestStudyParams(**{**base, "target_bounds": ()})
-    with pytest.raises(ValueError, match=r"epsilon \(0.0\) must be a positive finite number"):
+    with pytest.raises(ValueError, match=r"epsilon \(0.0\) must be a finite real number > 0"):
         ForestStudyParams(**{**base, "epsilon": 0.0})
     with pytest.raises(ValueError, match=r"split_fraction \(1.5\) must be"):
         ForestStudyParams(**{**base, "split_fraction": 1.5})

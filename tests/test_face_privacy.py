@@ -176,7 +176,7 @@ def test_the_projection_object_is_a_configurable_step() -> None:
         step.apply(codes, rng=np.random.default_rng(1)),
         project_min_occurrence(codes, min_count=3, rng=np.random.default_rng(1), algorithm="algorithm4"),
     )
-    with pytest.raises(SpecError, match=r"min_count \(1\) must be an integer >= 2"):
+    with pytest.raises(SpecError, match=r"min_count \(1\) must be an int >= 2"):
         MinOccurrenceProjection(min_count=1)
     with pytest.raises(SpecError, match=r"algorithm \('exact'\) must be one of"):
         MinOccurrenceProjection(min_count=2, algorithm="exact")

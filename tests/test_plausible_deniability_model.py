@@ -298,10 +298,10 @@ def test_bad_input_is_refused_before_any_work() -> None:
     _untouched(fit({"epsilon": 2.0}), BudgetExceededError, "over the cap")
     _untouched(fit({"accountant": "basic"}), SpecError, r"accountant \('basic'\) must be the ledger's")
     _untouched(fit({"delta_slack": 1e-6}), SpecError, "delta_slack")
-    with pytest.raises(SpecError, match=r"epsilon \(0\) must be finite and > 0"):
+    with pytest.raises(SpecError, match=r"epsilon \(0\) must be a finite real number > 0"):
         PlausibleDeniabilityModelParams(epsilon=0)
     with pytest.raises(SpecError, match=r"split sizes \(1300 records"):
         split_dataset(data, sizes=SplitSizes(structure=500, parameters=500, seeds=300), domain=DOMAIN,
                       rng=np.random.default_rng(0))
-    with pytest.raises(SpecError, match=r"seeds \(0\) must be >= 1"):
+    with pytest.raises(SpecError, match=r"seeds \(0\) must be an int >= 1"):
         SplitSizes(structure=1, parameters=1, seeds=0)

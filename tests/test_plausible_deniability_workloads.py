@@ -187,8 +187,8 @@ def test_the_ledger_holds_the_model_and_theorem1_over_every_candidate(
 
 @pytest.mark.parametrize(("override", "error", "fragment"), [
     ("study.generation.params.k=0", SpecError, "k (0) must be an int >= 1"),
-    ("study.generation.params.gamma=1.0", SpecError, "gamma (1.0) must be finite and > 1"),
-    ("study.generation.params.epsilon0=0.0", SpecError, "epsilon0 (0.0) must be finite and > 0"),
+    ("study.generation.params.gamma=1.0", SpecError, "gamma (1.0) must be a finite real number > 1"),
+    ("study.generation.params.epsilon0=0.0", SpecError, "epsilon0 (0.0) must be None or a finite real number > 0"),
     ("study.generation.grid.omega=[5]", SpecError, "omega_max (5) must be <= m (4)"),
     ("study.generation.grid.omega=['3-x']", SpecError, "omega ('3-x') must be an int >= 1 or a range"),
     ("study.generation.params.omega_rule='pooled'", SpecError,

@@ -135,7 +135,7 @@ def test_a_minimal_space_loads_with_defaults(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("addition", "pattern"),
     [
-        ("[projection]\nmin_count = [1, 3]\n", r"min_count \(1\) must be an integer >= 2"),
+        ("[projection]\nmin_count = [1, 3]\n", r"min_count \(1\) must be an int >= 2"),
         ("[projection]\nmin_count = [2, 2]\n", r"projection.min_count \(\[2, 2\]\) must be distinct"),
         ("[projection]\nmin_count = 2\n", r"projection.min_count \(2\) must be a list"),
         ("[projection]\nminimum = [2]\n", r"projection: unknown key\(s\) 'minimum'"),

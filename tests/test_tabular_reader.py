@@ -113,7 +113,7 @@ def test_parquet_text_columns_get_the_same_clean_ups(tmp_path: Path) -> None:
     ("[reader]\ndelimiter = ', '\n", r"reader.delimiter \(', '\) must be one character"),
     ("[reader]\nna_values = '?'\n", r"reader.na_values \('\?'\) must be a list of strings"),
     ("[reader]\nheader = 'no'\n", r"reader.header \('no'\) must be true or false"),
-    ("[reader]\nskip_rows = -1\n", r"reader.skip_rows \(-1\) must be an integer >= 0"),
+    ("[reader]\nskip_rows = -1\n", r"reader.skip_rows \(-1\) must be an int >= 0"),
 ])
 def test_bad_reader_options_are_spec_errors(tmp_path: Path, reader: str, pattern: str) -> None:
     with pytest.raises(SpecError, match=pattern):

@@ -17,8 +17,11 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-from privlab.platform.core.validation import (ConstraintSpec, InstanceOf, Interval, Options, RealPair, describe_constraints,
-                                         validate_parameters)
+import dataclasses
+
+from privlab.platform.core.errors import SpecError
+from privlab.platform.core.validation import (BOOLEAN, ConstrainedParams, ConstraintSpec, InstanceOf, Interval, Options,
+                                              RealPair, Text, Unconstrained, describe_constraints, validate_parameters)
 from privlab.platform.dp.estimator import PrivateEstimator
 
 CONSTRAINTS: dict[str, list[ConstraintSpec]] = {
@@ -29,6 +32,8 @@ CONSTRAINTS: dict[str, list[ConstraintSpec]] = {
     "partition": [Options(str, {"disjoint", "full"})],
     "bounds": [RealPair()],
     "rng": [None, InstanceOf(np.random.Generator, "a numpy Generator")],
+    "column": [Text("a column name")],
+    "flag": [BOOLEAN],
 }
 
 
@@ -48,6 +53,9 @@ CONSTRAINTS: dict[str, list[ConstraintSpec]] = {
     ("bounds", (1.0, 0.0), ValueError, "bounds ((1.0, 0.0)) must be a pair (lower, upper) of finite real numbers"),
     ("bounds", "01", TypeError, "bounds ('01') must be a pair"),
     ("rng", 3, TypeError, "rng (3) must be None or a numpy Generator"),
+    ("column", "", ValueError, "column ('') must be a column name"),
+    ("column", 3, TypeError, "column (3) must be a column name"),
+    ("flag", 1, TypeError, "flag (1) must be true or false"),
 ])
 def test_a_value_outside_its_constraints_is_refused_with_the_one_message_format(
         name: str, value: Any, error: type[Exception], message: str) -> None:
@@ -65,6 +73,30 @@ def test_values_inside_their_constraints_pass_and_undeclared_parameters_are_a_bu
     with pytest.raises(ValueError, match=r"parameters \(\['typo'\]\) must have declared constraints"):
         validate_parameters(CONSTRAINTS, {"typo": 1})
     assert describe_constraints([None]) == "None"
+    validate_parameters({"table": [Unconstrained()]}, {"table": object()})
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Criterion(ConstrainedParams):
+    """A spec section whose messages name their owner, are all SpecErrors and say what to do."""
+
+    name: str
+    epsilon: float
+    _parameter_constraints: ClassVar = {"name": [Text()], "epsilon": [Interval(Real, 0, None, closed="neither")]}
+    _type_error: ClassVar = SpecError
+    _parameter_hints: ClassVar = {"epsilon": "drop the section instead"}
+
+    def _message_prefix(self) -> str:
+        return f"criterion {self.name!r}: "
+
+
+def test_a_params_class_can_prefix_its_messages_add_hints_and_raise_spec_errors_only() -> None:
+    with pytest.raises(SpecError) as raised:
+        _Criterion(name="c", epsilon=0)
+    assert str(raised.value) == "criterion 'c': epsilon (0) must be a finite real number > 0; drop the section instead"
+    with pytest.raises(SpecError, match=r"^criterion 'c': epsilon \('1'\) must be a finite real number > 0"):
+        _Criterion(name="c", epsilon="1")
+    assert _Criterion(name="c", epsilon=1).epsilon == 1
 
 
 class _Inner(PrivateEstimator):

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import math
 import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
@@ -34,9 +33,13 @@ from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.mechanisms.tabular.domain import Domain
 from privlab.platform.core.errors import SpecError
 from privlab.platform.core.plugins import Registry
+from privlab.platform.core.validation import ConstrainedParams, ConstraintSpec, Interval, Text
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.privacy_event import SENSITIVITY_NOTE, PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
+
+#: A finite real number (a threshold, a mean to fill in).
+FINITE = Interval(numbers.Real, None, None, closed="neither")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -68,8 +71,13 @@ class CriterionResult:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class AcceptanceCriterion(abc.ABC):
+class AcceptanceCriterion(ConstrainedParams, abc.ABC):
     """Base class: ``name`` (unique within a spec), ``threshold`` T and ``epsilon``.
+
+    Each kind declares its hyperparameters' constraints in ``_parameter_constraints`` (this
+    class's three plus its own); every message starts ``criterion NAME:`` and every mistake is a
+    :class:`SpecError`. Lists and tables of columns are checked and normalised in
+    ``_check_together`` (helpers below), with the rules that tie fields together.
 
     The default :meth:`release` adds ``Lap(Δ/ε)`` to :meth:`error` with ``Δ =``
     :meth:`sensitivity` and passes when the noisy value is ``< threshold``; criteria whose DP
@@ -90,18 +98,18 @@ class AcceptanceCriterion(abc.ABC):
     threshold: float
     epsilon: float
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise SpecError(f"criterion name ({self.name!r}) must be a non-empty string")
-        for label in ("threshold", "epsilon"):
-            value = getattr(self, label)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise SpecError(f"criterion {self.name!r}: {label} ({value!r}) must be a finite number")
-        if self.epsilon <= 0:
-            raise SpecError(
-                f"criterion {self.name!r}: epsilon ({self.epsilon!r}) must be > 0; drop the criterion "
-                "from the spec instead of giving it no budget"
-            )
+    _parameter_constraints: ClassVar[Mapping[str, Sequence[ConstraintSpec]]] = {
+        "name": [Text()],
+        "threshold": [FINITE],
+        "epsilon": [Interval(numbers.Real, 0, None, closed="neither")],
+    }
+    _parameter_hints: ClassVar[Mapping[str, str]] = {
+        "epsilon": "drop the criterion from the spec instead of giving it no budget"}
+    _type_error: ClassVar[type[Exception]] = SpecError  # a criterion is a spec table: every mistake is the spec's
+    _undeclared_fields_allowed: ClassVar[bool] = True  # a plugin criterion may check its own keys itself
+
+    def _message_prefix(self) -> str:
+        return f"criterion {self.name!r}: "
 
     def check_domain(self, domain: Domain) -> None:
         """Raise :class:`SpecError` when the criterion cannot apply to ``domain`` (public; the
@@ -216,23 +224,6 @@ def check_column_names(criterion: str, key: str, value: object, *, allow_empty: 
     if not names and not allow_empty:
         raise SpecError(f"criterion {criterion!r}: {key} ({value!r}) must name at least one column")
     return names
-
-
-def check_bounds(criterion: str, key: str, value: object) -> tuple[float, float]:
-    """A public ``[L, U]`` pair of finite numbers with ``L < U`` (a TOML list is accepted).
-
-    Raises:
-        SpecError: naming ``key`` otherwise.
-    """
-    where = f"criterion {criterion!r}"
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != 2:
-        raise SpecError(f"{where}: {key} ({value!r}) must be a pair [L, U]")
-    if not all(isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x) for x in value):
-        raise SpecError(f"{where}: {key} ({value!r}) must hold two finite numbers")
-    lo, hi = float(value[0]), float(value[1])
-    if not lo < hi:
-        raise SpecError(f"{where}: {key} ({value!r}) must have L < U")
-    return lo, hi
 
 
 def require_columns(criterion: str, key: str, names: Sequence[str], domain: Domain, *, numeric: bool = False) -> None:

@@ -68,7 +68,7 @@ import pandas as pd
 from privlab.mechanisms.acceptance.base import (
     AcceptanceCriterion,
     CriterionResult,
-    check_bounds,
+    FINITE,
     check_column_names,
     check_not_empty,
     check_same_size,
@@ -79,6 +79,7 @@ from privlab.mechanisms.acceptance.base import (
 )
 from privlab.mechanisms.tabular.domain import Domain
 from privlab.platform.core.errors import SchemaError, SpecError
+from privlab.platform.core.validation import BOOLEAN, Interval, RealPair, Text, Unconstrained
 from privlab.platform.dp.budget import preflight
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.privacy_event import PrivacyEvent
@@ -188,27 +189,26 @@ class ConditionalMeanError(AcceptanceCriterion):
     overall: bool = True
     fill: float | None = None
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    _parameter_constraints: ClassVar = {
+        **AcceptanceCriterion._parameter_constraints, "target": [Text("a column name")],
+        "target_bounds": [RealPair()], "by": [Unconstrained()],
+        "resize_margin": [Interval(numbers.Real, 0, 1, closed="left")], "groups": [Unconstrained()],
+        "cuts": [Unconstrained()], "overall": [BOOLEAN], "fill": [None, FINITE]}
+
+    def _check_together(self) -> None:
+        super()._check_together()
         where = f"criterion {self.name!r}"
-        if not isinstance(self.target, str) or not self.target:
-            raise SpecError(f"{where}: target ({self.target!r}) must be a column name")
-        lo, hi = check_bounds(self.name, "target_bounds", self.target_bounds)
+        lo, hi = float(self.target_bounds[0]), float(self.target_bounds[1])
         object.__setattr__(self, "target_bounds", (lo, hi))
         by = check_column_names(self.name, "by", self.by, allow_empty=True)
         if self.target in by:
             raise SpecError(f"{where}: by ({list(by)!r}) must not contain the target column {self.target!r}")
-        if not isinstance(self.overall, bool):
-            raise SpecError(f"{where}: overall ({self.overall!r}) must be true or false")
         if not by and not self.overall:
             raise SpecError(f"{where}: by ({list(by)!r}) must name a column when overall is false")
         object.__setattr__(self, "by", by)
-        m = self.resize_margin
-        if isinstance(m, bool) or not isinstance(m, numbers.Real) or not (math.isfinite(m) and 0 <= m < 1):
-            raise SpecError(f"{where}: resize_margin ({m!r}) must be a number in [0, 1)")
-        object.__setattr__(self, "resize_margin", float(m))
+        object.__setattr__(self, "resize_margin", float(self.resize_margin))
         fill = (lo + hi) / 2 if self.fill is None else self.fill
-        if isinstance(fill, bool) or not isinstance(fill, numbers.Real) or not lo <= fill <= hi:
+        if not lo <= fill <= hi:
             raise SpecError(f"{where}: fill ({self.fill!r}) must be a number in target_bounds [{lo!r}, {hi!r}]")
         object.__setattr__(self, "fill", float(fill))
         object.__setattr__(self, "groups", self._normalise_groups(self.groups, by))

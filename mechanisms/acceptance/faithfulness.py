@@ -91,6 +91,7 @@ from scipy.sparse.csgraph import maximum_flow
 from privlab.mechanisms.acceptance.base import AcceptanceCriterion, check_same_size, register_criterion
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, ColumnDomain, Domain
 from privlab.platform.core.errors import SpecError
+from privlab.platform.core.validation import Interval, Unconstrained
 
 _KEY_LIMIT = 2**62  # packed record keys stay below this, so key ± stride never overflows int64
 _MAX_ROWS = 2**31 - 1  # scipy's maximum_flow takes int32 capacities
@@ -277,13 +278,16 @@ class FaithfulnessCriterion(AcceptanceCriterion):
     exact_bins: Mapping[str, Sequence[str]] = dataclasses.field(default_factory=dict)
     ignore: Sequence[str] = ()
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not 0 < self.threshold <= 1:
-            raise SpecError(
-                f"criterion {self.name!r}: threshold ({self.threshold!r}) must be in (0, 1]: the error is the "
-                "share of unmatched records"
-            )
+    _parameter_constraints: ClassVar = {
+        **AcceptanceCriterion._parameter_constraints, "threshold": [Interval(numbers.Real, 0, 1, closed="right")],
+        "exact": [Unconstrained()], "within_one_bin": [Unconstrained()],
+        "max_fuzzy_columns": [Interval(numbers.Integral, 0, None, closed="left")],
+        "exact_if_bin_contains": [Unconstrained()], "exact_bins": [Unconstrained()], "ignore": [Unconstrained()]}
+    _parameter_hints: ClassVar = {**AcceptanceCriterion._parameter_hints,
+                                  "threshold": "the error is the share of unmatched records"}
+
+    def _check_together(self) -> None:
+        super()._check_together()
         lists = {label: self._column_list(label) for label in ("exact", "within_one_bin", "ignore")}
         for first, second in itertools.combinations(lists, 2):
             both = sorted(set(lists[first]) & set(lists[second]))
@@ -299,10 +303,7 @@ class FaithfulnessCriterion(AcceptanceCriterion):
             )
         for label, names in lists.items():
             object.__setattr__(self, label, names)
-        k = self.max_fuzzy_columns
-        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 0:
-            raise SpecError(f"criterion {self.name!r}: max_fuzzy_columns ({k!r}) must be an integer >= 0")
-        object.__setattr__(self, "max_fuzzy_columns", int(k))
+        object.__setattr__(self, "max_fuzzy_columns", int(self.max_fuzzy_columns))
         values = self._pin_table("exact_if_bin_contains", _finite_number, "finite numbers")
         labels = self._pin_table("exact_bins", _label, "bin labels (strings)")
         object.__setattr__(self, "exact_if_bin_contains", values)

@@ -56,6 +56,7 @@ from privlab.mechanisms.acceptance.base import (
 from privlab.mechanisms.acceptance.marginal_differences import max_abs_marginal_difference
 from privlab.mechanisms.tabular.domain import Domain
 from privlab.platform.core.errors import SchemaError, SpecError
+from privlab.platform.core.validation import Interval, Unconstrained
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.randomness import RandomSource
 
@@ -154,12 +155,13 @@ class MarginalsAbsoluteError(AcceptanceCriterion):
     columns: tuple[str, ...] | None = None
     k_max: int | None = None
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    _parameter_constraints: ClassVar = {**AcceptanceCriterion._parameter_constraints, "columns": [Unconstrained()],
+                                        "k_max": [None, Interval(numbers.Integral, 1, None, closed="left")]}
+
+    def _check_together(self) -> None:
+        super()._check_together()
         object.__setattr__(self, "columns", _optional_columns(self.name, self.columns))
         if self.k_max is not None:
-            if isinstance(self.k_max, bool) or not isinstance(self.k_max, numbers.Integral) or self.k_max < 1:
-                raise SpecError(f"criterion {self.name!r}: k_max ({self.k_max!r}) must be an int >= 1")
             if self.columns is not None and self.k_max > len(self.columns):
                 raise SpecError(
                     f"criterion {self.name!r}: k_max ({self.k_max!r}) must be <= the number of columns "
@@ -238,22 +240,20 @@ class MarginalsRelativeError(AcceptanceCriterion):
     columns: tuple[str, ...] | None = None
     false_positive_rate: float | None = None
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        lam = self.ratio_clip
-        if isinstance(lam, bool) or not isinstance(lam, numbers.Real) or not math.isfinite(lam) or lam <= 1:
-            raise SpecError(f"criterion {self.name!r}: ratio_clip ({lam!r}) must be a finite number > 1")
-        object.__setattr__(self, "ratio_clip", float(lam))
+    _parameter_constraints: ClassVar = {
+        **AcceptanceCriterion._parameter_constraints, "ratio_clip": [Interval(numbers.Real, 1, None, closed="neither")],
+        "columns": [Unconstrained()], "false_positive_rate": [None, Interval(numbers.Real, 0, 0.5, closed="right")]}
+
+    def _check_together(self) -> None:
+        super()._check_together()
+        object.__setattr__(self, "ratio_clip", float(self.ratio_clip))
         if not 1.0 < self.threshold <= self.ratio_clip:
             raise SpecError(
                 f"criterion {self.name!r}: threshold ({self.threshold!r}) must be in (1, ratio_clip = "
                 f"{self.ratio_clip!r}]: the clipped measure never leaves [1, ratio_clip]"
             )
-        p = self.false_positive_rate
-        if p is not None:
-            if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 < p <= 0.5:
-                raise SpecError(f"criterion {self.name!r}: false_positive_rate ({p!r}) must be in (0, 0.5]")
-            object.__setattr__(self, "false_positive_rate", float(p))
+        if self.false_positive_rate is not None:
+            object.__setattr__(self, "false_positive_rate", float(self.false_positive_rate))
         object.__setattr__(self, "columns", _optional_columns(self.name, self.columns))
 
     def _counts(self, frame: pd.DataFrame, domain: Domain, what: str) -> list[np.ndarray]:

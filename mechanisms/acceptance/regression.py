@@ -46,7 +46,6 @@ References:
 from __future__ import annotations
 
 import dataclasses
-import math
 import numbers
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -57,7 +56,6 @@ import pandas as pd
 from privlab.mechanisms.acceptance.base import (
     AcceptanceCriterion,
     CriterionResult,
-    check_bounds,
     check_column_names,
     check_not_empty,
     check_same_size,
@@ -77,6 +75,7 @@ from privlab.mechanisms.acceptance.linear_fit import (
 from privlab.mechanisms.pmse.functional_mechanism import functional_mechanism_sensitivity
 from privlab.mechanisms.tabular.domain import Domain
 from privlab.platform.core.errors import SchemaError, SpecError
+from privlab.platform.core.validation import BOOLEAN, Interval, Options, RealPair, Text, Unconstrained
 from privlab.platform.dp.budget import preflight
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.privacy_event import PrivacyEvent
@@ -117,20 +116,20 @@ class _LinearRegressionCriterion(AcceptanceCriterion):
     response_bounds: tuple[float, float]
     ridge: float = 0.0
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        where = f"criterion {self.name!r}"
-        if not isinstance(self.response, str) or not self.response:
-            raise SpecError(f"{where}: response ({self.response!r}) must be a column name")
+    _parameter_constraints: ClassVar = {
+        **AcceptanceCriterion._parameter_constraints, "response": [Text("a column name")],
+        "covariates": [Unconstrained()], "response_bounds": [RealPair()],
+        "ridge": [Interval(numbers.Real, 0, None, closed="left")]}
+
+    def _check_together(self) -> None:
+        super()._check_together()
         covariates = check_column_names(self.name, "covariates", self.covariates)
         if self.response in covariates:
-            raise SpecError(f"{where}: covariates ({list(covariates)!r}) must not contain the response")
+            raise SpecError(f"criterion {self.name!r}: covariates ({list(covariates)!r}) must not contain the response")
         object.__setattr__(self, "covariates", covariates)
-        object.__setattr__(self, "response_bounds", check_bounds(self.name, "response_bounds", self.response_bounds))
-        r = self.ridge
-        if isinstance(r, bool) or not isinstance(r, numbers.Real) or not (math.isfinite(r) and r >= 0):
-            raise SpecError(f"{where}: ridge ({r!r}) must be a finite number >= 0")
-        object.__setattr__(self, "ridge", float(r))
+        lower, upper = self.response_bounds
+        object.__setattr__(self, "response_bounds", (float(lower), float(upper)))
+        object.__setattr__(self, "ridge", float(self.ridge))
 
     @property
     def bounds(self) -> tuple[float, float]:
@@ -215,14 +214,8 @@ class RegressionCoefficientsError(_LinearRegressionCriterion):
     norm: str = "l1"
     count_intercept: bool = True
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.norm not in NORMS:
-            raise SpecError(f"criterion {self.name!r}: norm ({self.norm!r}) must be one of {', '.join(NORMS)}")
-        if not isinstance(self.count_intercept, bool):
-            raise SpecError(
-                f"criterion {self.name!r}: count_intercept ({self.count_intercept!r}) must be true or false"
-            )
+    _parameter_constraints: ClassVar = {**_LinearRegressionCriterion._parameter_constraints,
+                                        "norm": [Options(str, NORMS)], "count_intercept": [BOOLEAN]}
 
     def distance(self, coefficients: Sequence[float], candidate: pd.DataFrame, *, domain: Domain) -> float:
         """``‖std(coefficients) − std(w(S))‖`` with the candidate's covariate means and sds."""
@@ -336,13 +329,13 @@ class RegressionMAEError(_LinearRegressionCriterion):
 
     fit_epsilon: float | None = None
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        e = self.fit_epsilon
-        if e is not None:
-            if isinstance(e, bool) or not isinstance(e, numbers.Real) or not (math.isfinite(e) and e > 0):
-                raise SpecError(f"criterion {self.name!r}: fit_epsilon ({e!r}) must be a finite number > 0")
-            object.__setattr__(self, "fit_epsilon", float(e))
+    _parameter_constraints: ClassVar = {**_LinearRegressionCriterion._parameter_constraints,
+                                        "fit_epsilon": [None, Interval(numbers.Real, 0, None, closed="neither")]}
+
+    def _check_together(self) -> None:
+        super()._check_together()
+        if self.fit_epsilon is not None:
+            object.__setattr__(self, "fit_epsilon", float(self.fit_epsilon))
 
     def _gap(self, coefficients: Sequence[float], xr: np.ndarray, yr: np.ndarray, w_s: np.ndarray) -> float:
         return abs(clipped_mae(np.asarray(coefficients), xr, yr, self.response_bounds)

@@ -16,31 +16,31 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Sequence
-from typing import Any
+from typing import ClassVar
 
 import numpy as np
 
 from privlab.mechanisms.basic.exponential import exponential_mechanism
 from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.platform.audit.registration import EpsilonAuditable, register_auditable
+from privlab.platform.core.validation import ConstrainedParams, ConstraintSpec, Interval
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
 
 
-def _positive(name: str, value: Any) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} ({value!r}) must be a positive finite number")
+_POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
+_FINITE = Interval(numbers.Real, None, None, closed="neither")
 
 
-def _integer(name: str, value: Any, low: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise ValueError(f"{name} ({value!r}) must be an integer ≥ {low}")
+def _at_least(low: int) -> list[ConstraintSpec]:
+    return [Interval(numbers.Integral, low, None, closed="left")]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class LaplaceMeanAuditParams:
+class LaplaceMeanAuditParams(ConstrainedParams):
     """The claimed ε (required: privlab has no default ε), n records and their public bounds."""
 
     epsilon: float
@@ -48,13 +48,10 @@ class LaplaceMeanAuditParams:
     lower: float = 0.0
     upper: float = 1.0
 
-    def __post_init__(self) -> None:
-        _positive("epsilon", self.epsilon)
-        _integer("n", self.n, 1)
-        for name in ("lower", "upper"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-                raise ValueError(f"{name} ({value!r}) must be a finite number")
+    _parameter_constraints: ClassVar = {"epsilon": [_POSITIVE], "n": _at_least(1), "lower": [_FINITE],
+                                        "upper": [_FINITE]}
+
+    def _check_together(self) -> None:
         if not self.upper > self.lower:
             raise ValueError(f"upper ({self.upper!r}) must be greater than lower ({self.lower!r})")
 
@@ -127,17 +124,14 @@ class LaplaceMeanAudit(EpsilonAuditable):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ApprovalVoteAuditParams:
+class ApprovalVoteAuditParams(ConstrainedParams):
     """The claimed ε (required), the number of candidates and of voters."""
 
     epsilon: float
     candidates: int = 10
     voters: int = 100
 
-    def __post_init__(self) -> None:
-        _positive("epsilon", self.epsilon)
-        _integer("candidates", self.candidates, 2)
-        _integer("voters", self.voters, 1)
+    _parameter_constraints: ClassVar = {"epsilon": [_POSITIVE], "candidates": _at_least(2), "voters": _at_least(1)}
 
 
 def approval_utilities(ballots: np.ndarray) -> np.ndarray:

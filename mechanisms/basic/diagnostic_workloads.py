@@ -16,31 +16,33 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
 from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.platform.core.errors import SchemaError, SpecError
+from privlab.platform.core.validation import ConstrainedParams, Interval
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import SeededSource
 from privlab.platform.experiment.registry import MetricKind, Pattern, Workload, register_workload
 
 
+_COUNT = Interval(numbers.Integral, 1, None, closed="left")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class BurnParams:
+class BurnParams(ConstrainedParams):
     size: int = 20_000  # elements sorted per trial (≈1.5 ms here)
     sorts: int = 1
 
-    def __post_init__(self) -> None:
-        for name in ("size", "sorts"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} ({value!r}) must be an integer ≥ 1")
+    _parameter_constraints: ClassVar = {"size": [_COUNT], "sorts": [_COUNT]}
 
 
 @register_workload

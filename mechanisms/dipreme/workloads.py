@@ -33,9 +33,9 @@ References:
 from __future__ import annotations
 
 import dataclasses
-import math
+import numbers
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -45,7 +45,7 @@ from privlab.mechanisms.dipreme.inputs import check_forest_size, forest_constrai
 from privlab.mechanisms.dipreme.methods import METHODS, PRIVATE
 from privlab.mechanisms.dipreme.report import forest_report
 from privlab.platform.core.errors import SchemaError
-from privlab.platform.core.validation import validate_parameters
+from privlab.platform.core.validation import ConstrainedParams, Interval, Options, Unconstrained, validate_parameters
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import SeededSource
@@ -64,7 +64,7 @@ def _must(ok: bool, name: str, value: object, constraint: str) -> None:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ForestStudyParams:
+class ForestStudyParams(ConstrainedParams):
     """One configuration (see the module docstring; settings as in the estimators)."""
 
     data: str = dataclasses.field(metadata={"path": True})
@@ -83,9 +83,19 @@ class ForestStudyParams:
     bins: int = 5
     test_fraction: float = 0.1
 
-    def __post_init__(self) -> None:
-        _must(self.reader in TASKS, "reader", self.reader, f"one of {sorted(TASKS)}")
-        _must(self.method in METHODS, "method", self.method, f"one of {list(METHODS)}")
+    _parameter_constraints: ClassVar = {
+        "data": [Unconstrained()], "reader": [Options(str, sorted(TASKS))], "method": [Options(str, METHODS)],
+        "feature_bounds": [Unconstrained()], "categories": [Unconstrained()],  # tables: _check_together
+        "target_bounds": [Unconstrained()], "classes": [Unconstrained()],  # needed by the reader's task
+        "epsilon": [Interval(numbers.Real, 0, None, closed="neither")],
+        # the estimators' own constraints when the method is private (_check_together)
+        "max_depth": [Unconstrained()], "n_estimators": [Unconstrained()], "split_fraction": [Unconstrained()],
+        "partition": [Unconstrained()], "bins": [Unconstrained()],
+        "max_features": [Options(str, ("all", "sqrt")), Interval(numbers.Integral, 1, None, closed="left")],
+        "test_fraction": [Interval(numbers.Real, 0, 1, closed="neither")],
+    }
+
+    def _check_together(self) -> None:
         _must(not (self.method == "dpdf" and self.task == "regression"), "method", self.method,
               "a regression method for a regression dataset (DP-DF is a classifier)")
         _must(isinstance(self.feature_bounds, Mapping) and all(
@@ -96,11 +106,6 @@ class ForestStudyParams:
                   self.target_bounds, "[lower, upper] with lower < upper (public bounds of the target)")
         else:
             _must(len(self.classes) >= 2, "classes", self.classes, "the list of public class labels")
-        _must(isinstance(self.epsilon, (int, float)) and math.isfinite(self.epsilon) and self.epsilon > 0,
-              "epsilon", self.epsilon, "a positive finite number")
-        _must(self.max_features in ("all", "sqrt") or (isinstance(self.max_features, int) and self.max_features >= 1),
-              "max_features", self.max_features, "'all', 'sqrt' or an int >= 1")
-        _must(0 < self.test_fraction < 1, "test_fraction", self.test_fraction, "in (0, 1)")
         if self.method in PRIVATE:  # the estimators' own constraints, so a bad spec fails when it is loaded
             settings = {"epsilon": self.epsilon, "max_depth": self.max_depth, "n_estimators": self.n_estimators,
                         "partition": self.partition, "split_fraction": self.split_fraction,

@@ -38,9 +38,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import numbers
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -52,6 +53,7 @@ from privlab.mechanisms.plausible_deniability.privacy_tests import PrivacyTestPa
 from privlab.mechanisms.plausible_deniability.split import DataSplit, SplitSizes, split_dataset
 from privlab.mechanisms.plausible_deniability.synthesis import SynthesisParams
 from privlab.platform.core.errors import SpecError
+from privlab.platform.core.validation import ConstrainedParams, Interval, Unconstrained
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.plan_conformance import check_conforms
 from privlab.platform.dp.privacy_event import PrivacyEvent
@@ -64,6 +66,10 @@ STATE_KEY = 0x70645F7374617465  # "pd_state": the spawn key of a shared model_se
 
 MAX_ORDER_WORDS = 2**26
 """The most examination-order draws one batch may hold (about 1 GB with the orders)."""
+
+_MODEL = PlausibleDeniabilityModelParams._parameter_constraints  # the model's keys, checked where the spec names them
+_FRACTION = Interval(numbers.Real, 0, 1, closed="neither")
+_COUNT = Interval(numbers.Integral, 1, None, closed="left")
 
 _OMEGA_RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
 
@@ -88,7 +94,7 @@ def _data_paths(data: str | list[str]) -> tuple[str, ...]:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class GenerationParams:
+class GenerationParams(ConstrainedParams):
     """Parameters of a plausible-deniability run (module docstring); validated before any work.
 
     Raises:
@@ -122,10 +128,27 @@ class GenerationParams:
     batch: int = dataclasses.field(default=2048, metadata={"seed_key": "never"})  # results do not depend on it
     model_seed: int | None = dataclasses.field(default=None, metadata={"seed_key": "when_set"})
 
-    def __post_init__(self) -> None:
+    _parameter_constraints: ClassVar = {
+        "space": [Unconstrained()], "data": [Unconstrained()],  # file paths, or neither with toy_records
+        "toy_records": [None, Interval(numbers.Integral, 10, None, closed="left")],
+        "transformation": [Unconstrained()], "buckets": [Unconstrained()],  # checked against the table's domain
+        "structure_fraction": [_FRACTION], "parameters_fraction": [_FRACTION], "seeds_fraction": [_FRACTION],
+        "public_records": [None, Interval(numbers.Integral, 2, None, closed="left")],
+        "model_epsilon": _MODEL["epsilon"], "accountant": _MODEL["accountant"],
+        "delta_slack": _MODEL["delta_slack"], "maxcost": _MODEL["maxcost"], "alpha": _MODEL["alpha"],
+        "omega": [Unconstrained()],  # an int or a range "a-b": parse_omega
+        "omega_rule": SynthesisParams._parameter_constraints["omega_rule"],
+        **PrivacyTestParams._parameter_constraints,
+        "t": [Unconstrained()],  # Theorem 1's t, checked against k when Test 2 needs it
+        "candidates": [_COUNT], "batch": [_COUNT],
+        "model_seed": [None, Interval(numbers.Integral, 0, None, closed="left")],
+    }
+    _parameter_hints: ClassVar = {
+        **PrivacyTestParams._parameter_hints,
+        "public_records": "a public number of records the split fractions are taken of, or unset"}
+
+    def _check_together(self) -> None:
         if self.toy_records is not None:
-            if isinstance(self.toy_records, bool) or not isinstance(self.toy_records, int) or self.toy_records < 10:
-                raise SpecError(f"toy_records ({self.toy_records!r}) must be an int >= 10")
             if self.space or self.data:
                 raise SpecError(f"toy_records ({self.toy_records!r}) replaces space and data; give one or the other")
         else:
@@ -135,24 +158,9 @@ class GenerationParams:
             if not paths or not all(isinstance(p, str) and p for p in paths):
                 raise SpecError(f"data ({self.data!r}) must be a file path or a list of file paths")
         fractions = (self.structure_fraction, self.parameters_fraction, self.seeds_fraction)
-        for name, value in zip(("structure_fraction", "parameters_fraction", "seeds_fraction"), fractions):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value < 1.0:
-                raise SpecError(f"{name} ({value!r}) must be a fraction in (0, 1)")
         if math.fsum(fractions) >= 1.0:
             raise SpecError(f"structure_fraction + parameters_fraction + seeds_fraction ({math.fsum(fractions)!r}) "
                             "must be < 1 (the rest is the test set)")
-        if self.public_records is not None and (isinstance(self.public_records, bool)
-                                                or not isinstance(self.public_records, int) or self.public_records < 2):
-            raise SpecError(f"public_records ({self.public_records!r}) must be an int >= 2 (a public number of "
-                            "records the split fractions are taken of), or unset")
-        if self.model_seed is not None and (isinstance(self.model_seed, bool) or not isinstance(self.model_seed, int)
-                                            or self.model_seed < 0):
-            raise SpecError(f"model_seed ({self.model_seed!r}) must be an int >= 0, or unset")
-        for name in ("candidates", "batch"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise SpecError(f"{name} ({value!r}) must be an int >= 1")
-        self.model_params()
         self.synthesis()
         test = self.test()
         if test.epsilon0 is not None:

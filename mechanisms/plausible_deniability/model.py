@@ -23,7 +23,7 @@ References:
 from __future__ import annotations
 
 import dataclasses
-import math
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Self
 
@@ -39,6 +39,7 @@ from privlab.mechanisms.plausible_deniability.structure import (
 from privlab.mechanisms.tabular import bayesian_network
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
 from privlab.platform.core.errors import SpecError
+from privlab.platform.core.validation import ConstrainedParams, Interval, Options
 from privlab.platform.dp.estimator import PrivateEstimator
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.privacy_event import PrivacyEvent
@@ -72,8 +73,12 @@ def declare_model_split(ledger: Ledger, scope: str = "data") -> None:
         ledger.declare_partition(scope, two, by_position=True)
 
 
+POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
+"""A finite real number > 0 (an ε, a prior's α)."""
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PlausibleDeniabilityModelParams:
+class PlausibleDeniabilityModelParams(ConstrainedParams):
     """Hyperparameters of the generative model.
 
     Attributes:
@@ -95,21 +100,11 @@ class PlausibleDeniabilityModelParams:
     alpha: float = 1.0
     estimator: str = "posterior_sample"
 
-    def __post_init__(self) -> None:
-        if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, (int, float)) or \
-                not (math.isfinite(self.epsilon) and self.epsilon > 0):
-            raise SpecError(f"epsilon ({self.epsilon!r}) must be finite and > 0")
-        if self.accountant not in ACCOUNTANTS:
-            raise SpecError(f"accountant ({self.accountant!r}) must be one of {list(ACCOUNTANTS)}")
-        if not (isinstance(self.delta_slack, float) and 0.0 < self.delta_slack < 1.0):
-            raise SpecError(f"delta_slack ({self.delta_slack!r}) must be a float in (0, 1)")
-        if isinstance(self.maxcost, bool) or not isinstance(self.maxcost, int) or self.maxcost < 1:
-            raise SpecError(f"maxcost ({self.maxcost!r}) must be an int >= 1")
-        if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) or \
-                not (math.isfinite(self.alpha) and self.alpha > 0):
-            raise SpecError(f"alpha ({self.alpha!r}) must be finite and > 0")
-        if self.estimator not in ESTIMATORS:
-            raise SpecError(f"estimator ({self.estimator!r}) must be one of {list(ESTIMATORS)}")
+    _parameter_constraints: ClassVar = {
+        "epsilon": [POSITIVE], "accountant": [Options(str, ACCOUNTANTS)],
+        "delta_slack": [Interval(numbers.Real, 0, 1, closed="neither")],
+        "maxcost": [Interval(numbers.Integral, 1, None, closed="left")], "alpha": [POSITIVE],
+        "estimator": [Options(str, ESTIMATORS)]}
 
 
 class PlausibleDeniabilityModel(PrivateEstimator):

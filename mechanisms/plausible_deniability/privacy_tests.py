@@ -45,6 +45,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -57,6 +59,7 @@ from privlab.mechanisms.plausible_deniability.probability import (
 from privlab.mechanisms.plausible_deniability.synthesis import SynthesisParams, synthesize
 from privlab.mechanisms.tabular.domain import CODE_DTYPE
 from privlab.platform.core.errors import SpecError
+from privlab.platform.core.validation import ConstrainedParams, Interval
 from privlab.platform.dp.basic_totals import Budget
 from privlab.platform.dp.dp_events import EpsilonDeltaEvent, SelfComposed
 from privlab.platform.dp.ledger import Ledger
@@ -68,15 +71,11 @@ __all__ = ["CandidateResults", "METHODS", "PrivacyTestParams", "count_plausible"
 
 METHODS = ("batched", "fast", "literal")
 DEFAULT_BATCH_SIZE = 4096
-
-
-def _optional_count(name: str, value: object) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise SpecError(f"{name} ({value!r}) must be an int >= 1 or None")
+COUNT = Interval(numbers.Integral, 1, None, closed="left")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PrivacyTestParams:
+class PrivacyTestParams(ConstrainedParams):
     """Parameters of Privacy Test 1 (``epsilon0=None``) or 2.
 
     Raises:
@@ -89,17 +88,11 @@ class PrivacyTestParams:
     max_plausible: int | None = None
     max_check_plausible: int | None = None
 
-    def __post_init__(self) -> None:
-        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
-            raise SpecError(f"k ({self.k!r}) must be an int >= 1")
-        if isinstance(self.gamma, bool) or not isinstance(self.gamma, (int, float)) or \
-                not (math.isfinite(self.gamma) and self.gamma > 1):
-            raise SpecError(f"gamma ({self.gamma!r}) must be finite and > 1")
-        if self.epsilon0 is not None and (isinstance(self.epsilon0, bool) or not isinstance(
-                self.epsilon0, (int, float)) or not (math.isfinite(self.epsilon0) and self.epsilon0 > 0)):
-            raise SpecError(f"epsilon0 ({self.epsilon0!r}) must be finite and > 0, or None for Test 1")
-        _optional_count("max_plausible", self.max_plausible)
-        _optional_count("max_check_plausible", self.max_check_plausible)
+    _parameter_constraints: ClassVar = {
+        "k": [COUNT], "gamma": [Interval(numbers.Real, 1, None, closed="neither")],
+        "epsilon0": [None, Interval(numbers.Real, 0, None, closed="neither")],
+        "max_plausible": [None, COUNT], "max_check_plausible": [None, COUNT]}
+    _parameter_hints: ClassVar = {"epsilon0": "None runs Test 1, which has no DP guarantee"}
 
     def guarantee(self, t: int) -> tuple[float, float]:
         """Theorem 1's (ε, δ) for ``t`` (add/remove-one on D_S, per released candidate).

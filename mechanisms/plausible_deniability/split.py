@@ -17,30 +17,26 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import numbers
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
 from privlab.mechanisms.tabular.domain import Domain
 from privlab.platform.core.errors import SpecError
+from privlab.platform.core.validation import ConstrainedParams, Interval
 
 __all__ = ["DataSplit", "SplitSizes", "split_dataset"]
 
 PARTS = ("structure", "parameters", "seeds", "test")
 
 
-def _size(name: str, value: object, *, allow_none: bool) -> int | None:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise SpecError(f"{name} ({value!r}) must be an int{' or None' if allow_none else ''}")
-    if value < 1:
-        raise SpecError(f"{name} ({value!r}) must be >= 1")
-    return int(value)
+_PART_SIZE = Interval(numbers.Integral, 1, None, closed="left")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SplitSizes:
+class SplitSizes(ConstrainedParams):
     """How many records go to each part; ``test=None`` gives the test set every other record.
 
     Raises:
@@ -52,10 +48,8 @@ class SplitSizes:
     seeds: int
     test: int | None = None
 
-    def __post_init__(self) -> None:
-        for name in ("structure", "parameters", "seeds"):
-            _size(name, getattr(self, name), allow_none=False)
-        _size("test", self.test, allow_none=True)
+    _parameter_constraints: ClassVar = {"structure": [_PART_SIZE], "parameters": [_PART_SIZE], "seeds": [_PART_SIZE],
+                                        "test": [None, _PART_SIZE]}
 
     @classmethod
     def from_fractions(cls, n: int, *, structure: float, parameters: float, seeds: float,

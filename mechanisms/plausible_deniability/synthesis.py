@@ -43,19 +43,23 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import numbers
+from typing import ClassVar
 
 import numpy as np
 
 from privlab.platform.core.errors import SpecError
+from privlab.platform.core.validation import ConstrainedParams, Interval, Options
 
 __all__ = ["OMEGA_RULES", "SynthesisParams", "synthesize"]
 
 OMEGA_RULES = ("per_candidate", "mixture")
+_OMEGA = Interval(numbers.Integral, 1, None, closed="left")
 """How a candidate of an ω range is scored by the privacy test (module docstring)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SynthesisParams:
+class SynthesisParams(ConstrainedParams):
     """ω: fixed (``omega_min == omega_max``) or uniform on [omega_min, omega_max] per record,
     and ``omega_rule``, how the test scores a candidate of a range (module docstring; the two
     rules coincide for a fixed ω).
@@ -69,15 +73,12 @@ class SynthesisParams:
     omega_max: int
     omega_rule: str = "per_candidate"
 
-    def __post_init__(self) -> None:
-        for name in ("omega_min", "omega_max"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise SpecError(f"{name} ({value!r}) must be an int >= 1")
+    _parameter_constraints: ClassVar = {"omega_min": [_OMEGA], "omega_max": [_OMEGA],
+                                        "omega_rule": [Options(str, OMEGA_RULES)]}
+
+    def _check_together(self) -> None:
         if self.omega_max < self.omega_min:
             raise SpecError(f"omega_max ({self.omega_max!r}) must be >= omega_min ({self.omega_min!r})")
-        if self.omega_rule not in OMEGA_RULES:
-            raise SpecError(f"omega_rule ({self.omega_rule!r}) must be one of {list(OMEGA_RULES)}")
 
     @classmethod
     def fixed(cls, omega: int) -> SynthesisParams:

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -42,6 +43,7 @@ from privlab.mechanisms.plausible_deniability.privacy_tests import PrivacyTestPa
 from privlab.mechanisms.plausible_deniability.synthesis import SynthesisParams
 from privlab.mechanisms.tabular.domain import CODE_DTYPE
 from privlab.platform.core.errors import SpecError
+from privlab.platform.core.validation import BOOLEAN, Interval, Unconstrained
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import SeededSource
@@ -146,21 +148,18 @@ class EvaluationParams(GenerationParams):
     forest_accuracy: bool = False
     evaluation_records: int | None = dataclasses.field(default=None, metadata={"seed_key": "when_set"})
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.evaluation_records is not None and (isinstance(self.evaluation_records, bool) or not isinstance(
-                self.evaluation_records, int) or self.evaluation_records < 100):
-            raise SpecError(f"evaluation_records ({self.evaluation_records!r}) must be an int >= 100, or unset")
+    _parameter_constraints: ClassVar = {
+        **GenerationParams._parameter_constraints, "parts": [Unconstrained()], "target": [Unconstrained()],
+        "baseline_epsilon": [Interval(numbers.Real, 0, None, closed="neither")], "forest_accuracy": [BOOLEAN],
+        "evaluation_records": [None, Interval(numbers.Integral, 100, None, closed="left")]}
+
+    def _check_together(self) -> None:
+        super()._check_together()
         from privlab.mechanisms.plausible_deniability.evaluation_run import check_parts
 
         if not isinstance(self.parts, (list, tuple)):
             raise SpecError(f"parts ({self.parts!r}) must be a list of evaluation parts")
         check_parts(tuple(self.parts))
-        if isinstance(self.baseline_epsilon, bool) or not isinstance(self.baseline_epsilon, (int, float)) or \
-                not (math.isfinite(self.baseline_epsilon) and self.baseline_epsilon > 0):
-            raise SpecError(f"baseline_epsilon ({self.baseline_epsilon!r}) must be finite and > 0")
-        if not isinstance(self.forest_accuracy, bool):
-            raise SpecError(f"forest_accuracy ({self.forest_accuracy!r}) must be true or false")
 
 
 @register_workload

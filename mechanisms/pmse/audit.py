@@ -17,19 +17,20 @@ common random numbers, this auditable one configuration per audit.
 from __future__ import annotations
 
 import dataclasses
-import math
-from typing import Any
+import numbers
+from typing import Any, ClassVar
 
 import numpy as np
 
 from privlab.mechanisms.pmse.studies import SensitivityParams
 from privlab.platform.audit.registration import SensitivityAuditable, register_auditable
+from privlab.platform.core.validation import ConstrainedParams, Interval, Options
 
 UNLIMITED = "unlimited"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PMSEAuditParams:
+class PMSEAuditParams(ConstrainedParams):
     """One CART configuration and the Section-5 data sizes and variances.
 
     ``depth`` is a positive integer or None (unlimited; write ``"unlimited"`` in a spec or
@@ -43,17 +44,13 @@ class PMSEAuditParams:
     neighbour_variance: float = 25.0
     theta_variance: float = 10.0
 
-    def __post_init__(self) -> None:
+    _parameter_constraints: ClassVar = {
+        "depth": [None, Options(str, (UNLIMITED,)), Interval(numbers.Integral, 1, None, closed="left")],
+        "cp": [Interval(numbers.Real, 0, None, closed="left")], **SensitivityParams._parameter_constraints}
+
+    def _check_together(self) -> None:
         if self.depth == UNLIMITED:
             object.__setattr__(self, "depth", None)
-        depth = self.depth
-        if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool) or depth < 1):
-            raise ValueError(f"depth ({depth!r}) must be an integer ≥ 1 or {UNLIMITED!r}")
-        cp = self.cp
-        if not isinstance(cp, (int, float)) or isinstance(cp, bool) or not math.isfinite(cp) or cp < 0:
-            raise ValueError(f"cp ({cp!r}) must be a finite number ≥ 0")
-        SensitivityParams(n=self.n, neighbour_variance=self.neighbour_variance, theta_variance=self.theta_variance,
-                          tree=self.tree)
 
 
 def section5_pair(params: PMSEAuditParams, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

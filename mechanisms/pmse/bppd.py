@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import ClassVar
 
 import numpy as np
 from scipy import linalg
@@ -35,15 +36,17 @@ from scipy import linalg
 from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.mechanisms.pmse.continuous import ContinuousSynthesizer
 from privlab.mechanisms.pmse.numeric_data import (
+    COUNT,
+    EPSILON,
+    FRACTION,
     check_count,
-    check_epsilon,
-    check_fraction,
     clip_and_scale,
     data_matrix,
     validate_bounds,
 )
 from privlab.mechanisms.pmse.synthesis import SequentialLinearGaussian
 from privlab.platform.core.errors import SchemaError
+from privlab.platform.core.validation import ConstrainedParams, Unconstrained
 from privlab.platform.dp.budget import split_epsilon
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.privacy_event import PrivacyEvent
@@ -130,7 +133,7 @@ def floor_eigenvalues(matrix: np.ndarray, floor: float) -> np.ndarray:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class BPPDParams:
+class BPPDParams(ConstrainedParams):
     """Hyperparameters of :class:`BPPDSynthesizer`.
 
     Attributes:
@@ -139,8 +142,7 @@ class BPPDParams:
 
     datasets: int = 1
 
-    def __post_init__(self) -> None:
-        check_count("datasets", self.datasets)
+    _parameter_constraints: ClassVar = {"datasets": [COUNT]}
 
 
 class BPPDSynthesizer(ContinuousSynthesizer):
@@ -216,7 +218,7 @@ class BPPDSynthesizer(ContinuousSynthesizer):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class NoisyBPPDParams:
+class NoisyBPPDParams(ConstrainedParams):
     """Hyperparameters of :class:`NoisyBPPDSynthesizer`.
 
     Attributes:
@@ -235,13 +237,15 @@ class NoisyBPPDParams:
     datasets: int = 10
     variance_floor: float = 1e-4
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_epsilon("epsilon", self.epsilon))
+    _parameter_constraints: ClassVar = {"epsilon": [EPSILON], "lower": [Unconstrained()], "upper": [Unconstrained()],
+                                        "datasets": [COUNT], "variance_floor": [FRACTION]}  # lower, upper: validate_bounds
+
+    def _check_together(self) -> None:
         lower, upper = validate_bounds(self.lower, self.upper)
         object.__setattr__(self, "lower", lower)
         object.__setattr__(self, "upper", upper)
-        check_count("datasets", self.datasets)
-        object.__setattr__(self, "variance_floor", check_fraction("variance_floor", self.variance_floor))
+        object.__setattr__(self, "epsilon", float(self.epsilon))
+        object.__setattr__(self, "variance_floor", float(self.variance_floor))
 
 
 class NoisyBPPDSynthesizer(ContinuousSynthesizer):

@@ -17,12 +17,16 @@ residual variance read off the minimum of the noisy objective.
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import numpy as np
 
 from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.mechanisms.pmse.continuous import ContinuousSynthesizer
 from privlab.mechanisms.pmse.numeric_data import (
+    EPSILON,
+    FRACTION,
+    NONNEGATIVE,
     check_count,
     check_epsilon,
     check_fraction,
@@ -33,6 +37,7 @@ from privlab.mechanisms.pmse.numeric_data import (
 )
 from privlab.mechanisms.pmse.synthesis import SequentialLinearGaussian
 from privlab.platform.core.errors import ModeError, SchemaError
+from privlab.platform.core.validation import ConstrainedParams, Unconstrained
 from privlab.platform.dp.budget import split_epsilon
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.privacy_event import PrivacyEvent
@@ -217,7 +222,7 @@ def functional_mechanism_regression(
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class FunctionalMechanismParams:
+class FunctionalMechanismParams(ConstrainedParams):
     """Hyperparameters of :class:`FunctionalMechanismSynthesizer`.
 
     Attributes:
@@ -238,16 +243,16 @@ class FunctionalMechanismParams:
     ridge: float = 0.0
     variance_floor: float = 1e-4
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_epsilon("epsilon", self.epsilon))
+    _parameter_constraints: ClassVar = {"epsilon": [EPSILON], "lower": [Unconstrained()], "upper": [Unconstrained()],
+                                        "marginal_fraction": [FRACTION], "ridge": [NONNEGATIVE],
+                                        "variance_floor": [FRACTION]}  # lower, upper: validate_bounds
+
+    def _check_together(self) -> None:
         lower, upper = validate_bounds(self.lower, self.upper)
         object.__setattr__(self, "lower", lower)
         object.__setattr__(self, "upper", upper)
-        object.__setattr__(
-            self, "marginal_fraction", check_fraction("marginal_fraction", self.marginal_fraction)
-        )
-        object.__setattr__(self, "ridge", check_nonnegative("ridge", self.ridge))
-        object.__setattr__(self, "variance_floor", check_fraction("variance_floor", self.variance_floor))
+        for name in ("epsilon", "marginal_fraction", "ridge", "variance_floor"):
+            object.__setattr__(self, name, float(getattr(self, name)))
 
 
 class FunctionalMechanismSynthesizer(ContinuousSynthesizer):

@@ -16,15 +16,20 @@ would change ``n``, which these mechanisms treat as public (replace-one neighbou
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
 from privlab.platform.core.errors import SchemaError
-from privlab.platform.core.validation import check_count, check_real
+from privlab.platform.core.validation import Interval, check_count, check_real
 
 __all__ = [
+    "COUNT",
+    "EPSILON",
+    "FRACTION",
+    "NONNEGATIVE",
     "check_count",
     "check_epsilon",
     "check_fraction",
@@ -36,6 +41,12 @@ __all__ = [
 
 
 # --- parameter validation (messages: f"{name} ({value!r}) must be {constraint}") ----------
+
+# Declared constraints of the mechanisms' Params (:class:`~privlab.platform.core.validation.ConstrainedParams`).
+EPSILON = Interval(numbers.Real, 0, None, closed="neither")
+NONNEGATIVE = Interval(numbers.Real, 0, None, closed="left")
+FRACTION = Interval(numbers.Real, 0, 1, closed="neither")
+COUNT = Interval(numbers.Integral, 1, None, closed="left")
 
 
 def check_epsilon(name: str, value: object) -> float:

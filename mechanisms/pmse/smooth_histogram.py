@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import ClassVar
 
 import numpy as np
 
 from privlab.mechanisms.pmse.continuous import ContinuousSynthesizer
-from privlab.mechanisms.pmse.numeric_data import check_count, check_epsilon, data_matrix, validate_bounds
+from privlab.mechanisms.pmse.numeric_data import COUNT, EPSILON, check_count, data_matrix, validate_bounds
 from privlab.platform.core.errors import SchemaError
+from privlab.platform.core.validation import ConstrainedParams, Unconstrained
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
@@ -60,7 +62,7 @@ def smooth_histogram_epsilon(weight: float, *, cells: int, records: int, draws: 
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SmoothHistogramParams:
+class SmoothHistogramParams(ConstrainedParams):
     """Hyperparameters of :class:`SmoothHistogramSynthesizer`.
 
     Attributes:
@@ -77,20 +79,20 @@ class SmoothHistogramParams:
     bins: int
     draws: int | None = None
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_epsilon("epsilon", self.epsilon))
+    _parameter_constraints: ClassVar = {"epsilon": [EPSILON], "lower": [Unconstrained()], "upper": [Unconstrained()],
+                                        "bins": [COUNT], "draws": [None, COUNT]}  # lower, upper: validate_bounds
+
+    def _check_together(self) -> None:
         lower, upper = validate_bounds(self.lower, self.upper)
         object.__setattr__(self, "lower", lower)
         object.__setattr__(self, "upper", upper)
-        check_count("bins", self.bins)
+        object.__setattr__(self, "epsilon", float(self.epsilon))
         cells = self.bins ** len(lower)
         if cells > MAX_CELLS:
             raise ValueError(
                 f"bins ({self.bins!r}) must be small enough that bins ** columns "
                 f"({self.bins}**{len(lower)} = {cells}) is <= {MAX_CELLS}"
             )
-        if self.draws is not None:
-            check_count("draws", self.draws)
 
 
 class SmoothHistogramSynthesizer(ContinuousSynthesizer):

@@ -22,11 +22,14 @@ reservoir feeds the Figure-1 plot) and ``max_abs_diff`` (the empirical sensitivi
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from collections.abc import Mapping
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
+from privlab.platform.core.validation import ConstrainedParams, Interval, Options
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.randomness import SeededSource
 from privlab.platform.experiment.registry import MetricKind, Pattern, Workload, register_workload
@@ -41,22 +44,20 @@ def config_label(depth: int | None, cp: float) -> str:
     return f"d{'inf' if depth is None else depth}_cp{str(cp).replace('0.', '')}"
 
 
+_VARIANCE = Interval(numbers.Real, 0, None, closed="neither")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SensitivityParams:
+class SensitivityParams(ConstrainedParams):
     n: int = 5000
     neighbour_variance: float = 25.0
     theta_variance: float = 10.0
     tree: str = "rpart"  # the CART: "rpart" (R's rpart, the paper's tool) or "greedy"
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.n, int) or isinstance(self.n, bool) or self.n < 10:
-            raise ValueError(f"n ({self.n!r}) must be an integer ≥ 10")
-        if self.tree not in ("rpart", "greedy"):
-            raise ValueError(f"tree ({self.tree!r}) must be 'rpart' or 'greedy'")
-        for name in ("neighbour_variance", "theta_variance"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
-                raise ValueError(f"{name} ({value!r}) must be a positive number")
+    _parameter_constraints: ClassVar = {
+        "n": [Interval(numbers.Integral, 10, None, closed="left")],
+        "neighbour_variance": [_VARIANCE], "theta_variance": [_VARIANCE],
+        "tree": [Options(str, ("rpart", "greedy"))]}
 
 
 def table1_trial(params: SensitivityParams, rng: np.random.Generator) -> np.ndarray:

@@ -4,9 +4,11 @@ which methods there are, how a spec's ``method`` table is validated, and their l
 from __future__ import annotations
 
 import dataclasses
-import math
+import numbers
 from collections.abc import Mapping
 from typing import Any
+
+from privlab.platform.core.validation import ConstraintSpec, Interval, Options, validate_parameters
 
 __all__ = ["BOUNDED", "FAMILY_LABELS", "FM_NORMS", "METHODS", "Method"]
 
@@ -15,17 +17,12 @@ BOUNDED: frozenset[str] = frozenset({"noisy_bppd", "smooth_histogram", "function
 FM_NORMS: tuple[str, ...] = ("l1", "linf")
 
 
-def _check(name: str, value: object, ok: bool, constraint: str) -> None:
-    if not ok:
-        raise ValueError(f"{name} ({value!r}) must be {constraint}")
-
-
-def _is_real(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _is_int(value: object, low: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= low
+_SETTINGS: dict[str, list[ConstraintSpec]] = {
+    "max_depth": [Options(str, ("unlimited",)), Interval(numbers.Integral, 1, None, closed="left")],
+    "bound_sd": [Interval(numbers.Real, 0, None, closed="neither")],
+    "norm": [Options(str, FM_NORMS)],
+}
+"""The settings a method table may hold (which apply depends on the method)."""
 
 
 # --- method variants ------------------------------------------------------------------------
@@ -60,7 +57,7 @@ class Method:
         if not isinstance(table, Mapping):
             raise TypeError(f"method ({table!r}) must be a table such as {{ name = \"non_dp\" }}")
         name = table.get("name")
-        _check("method name", name, name in allowed, f"one of {', '.join(allowed)}")
+        validate_parameters({"method name": [Options(str, allowed)]}, {"method name": name}, type_error=ValueError)
         keys = {"name"}
         if name == "pmse_mechanism":
             keys.add("max_depth")
@@ -74,22 +71,15 @@ class Method:
                 f"method {name!r} key(s) {', '.join(map(repr, unknown))} do not apply; "
                 f"allowed keys: {', '.join(sorted(keys))}"
             )
-        max_depth: int | None = None
-        if name == "pmse_mechanism":
-            depth = table.get("max_depth")
-            _check("max_depth", depth, depth == "unlimited" or _is_int(depth, 1),
-                   "an integer ≥ 1 or \"unlimited\" (required for the pMSE mechanism)")
-            max_depth = None if depth == "unlimited" else int(depth)  # type: ignore[arg-type]
-        bound_sd: float | None = None
-        if name in BOUNDED:
-            bound = table.get("bound_sd")
-            _check("bound_sd", bound, _is_real(bound) and bound > 0,  # type: ignore[operator]
-                   f"a positive number of standard deviations (required for {name})")
-            bound_sd = float(bound)  # type: ignore[arg-type]
-        norm: str | None = None
-        if name == "functional_mechanism":
-            norm = table.get("norm", "l1")
-            _check("norm", norm, norm in FM_NORMS, f"one of {', '.join(FM_NORMS)}")
+        settings = {key: table.get(key, "l1" if key == "norm" else None) for key in sorted(keys - {"name"})}
+        validate_parameters(_SETTINGS, settings, type_error=ValueError, hints={
+            "max_depth": "required for the pMSE mechanism",
+            "bound_sd": f"the number of standard deviations, required for {name}"})
+        depth = settings.get("max_depth")
+        max_depth = None if depth in (None, "unlimited") else int(depth)  # type: ignore[arg-type]
+        bound = settings.get("bound_sd")
+        bound_sd = None if bound is None else float(bound)  # type: ignore[arg-type]
+        norm = settings.get("norm")
         return cls(name=str(name), max_depth=max_depth, bound_sd=bound_sd, norm=norm)
 
     def as_table(self) -> dict[str, Any]:

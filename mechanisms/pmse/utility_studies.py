@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -81,7 +82,8 @@ from privlab.mechanisms.pmse.mechanism import PMSEMechanism, PMSEMechanismParams
 from privlab.mechanisms.pmse.numeric_data import clip_and_scale
 from privlab.mechanisms.pmse.smooth_histogram import SmoothHistogramParams, SmoothHistogramSynthesizer
 from privlab.mechanisms.pmse.synthesis import SequentialLinearGaussian
-from privlab.mechanisms.pmse.utility_methods import METHODS, Method, _check, _is_int, _is_real
+from privlab.mechanisms.pmse.utility_methods import METHODS, Method
+from privlab.platform.core.validation import ConstrainedParams, Interval, Options, Unconstrained
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import SeededSource
@@ -99,8 +101,13 @@ FM_NAME = "functional_mechanism.objective"
 # --- parameters -----------------------------------------------------------------------------
 
 
+_POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
+_FINITE = Interval(numbers.Real, None, None, closed="neither")
+_COUNT = Interval(numbers.Integral, 1, None, closed="left")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class UtilityParams:
+class UtilityParams(ConstrainedParams):
     """Parameters of one configuration (the grid's ``method`` and ``epsilon`` plus ``[params]``).
 
     Attributes:
@@ -140,19 +147,20 @@ class UtilityParams:
     prior_variance: float = 100_000.0
     bins: int = 8
 
-    def __post_init__(self) -> None:
+    _parameter_constraints: ClassVar = {
+        "method": [Unconstrained()],  # a method table: Method.from_table
+        "epsilon": [_POSITIVE], "n": [Interval(numbers.Integral, 10, None, closed="left")],
+        "x1_mean": [_FINITE], "x1_variance": [_POSITIVE], "x2_intercept": [_FINITE], "x2_slope": [_FINITE],
+        "x2_variance": [_POSITIVE], "releases": [_COUNT], "tree": [Options(str, ("rpart", "greedy"))],
+        "proposal_scale": [_POSITIVE], "prior_variance": [_POSITIVE], "bins": [_COUNT],
+        # the pMSE mechanism's own (PMSEMechanismParams), checked when the method is it
+        "cp": [Unconstrained()], "burn_in": [Unconstrained()], "thinning": [Unconstrained()],
+        "chains": [Unconstrained()], "synthetic_per_evaluation": [Unconstrained()],
+    }
+
+    def _check_together(self) -> None:
         variant = Method.from_table(self.method, allowed=self.allowed_methods)
         object.__setattr__(self, "method", variant.as_table())
-        _check("epsilon", self.epsilon, _is_real(self.epsilon) and self.epsilon > 0, "a positive finite number")
-        _check("n", self.n, _is_int(self.n, 10), "an integer ≥ 10")
-        for name in ("x1_mean", "x2_intercept", "x2_slope"):
-            _check(name, getattr(self, name), _is_real(getattr(self, name)), "a finite number")
-        for name in ("x1_variance", "x2_variance", "proposal_scale", "prior_variance"):
-            value = getattr(self, name)
-            _check(name, value, _is_real(value) and value > 0, "a positive finite number")
-        _check("releases", self.releases, _is_int(self.releases, 1), "an integer ≥ 1")
-        _check("bins", self.bins, _is_int(self.bins, 1), "an integer ≥ 1")
-        _check("tree", self.tree, self.tree in ("rpart", "greedy"), "'rpart' or 'greedy'")
         # The mechanism's and the histogram's own checks, run now so a bad spec fails at load.
         if variant.name == "pmse_mechanism":
             self.mechanism_params(variant)

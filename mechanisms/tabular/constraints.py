@@ -31,7 +31,7 @@ import dataclasses
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import pandas as pd
@@ -40,6 +40,7 @@ from privlab.mechanisms.tabular.rules import Constraint, check_frame, evaluate
 from privlab.mechanisms.tabular.schema import RawSchema
 from privlab.mechanisms.tabular.transforms import Transformation
 from privlab.platform.core.errors import ExecutionError, SchemaError, SpecError
+from privlab.platform.core.validation import BOOLEAN, ConstrainedParams, InstanceOf, Unconstrained
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ class RecordFilter(Protocol):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ConstraintSet:
+class ConstraintSet(ConstrainedParams):
     """Rules over one raw schema; a record matching *any* rule is removed.
 
     Args:
@@ -66,11 +67,12 @@ class ConstraintSet:
     constraints: tuple[Constraint, ...] = ()
     drop_missing: bool = False
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.schema, RawSchema):
-            raise SpecError(f"schema ({self.schema!r}) must be a RawSchema")
-        if not isinstance(self.drop_missing, bool):
-            raise SpecError(f"drop_missing ({self.drop_missing!r}) must be true or false")
+    _parameter_constraints: ClassVar = {"schema": [InstanceOf(RawSchema, "a RawSchema")],
+                                        "constraints": [Unconstrained()],  # parsed rules, checked against schema
+                                        "drop_missing": [BOOLEAN]}
+    _type_error: ClassVar = SpecError  # built from a spec's constraints table: every mistake is the spec's
+
+    def _check_together(self) -> None:
         texts = [c.text for c in self.constraints]
         repeated = sorted({t for t in texts if texts.count(t) > 1})
         if repeated:

@@ -54,12 +54,15 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import numbers
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
 from privlab.platform.core.errors import SchemaError, SpecError
+from privlab.platform.core.validation import ConstrainedParams, Interval, Options
 
 ALGORITHMS = ("algorithm3", "algorithm4")
 
@@ -233,7 +236,7 @@ def project_min_occurrence(
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class MinOccurrenceProjection:
+class MinOccurrenceProjection(ConstrainedParams):
     """The face-privacy projection as a configurable post-processing step.
 
     Args:
@@ -248,11 +251,9 @@ class MinOccurrenceProjection:
     min_count: int
     algorithm: str = "algorithm3"
 
-    def __post_init__(self) -> None:
-        if isinstance(self.min_count, bool) or not isinstance(self.min_count, int) or self.min_count < 2:
-            raise SpecError(f"min_count ({self.min_count!r}) must be an integer >= 2")
-        if self.algorithm not in ALGORITHMS:
-            raise SpecError(f"algorithm ({self.algorithm!r}) must be one of {', '.join(ALGORITHMS)}")
+    _parameter_constraints: ClassVar = {"min_count": [Interval(numbers.Integral, 2, None, closed="left")],
+                                        "algorithm": [Options(str, ALGORITHMS)]}
+    _type_error: ClassVar = SpecError  # a spec's projection table: every mistake is the spec's
 
     def apply(self, codes: pd.DataFrame, *, rng: np.random.Generator, domain: Domain | None = None) -> pd.DataFrame:
         """See :func:`project_min_occurrence`."""

@@ -30,15 +30,17 @@ Privacy:
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 
 from privlab.mechanisms.tabular.schema import RawSchema
 from privlab.platform.core.csv_fields import check_field_counts
 from privlab.platform.core.errors import SchemaError, SpecError
+from privlab.platform.core.validation import BOOLEAN, ConstrainedParams, Interval, Unconstrained
 
 __all__ = ["ReaderOptions", "read_raw_table"]
 
@@ -46,7 +48,7 @@ _KEYS = ("header", "delimiter", "na_values", "strip_whitespace", "strip_trailing
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ReaderOptions:
+class ReaderOptions(ConstrainedParams):
     """How a space's data files are written (module docstring); the defaults read a plain CSV."""
 
     header: bool = True
@@ -57,10 +59,16 @@ class ReaderOptions:
     strip_trailing_dot: bool = False
     skip_rows: int = 0
 
-    def __post_init__(self) -> None:
-        for name in ("header", "strip_whitespace", "strip_trailing_dot"):
-            if not isinstance(getattr(self, name), bool):
-                raise SpecError(f"reader.{name} ({getattr(self, name)!r}) must be true or false")
+    _parameter_constraints: ClassVar = {
+        "header": [BOOLEAN], "strip_whitespace": [BOOLEAN], "strip_trailing_dot": [BOOLEAN],
+        "delimiter": [Unconstrained()], "na_values": [Unconstrained()], "columns": [Unconstrained()],
+        "skip_rows": [Interval(numbers.Integral, 0, None, closed="left")]}
+    _type_error: ClassVar = SpecError  # a space's [reader] table: every mistake is the spec's
+
+    def _message_prefix(self) -> str:
+        return "reader."
+
+    def _check_together(self) -> None:
         if not isinstance(self.delimiter, str) or len(self.delimiter) != 1 or self.delimiter in "\"\n\r":
             raise SpecError(f"reader.delimiter ({self.delimiter!r}) must be one character (not a quote or newline)")
         if not isinstance(self.na_values, tuple) or not all(isinstance(v, str) for v in self.na_values):
@@ -73,8 +81,6 @@ class ReaderOptions:
                 raise SpecError(f"reader.columns ({self.columns!r}) must be a non-empty list of column names")
             if len(set(self.columns)) != len(self.columns):
                 raise SpecError(f"reader.columns ({list(self.columns)!r}) must not repeat a name")
-        if isinstance(self.skip_rows, bool) or not isinstance(self.skip_rows, int) or self.skip_rows < 0:
-            raise SpecError(f"reader.skip_rows ({self.skip_rows!r}) must be an integer >= 0")
 
     @classmethod
     def from_spec(cls, table: object, *, where: str = "reader") -> ReaderOptions:

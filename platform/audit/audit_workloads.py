@@ -22,6 +22,7 @@ from privlab.platform.audit.auditables import (
     SensitivityAuditable,
 )
 from privlab.platform.core.errors import LedgerError
+from privlab.platform.core.validation import ConstrainedParams, Unconstrained
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import SeededSource
@@ -38,13 +39,16 @@ def _audit_params(auditable: type[Auditable]) -> type:
             base_post_init(self)
         check_confidence(self.confidence)
 
+    namespace: dict[str, Any] = {"__post_init__": __post_init__, "__module__": __name__}
+    if issubclass(base, ConstrainedParams):  # its declared constraints must cover every field
+        namespace["_parameter_constraints"] = {**base._parameter_constraints, "confidence": [Unconstrained()]}
     return dataclasses.make_dataclass(
         f"{base.__name__}WithConfidence",
         [("confidence", float, dataclasses.field(default=DEFAULT_CONFIDENCE, kw_only=True))],
         bases=(base,),
         frozen=True,
         kw_only=True,
-        namespace={"__post_init__": __post_init__, "__module__": __name__},
+        namespace=namespace,
     )
 
 

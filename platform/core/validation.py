@@ -8,7 +8,8 @@ Two styles share that format:
 * ``check_*`` functions for one scalar argument at a time;
 * declarative constraints in the style of scikit-learn's ``_parameter_constraints``: a dict
   ``{parameter: [constraint, ...]}`` whose values are :class:`Interval`, :class:`Options`,
-  :class:`InstanceOf`, :class:`RealPair` or ``None`` (the value ``None`` is allowed), checked
+  :class:`InstanceOf`, :class:`Text`, :class:`RealPair`, :class:`Unconstrained` or ``None`` (the
+  value ``None`` is allowed), checked
   at once by :func:`validate_parameters`. A frozen ``Params`` dataclass declares them once by
   subclassing :class:`ConstrainedParams`, which checks every field when it is built. A value passes when one of its constraints accepts
   it. When none does, the error is a ``TypeError`` if no constraint accepts the *kind* of value
@@ -29,7 +30,8 @@ import numpy as np
 
 from privlab.platform.core.errors import SpecError
 
-__all__ = ["ConstrainedParams", "Constraint", "InstanceOf", "Interval", "Options", "RealPair", "check_count",
+__all__ = ["BOOLEAN", "ConstrainedParams", "Constraint", "InstanceOf", "Interval", "Options", "RealPair", "Text",
+           "Unconstrained", "check_count",
            "check_positive_finite", "check_real", "check_text", "describe_constraints", "validate_parameters"]
 
 
@@ -169,12 +171,15 @@ class Options(Constraint):
 
     Args:
         kind: the values' type (``str`` for named options).
-        values: the allowed values.
+        values: the allowed values, named in messages in their order (a set's sorted).
+        description: what follows "must be" (default: ``"one of [...]"``).
     """
 
-    def __init__(self, kind: type, values: Sequence[Any] | set[Any] | frozenset[Any]) -> None:
+    def __init__(self, kind: type, values: Sequence[Any] | set[Any] | frozenset[Any], *,
+                 description: str | None = None) -> None:
         self.kind = kind
-        self.values = tuple(sorted(values, key=repr))
+        self.values = tuple(values) if isinstance(values, Sequence) else tuple(sorted(values, key=repr))
+        self.description = description
 
     def accepts_type(self, value: object) -> bool:
         return isinstance(value, self.kind) and not (self.kind is not bool and isinstance(value, bool))
@@ -183,6 +188,8 @@ class Options(Constraint):
         return self.accepts_type(value) and value in self.values
 
     def __str__(self) -> str:
+        if self.description is not None:
+            return self.description
         if len(self.values) == 1:
             return repr(self.values[0])
         return f"one of {list(self.values)!r}"
@@ -209,6 +216,37 @@ class InstanceOf(Constraint):
         return self.description
 
 
+class Text(Constraint):
+    """A non-empty string, described in words (``Text("a column name")``)."""
+
+    def __init__(self, description: str = "a non-empty string") -> None:
+        self.description = description
+
+    def accepts_type(self, value: object) -> bool:
+        return isinstance(value, str)
+
+    def accepts(self, value: object) -> bool:
+        return isinstance(value, str) and value != ""
+
+    def __str__(self) -> str:
+        return self.description
+
+
+class Unconstrained(Constraint):
+    """Any value: the parameter is a structure (a list of columns, a table) that its class checks
+    and normalises itself, in :meth:`ConstrainedParams._check_together` (scikit-learn's
+    ``"no_validation"``)."""
+
+    def accepts_type(self, value: object) -> bool:
+        return True
+
+    def accepts(self, value: object) -> bool:
+        return True
+
+    def __str__(self) -> str:
+        return "anything"
+
+
 class RealPair(Constraint):
     """A pair ``(lower, upper)`` of finite real numbers with ``lower < upper`` (public bounds)."""
 
@@ -226,6 +264,9 @@ class RealPair(Constraint):
         return "a pair (lower, upper) of finite real numbers with lower < upper"
 
 
+BOOLEAN = Options(bool, {False, True}, description="true or false")
+"""``True`` or ``False`` (and not ``0``, ``1`` or ``"true"``)."""
+
 ConstraintSpec = Constraint | None
 """An entry of a constraint list: a :class:`Constraint`, or ``None`` (the value ``None`` is allowed)."""
 
@@ -237,7 +278,8 @@ def describe_constraints(constraints: Sequence[ConstraintSpec]) -> str:
 
 
 def validate_parameters(constraints: Mapping[str, Sequence[ConstraintSpec]], params: Mapping[str, object], *,
-                        value_error: type[ValueError] = ValueError) -> None:
+                        value_error: type[ValueError] = ValueError, type_error: type[Exception] = TypeError,
+                        prefix: str = "", hints: Mapping[str, str] | None = None) -> None:
     """Check every parameter against its constraints (module docstring), in ``params``' order.
 
     Args:
@@ -245,6 +287,10 @@ def validate_parameters(constraints: Mapping[str, Sequence[ConstraintSpec]], par
         params: ``{name: value}``, e.g. an estimator's ``get_params(deep=False)``.
         value_error: the error for a wrong value (a ``Params`` dataclass built from a spec
             raises :class:`~privlab.platform.core.errors.SpecError`, a ``ValueError``).
+        type_error: the error for a value of no accepted kind (``TypeError``; a spec section
+            that reports every mistake as a ``SpecError`` passes that).
+        prefix: words before every message that name the owner (``"criterion 'x': "``).
+        hints: per parameter, what to do instead, appended to its message after ``"; "``.
 
     Raises:
         TypeError: a value of a kind no constraint of its parameter is about.
@@ -259,8 +305,10 @@ def validate_parameters(constraints: Mapping[str, Sequence[ConstraintSpec]], par
         if any(value is None if c is None else c.accepts(value) for c in alternatives):
             continue
         kind_ok = any(c is not None and c.accepts_type(value) for c in alternatives)
-        error = value_error if kind_ok else TypeError
-        raise error(f"{name} ({value!r}) must be {describe_constraints(alternatives)}")
+        error = value_error if kind_ok else type_error
+        hint = (hints or {}).get(name)
+        raise error(f"{prefix}{name} ({value!r}) must be {describe_constraints(alternatives)}"
+                    + (f"; {hint}" if hint else ""))
 
 
 class ConstrainedParams:
@@ -271,15 +319,32 @@ class ConstrainedParams:
     accepted kind is a ``TypeError``, a wrong value a :class:`~privlab.platform.core.errors.SpecError`
     naming the field — and then calls :meth:`_check_together` for the rules that tie fields
     together (exactly one of two set, an order between two bounds).
+
+    A class whose errors name their owner (``"criterion 'x': ..."``) overrides
+    :meth:`_message_prefix`; one whose every mistake is a spec's sets ``_type_error`` to
+    ``SpecError``; ``_parameter_hints`` add what to do to a field's message.
     """
 
     _parameter_constraints: ClassVar[Mapping[str, Sequence[ConstraintSpec]]]
+    _type_error: ClassVar[type[Exception]] = TypeError
+    _parameter_hints: ClassVar[Mapping[str, str]] = {}
+    #: Whether a field may go undeclared (its class checks it itself): a base that plugins extend
+    #: sets it, so that a plugin's own fields need no declaration.
+    _undeclared_fields_allowed: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         fields = dataclasses.fields(self)  # type: ignore[arg-type]
-        validate_parameters(self._parameter_constraints, {f.name: getattr(self, f.name) for f in fields},
-                            value_error=SpecError)
+        constraints = self._parameter_constraints
+        if self._undeclared_fields_allowed:
+            constraints = {**{f.name: [Unconstrained()] for f in fields}, **constraints}
+        validate_parameters(constraints, {f.name: getattr(self, f.name) for f in fields},
+                            value_error=SpecError, type_error=self._type_error, prefix=self._message_prefix(),
+                            hints=self._parameter_hints)
         self._check_together()
+
+    def _message_prefix(self) -> str:
+        """Words before every error message that name the owner; none by default."""
+        return ""
 
     def _check_together(self) -> None:
         """Rules over several fields, after each field passed its own constraints."""

@@ -40,6 +40,7 @@ import dataclasses
 import hashlib
 import itertools
 import math
+import numbers
 import os
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -48,6 +49,8 @@ from typing import Any
 
 from privlab.platform.core.errors import LedgerError, PrivlabError, SpecError
 from privlab.platform.core.toml_files import MAX_DEPTH, nesting_depth, read_toml
+from privlab.platform.core.validation import (BOOLEAN, ConstraintSpec, InstanceOf, Interval, Options, Text,
+                                              validate_parameters)
 from privlab.platform.dp.accountants import SELECTABLE as SELECTABLE_ACCOUNTANTS
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.seeding import canonical_params, grid_sampling_generator, stable_key
@@ -69,6 +72,8 @@ TRACKING_KEYS = {"experiment", "uri", "artifacts", "plots", "checkpoint_interval
                  "run_statistics", "reservoirs"}
 EXECUTION_KEYS = {"batch_size", "target_task_seconds", "max_retries", "max_in_flight_per_worker", "max_configurations"}
 MODES = ("research",)
+RUN_STATISTICS = ("centre", "summary", "all")
+RESERVOIRS = ("reports", "all")
 MAX_UNITS = 10**10
 
 
@@ -317,19 +322,44 @@ def _table(value: Any, where: str) -> dict[str, Any]:
     return dict(value)
 
 
-def _positive_int(value: Any, where: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_UNITS:
-        raise SpecError(f"{where} ({value!r}) must be an integer between 1 and {MAX_UNITS:.0e}")
-    return value
+UNITS = Interval(numbers.Integral, 1, MAX_UNITS, closed="both")
+"""A count of repetitions, trials, grid points or configurations."""
+
+BUDGET_CONSTRAINTS: dict[str, list[ConstraintSpec]] = {
+    "epsilon": [Interval(numbers.Real, 0, None, closed="neither")],
+    "delta": [Interval(numbers.Real, 0, 1, closed="both")],
+    "accountant": [Options(str, SELECTABLE_ACCOUNTANTS)],
+    "delta_slack": [Interval(numbers.Real, 0, 1, closed="right")],
+}
+TRACKING_CONSTRAINTS: dict[str, list[ConstraintSpec]] = {
+    "experiment": [Text()], "uri": [InstanceOf(str, "a string")],
+    "artifacts": [BOOLEAN], "plots": [BOOLEAN], "unit_runs": [BOOLEAN],
+    "checkpoint_interval_s": [Interval(numbers.Real, 0, None, closed="left")],
+    "outage_wait_s": [Interval(numbers.Real, 0, None, closed="left")],
+    "run_statistics": [Options(str, RUN_STATISTICS)], "reservoirs": [Options(str, RESERVOIRS)],
+}
+EXECUTION_CONSTRAINTS: dict[str, list[ConstraintSpec]] = {
+    "batch_size": [Options(str, ("auto",)), UNITS],
+    "target_task_seconds": [Interval(numbers.Real, 0, None, closed="neither")],
+    "max_retries": [Interval(numbers.Integral, 0, None, closed="left")],
+    "max_in_flight_per_worker": [UNITS], "max_configurations": [UNITS],
+}
+TOP_CONSTRAINTS: dict[str, list[ConstraintSpec]] = {
+    "seed": [Interval(numbers.Integral, 0, None, closed="left")], "mode": [Options(str, MODES)]}
+TOP_HINTS = {"mode": "release runs use `privlab release`, not `privlab run`"}
 
 
-def _number(value: Any, where: str, *, low: float, high: float = math.inf, low_open: bool = False) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-        raise SpecError(f"{where} ({value!r}) must be a finite number")
-    if value < low or (low_open and value == low) or value > high:
-        bracket = "(" if low_open else "["
-        raise SpecError(f"{where} ({value!r}) must be in {bracket}{low}, {high}]")
-    return float(value)
+def _check_table(table: Mapping[str, Any], constraints: Mapping[str, Sequence[ConstraintSpec]], where: str, *,
+                 hints: Mapping[str, str] | None = None) -> None:
+    """Check the keys of a spec table that have declared constraints (every mistake a
+    :class:`SpecError` starting with ``where``; absent keys take their defaults)."""
+    validate_parameters(constraints, {key: table[key] for key in constraints if key in table},
+                        value_error=SpecError, type_error=SpecError, prefix=f"{where} " if where else "", hints=hints)
+
+
+def _units(value: Any, where: str, key: str) -> int:
+    _check_table({key: value}, {key: [UNITS]}, where)
+    return int(value)
 
 
 def _numeric_identity(value: Any) -> Any:
@@ -352,15 +382,9 @@ def parse_spec(document: Mapping[str, Any], *, source: Path, text: str = "",
     description = document.get("description", "")
     if not isinstance(description, str):
         raise SpecError("spec: 'description' must be a string")
+    _check_table(document, TOP_CONSTRAINTS, "", hints=TOP_HINTS)
     seed = document.get("seed")
-    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
-        raise SpecError(f"seed ({seed!r}) must be a non-negative integer")
     mode = document.get("mode", "research")
-    if mode not in MODES:
-        raise SpecError(
-            f"mode ({mode!r}) must be one of {', '.join(MODES)}; release runs use "
-            "`privlab release`, not `privlab run`"
-        )
     budget = _parse_budget(document.get("budget"))
     tracking = _parse_tracking(document.get("tracking"), default_experiment=name)
     execution = _parse_execution(document.get("execution"))
@@ -423,18 +447,17 @@ def _parse_budget(raw: Any) -> BudgetSpec | None:
     _unknown(table, BUDGET_KEYS, "[budget]")
     if "epsilon" not in table:
         raise SpecError("[budget]: 'epsilon' is required (privlab has no default ε)")
+    _check_table(table, BUDGET_CONSTRAINTS, "[budget]")
     accountant = table.get("accountant", "basic")
-    if accountant not in SELECTABLE_ACCOUNTANTS:
-        raise SpecError(f"[budget] accountant ({accountant!r}) must be one of {', '.join(SELECTABLE_ACCOUNTANTS)}")
     slack = table.get("delta_slack")
     if accountant != "basic" and slack is None:
         what = "δ'' of Dwork & Roth Thm 3.20" if accountant == "advanced" else "the δ at which it reads its ε"
         raise SpecError(f"[budget]: accountant {accountant!r} needs delta_slack ({what})")
     budget = BudgetSpec(
-        epsilon=_number(table["epsilon"], "[budget] epsilon", low=0.0, low_open=True),
-        delta=_number(table.get("delta", 0.0), "[budget] delta", low=0.0, high=1.0),
+        epsilon=float(table["epsilon"]),
+        delta=float(table.get("delta", 0.0)),
         accountant=accountant,
-        delta_slack=None if slack is None else _number(slack, "[budget] delta_slack", low=0.0, high=1.0, low_open=True),
+        delta_slack=None if slack is None else float(slack),
     )
     try:  # the ledger's own checks (δ < 1, δ'' ≤ δ for advanced) are spec problems here
         budget.ledger()
@@ -443,75 +466,41 @@ def _parse_budget(raw: Any) -> BudgetSpec | None:
     return budget
 
 
-RUN_STATISTICS = ("centre", "summary", "all")
-RESERVOIRS = ("reports", "all")
-
-
-def _reservoirs(value: Any) -> str:
-    if value not in RESERVOIRS:
-        raise SpecError(f"[tracking] reservoirs ({value!r}) must be one of {', '.join(map(repr, RESERVOIRS))}")
-    return value
-
-
-def _run_statistics(value: Any) -> str:
-    if value not in RUN_STATISTICS:
-        raise SpecError(f"[tracking] run_statistics ({value!r}) must be one of {', '.join(map(repr, RUN_STATISTICS))}")
-    return value
 
 
 def _parse_tracking(raw: Any, *, default_experiment: str) -> TrackingSpec:
     table = _table(raw, "[tracking]")
     _unknown(table, TRACKING_KEYS, "[tracking]")
+    _check_table(table, TRACKING_CONSTRAINTS, "[tracking]")
     experiment = table.get("experiment", default_experiment)
-    if not isinstance(experiment, str) or not experiment:
-        raise SpecError("[tracking] experiment must be a non-empty string")
     if len(experiment) > MAX_EXPERIMENT_NAME:
         where = "[tracking] experiment" if "experiment" in table else "the spec's name (the default experiment)"
         raise SpecError(f"{where} is {len(experiment):,} characters long; MLflow accepts experiment names of at "
                         f"most {MAX_EXPERIMENT_NAME}: set a shorter [tracking] experiment")
-    uri = table.get("uri")
-    if uri is not None and not isinstance(uri, str):
-        raise SpecError("[tracking] uri must be a string")
-    for flag in ("artifacts", "plots", "unit_runs"):
-        if not isinstance(table.get(flag, True), bool):
-            raise SpecError(f"[tracking] {flag} ({table[flag]!r}) must be true or false")
     return TrackingSpec(
         experiment=experiment,
-        uri=uri,
+        uri=table.get("uri"),
         artifacts=table.get("artifacts", True),
         plots=table.get("plots", True),
         unit_runs=table.get("unit_runs", False),
-        run_statistics=_run_statistics(table.get("run_statistics", "centre")),
-        reservoirs=_reservoirs(table.get("reservoirs", "reports")),
-        checkpoint_interval_s=_number(
-            table.get("checkpoint_interval_s", 30.0), "[tracking] checkpoint_interval_s", low=0.0
-        ),
-        outage_wait_s=_number(table.get("outage_wait_s", 120.0), "[tracking] outage_wait_s", low=0.0),
+        run_statistics=table.get("run_statistics", "centre"),
+        reservoirs=table.get("reservoirs", "reports"),
+        checkpoint_interval_s=float(table.get("checkpoint_interval_s", 30.0)),
+        outage_wait_s=float(table.get("outage_wait_s", 120.0)),
     )
 
 
 def _parse_execution(raw: Any) -> ExecutionSpec:
     table = _table(raw, "[execution]")
     _unknown(table, EXECUTION_KEYS, "[execution]")
+    _check_table(table, EXECUTION_CONSTRAINTS, "[execution]")
     batch = table.get("batch_size", "auto")
-    if batch != "auto":
-        if not isinstance(batch, int) or isinstance(batch, bool) or not 1 <= batch <= MAX_UNITS:
-            raise SpecError(
-                f"[execution] batch_size ({batch!r}) must be \"auto\" or an integer between 1 and {MAX_UNITS:.0e}"
-            )
-    retries = table.get("max_retries", 3)
-    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
-        raise SpecError(f"[execution] max_retries ({retries!r}) must be a non-negative integer")
     return ExecutionSpec(
         batch_size=None if batch == "auto" else batch,
-        target_task_seconds=_number(
-            table.get("target_task_seconds", 1.0), "[execution] target_task_seconds", low=0.0, low_open=True
-        ),
-        max_retries=retries,
-        max_in_flight_per_worker=_positive_int(
-            table.get("max_in_flight_per_worker", 2), "[execution] max_in_flight_per_worker"
-        ),
-        max_configurations=_positive_int(table.get("max_configurations", 100_000), "[execution] max_configurations"),
+        target_task_seconds=float(table.get("target_task_seconds", 1.0)),
+        max_retries=table.get("max_retries", 3),
+        max_in_flight_per_worker=table.get("max_in_flight_per_worker", 2),
+        max_configurations=table.get("max_configurations", 100_000),
     )
 
 
@@ -545,13 +534,13 @@ def _parse_study(
     if pattern is Pattern.GRID:
         if "trials" in raw:
             raise SpecError(f"{where}: workload {workload_name!r} runs repetitions (grid pattern); use 'repetitions', not 'trials'")
-        units = _positive_int(raw.get("repetitions", 1), f"{where} repetitions")
+        units = _units(raw.get("repetitions", 1), where, "repetitions")
     elif pattern is Pattern.TRIALS:
         if "repetitions" in raw:
             raise SpecError(f"{where}: workload {workload_name!r} runs trials (trials pattern); use 'trials', not 'repetitions'")
         if "trials" not in raw:
             raise SpecError(f"{where}: 'trials' (trials per configuration) is required")
-        units = _positive_int(raw["trials"], f"{where} trials")
+        units = _units(raw["trials"], where, "trials")
     else:
         for key in ("repetitions", "trials"):
             if key in raw:
@@ -601,7 +590,7 @@ def _parse_study(
     study_key = stable_key("study", name)
     sample = raw.get("grid_points")
     if sample is not None:
-        sample = _positive_int(sample, f"{where} grid_points")
+        sample = _units(sample, where, "grid_points")
         if sample > grid_size:
             raise SpecError(f"{where} grid_points ({sample}) must be at most the grid size ({grid_size})")
         if seed is None:
