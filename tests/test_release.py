@@ -343,7 +343,7 @@ def test_bad_specs_fail_before_any_work(workspace: Path, tmp_path: Path, case: s
         message = "no \\[\\[configuration\\]\\]"
     elif case == "zero_epsilon":
         settings.write_text(settings.read_text().replace("epsilon = 0.01", "epsilon = 0.0", 1))
-        message = "must be > 0"
+        message = "must be a finite real number > 0"
     elif case == "split_mismatch":
         settings.write_text(settings.read_text().replace("epsilon_generation = 4.0", "epsilon_generation = 3.0"))
         message = "epsilon.generation = 4 but"
