@@ -161,3 +161,23 @@ def test_flush_does_not_wait_for_a_batch_to_fill() -> None:
     writer.flush()
     writer.close()
     assert calls == [["a"]] and time.perf_counter() - began < 10.0
+
+
+def test_a_call_lets_the_caller_work_meanwhile_and_returns_the_writers_value() -> None:
+    # The run's end: the backend stops on the driver's thread while the writer logs the summary.
+    writer = BackgroundWriter()
+    both_running = threading.Barrier(2, timeout=10)
+    threads: dict[str, str] = {}
+
+    def on_the_writer() -> str:
+        threads["task"] = threading.current_thread().name
+        both_running.wait()  # returns only while the caller's work runs too
+        return "summary"
+
+    def on_the_caller() -> None:
+        threads["meanwhile"] = threading.current_thread().name
+        both_running.wait()
+
+    assert writer.call(on_the_writer, meanwhile=on_the_caller) == "summary"
+    writer.close()
+    assert threads == {"task": "privlab-tracking", "meanwhile": threading.current_thread().name}
