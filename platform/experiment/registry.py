@@ -194,6 +194,16 @@ class Workload(abc.ABC):
         """
         return self.metrics
 
+    def run_metrics(self, params: Any) -> tuple[str, ...] | None:
+        """The metrics a configuration's MLflow run shows (their logged statistics,
+        ``[tracking] run_statistics``); the others are kept with every statistic in the run's
+        result parts and index, which ``compare``, ``shortlist`` and the reports read. Default
+        None: every metric of the configuration. A workload with many detail metrics per
+        configuration names its headline ones: each MLflow metric value costs ~470 bytes of
+        sqlite (a row of two tables and four indexes), most of a small configuration's store.
+        """
+        return None
+
     def facets(self, params: Any) -> Mapping[str, Mapping[str, Any]]:
         """Sub-configurations evaluated together inside every trial, ``label → their params``.
 

@@ -474,11 +474,13 @@ class Tracker:
         timing: Mapping[str, float] | None = None,
         reservoir: Mapping[str, Iterable[float]] | None = None,
         ledger_text: str | None = None,
+        units: Mapping[str, Any] | None = None,
     ) -> ResultRunUpload:
         """A finished child run, ready for :meth:`send`: the result of a configuration (or of
         one facet of it, in ``group``), or with ``unit`` of one unit of a ``unit_runs`` workload;
         with its parent's ``standard_tags``, the ``datasets`` it read and, for a configuration,
-        its summary entry ``result`` (JSON), ``timing`` and ``reservoir`` sample, which go into a
+        its summary entry ``result`` (JSON), ``timing``, ``reservoir`` sample and per-unit table
+        ``units`` (:func:`~privlab.platform.tracking.unit_table.unit_columns`), which go into a
         part on the parent run; ``ledger_text`` (the ledger as a table) is its ``privlab.ledger``
         tag, which MLflow's UI shows with the run. The root seed and mode are the parent's tags."""
         tags = {**(standard_tags or {}), KIND_TAG: "configuration" if unit is None else "unit", CONFIG_TAG: config_id,
@@ -494,7 +496,8 @@ class Tracker:
                                datasets=[d.to_record() for d in datasets], result=result,
                                timing=None if timing is None else {k: float(v) for k, v in timing.items()},
                                reservoir=None if reservoir is None else
-                               {name: [float(v) for v in values] for name, values in reservoir.items()})
+                               {name: [float(v) for v in values] for name, values in reservoir.items()},
+                               units=None if units is None else dict(units))
 
     @_timed
     def send(self, upload: ResultRunUpload) -> str:
@@ -558,7 +561,7 @@ class Tracker:
         parent = missing[0].tags[PARENT_TAG]
         path = part_name(missing[0].run_id or "")
         data = part_bytes([ResultRow(entry_id=u.config_id, run_id=u.run_id or "", result=u.result,
-                                     timing=u.timing, reservoir=u.reservoir) for u in missing])
+                                     timing=u.timing, reservoir=u.reservoir, units=u.units) for u in missing])
         if local is not None:
             write_files(Path(local.artifact_uri(parent)), {path: data})
         else:
@@ -659,6 +662,7 @@ class ResultRunUpload:
     result: str = ""  # a configuration's summary entry (JSON), logged in a part on the parent run
     timing: dict[str, float] | None = None  # its timing, in the same part
     reservoir: dict[str, list[float]] | None = None  # its reservoir sample, in the same part
+    units: dict[str, Any] | None = None  # its per-unit table (a unit_runs workload's), in the same part
     run_id: str | None = None  # once created
     part_written: bool = False  # result and reservoir
     logged: bool = False  # params and metrics
