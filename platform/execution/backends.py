@@ -41,6 +41,7 @@ class Backend(Protocol):
     name: str
     workers: int
     nodes: int
+    address: str | None  # the Ray cluster joined; None: a private instance, or no Ray
 
     def put(self, obj: Any) -> Any: ...
     def get(self, ref: Any) -> Any: ...
@@ -71,6 +72,7 @@ class SerialBackend:
     def __init__(self) -> None:
         self.workers = 1
         self.nodes = 1
+        self.address: str | None = None
 
     def put(self, obj: Any) -> Any:
         return obj
@@ -165,6 +167,7 @@ class RayBackend:
         self._ray = ray
         self._temp_dir: str | None = None
         self._closed = False
+        self.address = address
         if ray.is_initialized():
             raise ExecutionError("Ray is already initialised in this process; privlab starts and stops its own connection")
         if address is None:
