@@ -446,7 +446,9 @@ def _cluster(args: argparse.Namespace) -> int:
         print(f"started a {info.nodes}-node Ray cluster on loopback at {info.address}")
         for key, value in info.env.items():
             print(f"export {key}={shlex.quote(value)}")
-        print(f"run on it:  privlab run SPEC --address {info.address}\nstop it:    privlab cluster down")
+        here = "" if state_dir == Path(DEFAULT_CLUSTER_STATE) else f" --address {info.address}"
+        print(f"run on it:  privlab run SPEC{here}   (from this folder; elsewhere: --address {info.address})\n"
+              "stop it:    privlab cluster down")
     elif args.cluster_command == "down":
         stopped = local_cluster.stop_local_cluster(state_dir=state_dir)
         print(f"stopped {stopped} process(es)")
