@@ -530,26 +530,50 @@ class Tracker:
             for upload in pending:
                 upload.finished = True
             return [u.run_id for u in uploads]  # type: ignore[misc]
-        for upload in uploads:
-            if upload.run_id is None:
-                upload.run_id = self.client.create_run(upload.experiment_id, run_name=upload.name,
-                                                       tags=upload.tags).info.run_id
+        self._each_concurrently(self._create_run, [u for u in uploads if u.run_id is None])
         self._write_part([u for u in uploads if not u.finished])
-        for upload in uploads:
-            if upload.finished:
-                continue
-            if not upload.logged:
-                self._log_batch(upload.run_id, params=upload.params, metrics=upload.metrics)
-                upload.logged = True
-            if not upload.inputs_logged:
-                self._log_datasets(upload.run_id, map(DatasetDescription.from_record, upload.datasets))
-                upload.inputs_logged = True
-            if not upload.uploaded:
-                self._log_texts(upload.run_id, upload.files)
-                upload.uploaded = True
-            self.client.set_terminated(upload.run_id, status="FINISHED")
-            upload.finished = True
+        self._each_concurrently(self._finish_run, [u for u in uploads if not u.finished])
         return [u.run_id for u in uploads]  # type: ignore[misc]
+
+    #: Runs a server store is sent at once: each run is three to five HTTP calls that mostly wait
+    #: on the server and its database, so a batch's runs go out side by side (measured against
+    #: the PostgreSQL server of cluster/mlflow-server.sh: benchmarks/RESULTS.md).
+    SERVER_CONCURRENCY = 8
+
+    def _each_concurrently(self, step: Any, uploads: Sequence[ResultRunUpload]) -> None:
+        """``step(upload)`` for each of ``uploads``, on a tracking server up to
+        :attr:`SERVER_CONCURRENCY` at a time (a local store takes one writer at a time); the
+        first error is raised once all have returned (each upload records the steps it
+        got through, so a retry goes on from there)."""
+        if len(uploads) <= 1 or not self.uri.startswith(("http://", "https://")):  # a local store: one at a time
+            for upload in uploads:
+                step(upload)
+            return
+        import concurrent.futures
+
+        with concurrent.futures.ThreadPoolExecutor(min(self.SERVER_CONCURRENCY, len(uploads)),
+                                                   thread_name_prefix="privlab-tracking-run") as pool:
+            futures = [pool.submit(step, upload) for upload in uploads]
+        for future in futures:
+            future.result()
+
+    def _create_run(self, upload: ResultRunUpload) -> None:
+        upload.run_id = self.client.create_run(upload.experiment_id, run_name=upload.name,
+                                               tags=upload.tags).info.run_id
+
+    def _finish_run(self, upload: ResultRunUpload) -> None:
+        """Log a created run's params, metrics, inputs and files, then end it (step by step)."""
+        if not upload.logged:
+            self._log_batch(upload.run_id, params=upload.params, metrics=upload.metrics)
+            upload.logged = True
+        if not upload.inputs_logged:
+            self._log_datasets(upload.run_id, map(DatasetDescription.from_record, upload.datasets))
+            upload.inputs_logged = True
+        if not upload.uploaded:
+            self._log_texts(upload.run_id, upload.files)
+            upload.uploaded = True
+        self.client.set_terminated(upload.run_id, status="FINISHED")
+        upload.finished = True
 
     def _write_part(self, uploads: Sequence[ResultRunUpload], *, local: SqliteRunWriter | None = None) -> None:
         """The results of ``uploads`` not yet in a part, as one part on their parent run."""
