@@ -96,6 +96,13 @@ def wide_unit_table(long: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+def read_unit_tables(tracker: Tracker, parent_run_id: str) -> dict[str, pd.DataFrame]:
+    """Every per-unit table in a parent run's result parts, by configuration run id (one read
+    of the parts, for a whole grid)."""
+    rows = read_results(tracker, parent_run_id, units=True)
+    return {run_id: frame_of_units(row.units) for run_id, row in rows.items() if row.units is not None}
+
+
 def read_unit_table(tracker: Tracker, run_id: str) -> pd.DataFrame | None:
     """A configuration run's per-unit table, wide (None when the run has none): from its row
     of its parent's result parts, or from its own ``units.parquet`` (runs logged before)."""
