@@ -109,7 +109,7 @@ class Workload(abc.ABC):
     #: True when each trial receives a freshly generated dataset from the spec's generator.
     uses_dataset: ClassVar[bool] = False
     #: True to keep every unit's values (a repetition, e.g. one attempt of a release flow): a
-    #: row each in the per-unit table on the configuration's run (``units.parquet``), and with
+    #: row each in the configuration's per-unit table (its row of the parent's result parts), and with
     #: ``[tracking] unit_runs = true`` also an MLflow run each, nested under the parent run.
     unit_runs: ClassVar[bool] = False
     #: True for diagnostic workloads that only tests and benchmarks use: they run like any

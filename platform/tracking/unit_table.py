@@ -7,9 +7,8 @@ are written once, when the configuration finishes, into its row of a result part
 run (:mod:`~privlab.platform.tracking.result_parts`: columns ``unit_seed_keys``,
 ``unit_metrics``, ``unit_values``). So an interrupted and resumed run ends with each unit's row
 exactly once, a grid of 10⁵ attempts adds 10⁵ table rows instead of 10⁵ runs of ~50 metrics
-each, and a configuration run needs no artifact folder of its own for it (a ``units.parquet``
-per run cost its parquet footer and the run's folders, ~10 KB a configuration on the births
-grid). ``[tracking] unit_runs = true`` also logs one run per unit.
+each, and a configuration run needs no artifact folder of its own for it (a file per run would
+cost its parquet footer and the run's folders, ~10 KB a configuration on the births grid). ``[tracking] unit_runs = true`` also logs one run per unit.
 
 Each unit's ``seed_key`` is ``"study_key/config_key/unit"``: the unit's stream is
 ``SeedSequence(root_seed, spawn_key=(study_key, config_key, unit))``, the root seed is the run's
