@@ -418,16 +418,10 @@ def grid_efficiency(seconds_per_flow: float) -> tuple[float, float]:
 
 def attempt_seconds(uri: str, run_id: str) -> list[float]:
     """Every attempt's ``timing_flow_seconds`` of a run, from its configurations' per-attempt tables."""
-    from privlab.platform.tracking.unit_table import read_unit_table
+    from privlab.platform.tracking.unit_table import read_unit_tables
 
-    tracker = Tracker(uri)
-    experiment_id = tracker.get_run(run_id).info.experiment_id
-    seconds: list[float] = []
-    for child in tracker.configuration_runs(experiment_id, run_id):
-        table = read_unit_table(tracker, child.info.run_id)
-        if table is not None:
-            seconds += table["timing_flow_seconds"].tolist()
-    return seconds
+    tables = read_unit_tables(Tracker(uri), run_id)
+    return [seconds for table in tables.values() for seconds in table["timing_flow_seconds"].tolist()]
 
 
 if __name__ == "__main__":

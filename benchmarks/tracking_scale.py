@@ -12,6 +12,15 @@ per configuration and per attempt, and ``privlab compare`` on 10⁴ configuratio
    with their parts, index and summary as a complete run, and ``privlab compare`` reads it in a
    new process (``compare_seconds_10k_configs``).
 
+B. The births slice's store (``--births``; needs ../shared/data/nvss): the births grid search's
+   10K slice (experiments/births/grid.toml, 12 grid points of each study, 2 attempts each, on
+   the NVSS 10K sample: 24 configurations, ~470 statistics each) runs serially into a fresh
+   store, and again with 6 grid points of each (12 configurations). Printed: bytes per
+   configuration (database, files and folders less an empty store's, / 24:
+   ``store_bytes_per_configuration_births``; the run's plots, reports and tables included) and
+   what each further configuration adds (the slope 12 -> 24,
+   ``store_bytes_per_further_configuration_births``), with the largest items.
+
 A synthetic workload stands in for the release flow (no flows are run): per attempt it reports
 the metrics a ``release_flow`` attempt reports with the births settings (acceptance, and for
 each of 8 criteria its pass/fail, DP value, exact value, sensitivity and seconds; 5 step
@@ -35,6 +44,7 @@ The machine is shared: the load average is printed before and after.
 
     python benchmarks/tracking_scale.py --quick     # M = 200; about 3 minutes on 2 cores
     python benchmarks/tracking_scale.py             # M = 1,000
+    python benchmarks/tracking_scale.py --births    # part B alone (about a minute)
 
 Ends with ``configuration_runs_per_second``, ``store_bytes_per_configuration`` and
 ``compare_seconds_10k_configs`` (part 0), ``store_bytes_per_attempt`` (what each attempt adds
@@ -351,11 +361,71 @@ def fresh_compare(folder: Path, experiment: str, run_id: str) -> tuple[float, fl
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+NVSS_10K = Path(__file__).resolve().parents[2] / "shared" / "data" / "nvss" / "birth_2019_nber_us_SINGLETON_SAMPLE10K.csv"
+BIRTHS_GRID = Path(__file__).resolve().parents[1] / "experiments" / "births" / "grid.toml"
+
+
+def births_slice_store(folder: Path, grid_points: int) -> tuple[int, dict[str, int]]:
+    """(bytes on disk less an empty store's, the largest kinds of item) of the births slice with
+    ``grid_points`` configurations of each study, 2 attempts each, run serially."""
+    folder.mkdir(parents=True)
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    sets = [f"study.{study}.{key}={value}" for study in ("privbayes_theta", "privbayes_degree")
+            for key, value in (("grid_points", grid_points), ("repetitions", 2), ("params.data", str(NVSS_10K)))]
+    with in_folder(folder):
+        Tracker(uri).experiment_id("births-grid", create=True)
+        empty = disk_bytes(folder)
+        empty_database = (folder / "mlflow.db").stat().st_size
+        with contextlib.redirect_stdout(io.StringIO()):
+            code = cli(["run", str(BIRTHS_GRID), "--serial", "--no-progress", "--tracking-uri", uri,
+                        *sum((["--set", s] for s in sets), [])])
+        if code != 0:
+            raise RuntimeError(f"the births slice's run exited {code}")
+    items: dict[str, int] = {"database": (folder / "mlflow.db").stat().st_size - empty_database}
+    for path in (folder / "mlruns").rglob("*"):
+        if path.is_file():
+            kind = "result parts" if path.parent.name == "results" else path.name
+            items[kind] = items.get(kind, 0) + path.stat().st_size
+    return disk_bytes(folder) - empty, items
+
+
+def births_store(root: Path) -> dict[str, float]:
+    """Part B (see the module's docstring); returns its figures."""
+    sizes = {}
+    for grid_points in (6, 12):
+        began = time.perf_counter()
+        sizes[grid_points], items = births_slice_store(root / f"births-{grid_points}", grid_points)
+        configurations = 2 * grid_points
+        largest = ", ".join(f"{name} {size / configurations / 1e3:.1f}"
+                            for name, size in sorted(items.items(), key=lambda kv: -kv[1])[:8])
+        print(f"  {configurations} configurations x 2 attempts (serial, {time.perf_counter() - began:.1f} s): "
+              f"{sizes[grid_points] / configurations:9,.0f} bytes per configuration; KB per configuration: {largest}",
+              flush=True)
+    slope = (sizes[12] - sizes[6]) / 12
+    print(f"  each further configuration adds {slope:,.0f} bytes (slope 12 -> 24 configurations)")
+    return {"store_bytes_per_configuration_births": sizes[12] / 24,
+            "store_bytes_per_further_configuration_births": slope}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="200 real configurations for compare (1,000 without)")
     parser.add_argument("--configuration-runs-only", action="store_true", help="part 0 alone")
+    parser.add_argument("--births", action="store_true", help="part B alone: the births slice's store")
     args = parser.parse_args()
+    if args.births:
+        if not NVSS_10K.is_file():
+            print(f"part B needs the NVSS 10K sample ({NVSS_10K.name})", file=sys.stderr)
+            return 2
+        print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
+        print("\nB. the births slice's store (24 configurations x 2 attempts, ~470 statistics each)", flush=True)
+        with tempfile.TemporaryDirectory(prefix="privlab-tracking-scale-") as tmp:
+            figures = births_store(Path(tmp))
+        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        for name, value in figures.items():
+            print(f"{name}: {value:.0f}")
+        print(f"load_average_1min: {os.getloadavg()[0]:.2f}")
+        return 0
     configurations, low, high = 20, 2, 20
     compared = 200 if args.quick else 1_000
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)", flush=True)

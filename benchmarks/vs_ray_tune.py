@@ -21,6 +21,7 @@ alone: process wall − the run's own reported wall, best of the repeats) and th
 
     python benchmarks/vs_ray_tune.py                  # both grids, 2 repeats
     python benchmarks/vs_ray_tune.py --only small
+    python benchmarks/vs_ray_tune.py --only outside   # seconds_outside_run alone (no Tune)
 """
 
 from __future__ import annotations
@@ -126,14 +127,14 @@ def tune_child(work: str, folder: Path) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=("small", "births"))
+    parser.add_argument("--only", choices=("small", "births", "outside"))
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--tune-child", choices=("small", "births"), help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.tune_child:
         return tune_child(args.tune_child, Path(args.folder))
-    works = [args.only] if args.only else ["small", "births"]
+    works = [] if args.only == "outside" else [args.only] if args.only else ["small", "births"]
     if "births" in works and not NVSS_10K.is_file():
         print(f"the births grid needs the NVSS 10K sample ({NVSS_10K.name}); left out", file=sys.stderr)
         works.remove("births")
@@ -165,8 +166,11 @@ def main() -> int:
             folder.mkdir()
             wall, own = privlab_process("quickstart_first", folder)
             outside.append(wall - own)
+            loads.append(os.getloadavg()[0])
+            phases = json.loads((folder / "summary.json").read_text())["timing"].get("phases", {})
             print(f"  quickstart's first study: process {wall:.2f} s, the run's own wall {own:.2f} s, outside "
-                  f"{wall - own:.2f} s", flush=True)
+                  f"{wall - own:.2f} s  load {loads[-1]:.2f}\n    phases (s): "
+                  + ", ".join(f"{name} {seconds:.2f}" for name, seconds in phases.items()), flush=True)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for work, ratio in ratios.items():
         print(f"ratio_vs_tune_{work}: {ratio:.3f}")

@@ -1,8 +1,9 @@
 """Commands that need neither Ray nor MLflow do not import them (issue 14, item 12).
 
 Each command runs in a fresh interpreter, which then reports the modules it loaded; heavy
-packages (Ray, MLflow, matplotlib, numba, scipy.stats) may only be imported by the commands
-that use them. A wall-clock limit would be flaky on a loaded machine; what is imported is not.
+packages (Ray, MLflow, matplotlib, numba, scipy.stats, scipy.sparse, scipy.linalg) may only be
+imported by the commands that use them: loading the plug-ins, which every run does before it
+starts, stays light. A wall-clock limit would be flaky on a loaded machine; what is imported is not.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-HEAVY = ("ray", "mlflow", "matplotlib", "numba", "scipy.stats")
+HEAVY = ("ray", "mlflow", "matplotlib", "numba", "scipy.stats", "scipy.sparse", "scipy.linalg")
 PROBE = """
 import json, sys
 from privlab.platform.cli.main import main

@@ -231,3 +231,22 @@ def test_each_node_is_waited_for_until_its_runtime_started(tmp_path: Path) -> No
     finally:
         silent.kill()
         silent.wait()
+
+
+@pytest.mark.slow  # starts a one-node cluster with `ray start`, then a run on it (about 20 s)
+def test_a_run_joins_the_cluster_started_from_its_folder_instead_of_starting_ray(tmp_path: Path) -> None:
+    (tmp_path / "q.toml").write_text('name = "q"\nseed = 1\nworkload = "laplace_mean"\nrepetitions = 20\n'
+                                     '[params]\nn = 10\nepsilon = 1.0\n[tracking]\nplots = false\n')
+    state_dir = tmp_path / ".privlab" / "cluster"  # where `privlab cluster up` run here keeps it
+    info = start_local_cluster(nodes=1, cpus_per_node=2, state_dir=state_dir, timeout_s=45)
+    try:
+        result = subprocess.run([sys.executable, "-m", "privlab.platform.cli", "run", "q.toml", "--no-progress",
+                                 "--summary-json", "summary.json"],
+                                cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+        assert result.returncode == 0, result.stderr
+        assert f"the local cluster at {info.address}" in result.stderr
+        summary = json.loads((tmp_path / "summary.json").read_text())
+        assert summary["timing"]["ray_address"] == info.address and summary["timing"]["workers"] == 2
+        assert local_cluster_status(state_dir=state_dir) is not None  # the run left the cluster running
+    finally:
+        stop_local_cluster(state_dir=state_dir)

@@ -161,3 +161,79 @@ def test_flush_does_not_wait_for_a_batch_to_fill() -> None:
     writer.flush()
     writer.close()
     assert calls == [["a"]] and time.perf_counter() - began < 10.0
+
+
+def test_a_call_lets_the_caller_work_meanwhile_and_returns_the_writers_value() -> None:
+    # The run's end: the backend stops on the driver's thread while the writer logs the summary.
+    writer = BackgroundWriter()
+    both_running = threading.Barrier(2, timeout=10)
+    threads: dict[str, str] = {}
+
+    def on_the_writer() -> str:
+        threads["task"] = threading.current_thread().name
+        both_running.wait()  # returns only while the caller's work runs too
+        return "summary"
+
+    def on_the_caller() -> None:
+        threads["meanwhile"] = threading.current_thread().name
+        both_running.wait()
+
+    assert writer.call(on_the_writer, meanwhile=on_the_caller) == "summary"
+    writer.close()
+    assert threads == {"task": "privlab-tracking", "meanwhile": threading.current_thread().name}
+
+
+class _ServerClient:
+    """MLflow's client as a tracking server answers it, slow enough that overlapping calls show."""
+
+    def __init__(self, *, refuse: str | None = None) -> None:
+        self.refuse = refuse
+        self.lock = threading.Lock()
+        self.running = 0
+        self.most_at_once = 0
+        self.created: list[str] = []
+        self.finished: list[str] = []
+        self.artifacts: list[str] = []
+
+    def _call(self) -> None:
+        with self.lock:
+            self.running += 1
+            self.most_at_once = max(self.most_at_once, self.running)
+        time.sleep(0.02)
+        with self.lock:
+            self.running -= 1
+
+    def create_run(self, experiment_id: str, *, run_name: str, tags: dict) -> object:
+        self._call()
+        with self.lock:
+            self.created.append(run_name)
+        return type("Run", (), {"info": type("Info", (), {"run_id": f"id-{run_name}"})()})()
+
+    def log_batch(self, run_id: str, **_: object) -> None:
+        self._call()
+        if run_id == self.refuse:
+            raise RuntimeError("the server refused this batch")
+
+    def log_artifacts(self, run_id: str, folder: str) -> None:
+        self.artifacts.append(run_id)
+
+    def set_terminated(self, run_id: str, status: str) -> None:
+        self._call()
+        with self.lock:
+            self.finished.append(run_id)
+
+
+def test_a_tracking_servers_runs_are_sent_side_by_side_and_a_failed_one_goes_on_where_it_stopped() -> None:
+    tracker = Tracker("http://127.0.0.1:9")  # nothing listens: the client below answers instead
+    client = tracker.client = _ServerClient(refuse="id-s[i=3]")  # type: ignore[assignment]
+    uploads = _uploads(tracker, "1", "parent", 6)
+    with pytest.raises(RuntimeError, match="refused"):
+        tracker.send_results(uploads)
+    assert client.most_at_once > 1  # the runs' calls overlapped
+    assert sorted(client.created) == [f"s[i={i}]" for i in range(6)] and client.artifacts == ["parent"]  # one part
+    assert sorted(client.finished) == [f"id-s[i={i}]" for i in range(6) if i != 3]
+    assert [u.finished for u in uploads] == [True, True, True, False, True, True]
+    client.refuse = None
+    assert tracker.send_results(uploads) == [f"id-s[i={i}]" for i in range(6)]  # in the uploads' order
+    assert sorted(client.created) == [f"s[i={i}]" for i in range(6)] and client.artifacts == ["parent"]  # not again
+    assert client.finished[-1] == "id-s[i=3]" and len(client.finished) == 6

@@ -16,7 +16,7 @@ from privlab.platform.results import compare
 from privlab.platform.results.compare import comparison_frame
 from privlab.platform.run.runner import RunInterrupted, RunOptions, run_experiment
 from privlab.platform.tracking.tracker import CONFIG_TAG, Tracker
-from privlab.platform.tracking.unit_table import read_unit_table, unit_frame
+from privlab.platform.tracking.unit_table import read_unit_table, read_unit_tables, unit_frame
 
 REPETITIONS = 7
 
@@ -58,9 +58,11 @@ def runs(spec_path: Path) -> dict:
 def _tables(tracker: Tracker, run_id: str) -> dict[str, pd.DataFrame]:
     experiment_id = tracker.get_run(run_id).info.experiment_id
     tables = {}
+    every = read_unit_tables(tracker, run_id)  # the whole grid's, from one read of the parts
     for child in tracker.configuration_runs(experiment_id, run_id):
         table = read_unit_table(tracker, child.info.run_id)
         assert table is not None, f"{child.data.tags[CONFIG_TAG]} has no per-unit table"
+        pd.testing.assert_frame_equal(every[child.info.run_id], table)
         tables[child.data.tags[CONFIG_TAG]] = table
     return tables
 

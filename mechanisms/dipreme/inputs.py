@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
-from scipy import sparse
 
 from privlab.mechanisms.dipreme.growth import MAX_CATEGORIES, FeatureLayout
 from privlab.platform.core.errors import SchemaError
@@ -163,7 +163,7 @@ def check_features(X: Any, *, name: str = "X") -> None:
         TypeError: values that are neither numbers nor text.
         ValueError: complex numbers.
     """
-    if sparse.issparse(X):
+    if _is_sparse(X):
         return
     try:
         array = np.asarray(X)
@@ -202,7 +202,7 @@ def check_targets(y: Any, *, regression: bool) -> None:
         SchemaError: text that is not a number (``problem="kind"``).
         TypeError: values that are neither numbers nor text.
     """
-    if not regression or sparse.issparse(y):
+    if not regression or _is_sparse(y):
         return
     array = np.asarray(y)
     if array.dtype.kind in "biufc":
@@ -314,3 +314,10 @@ def check_target_in_bounds(y: np.ndarray, bounds: Sequence[float]) -> np.ndarray
 def warn_classes_from_data() -> None:
     warnings.warn("classes were not given, so the labels present in y were used: the set of labels is then "
                   "not protected; pass classes=[...] (public configuration)", PrivacyLeakWarning, stacklevel=3)
+
+
+def _is_sparse(value: Any) -> bool:
+    """Whether ``value`` is a SciPy sparse matrix or array (only possible once scipy.sparse is
+    imported, so a run that never meets one does not import it)."""
+    sparse = sys.modules.get("scipy.sparse")
+    return sparse is not None and sparse.issparse(value)

@@ -31,7 +31,6 @@ import math
 from typing import ClassVar
 
 import numpy as np
-from scipy import linalg
 
 from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.mechanisms.pmse.continuous import ContinuousSynthesizer
@@ -80,6 +79,8 @@ def posterior_draw(
         SchemaError: a block ``ZᵀZ`` is singular or a residual sum of squares is not > 0
             (collinear columns or a column that is an exact function of earlier ones).
     """
+    from scipy import linalg  # imported on use: loading the workload plug-ins stays light
+
     q = gram.shape[0] - 1
     coefficients, sds = [], []
     for j in range(q):

@@ -162,6 +162,14 @@ class ReleaseFlow(Workload):
         kinds["epsilon_flow"] = MetricKind.VALUE
         return kinds
 
+    def run_metrics(self, params: ReleaseFlowParams) -> tuple[str, ...]:
+        """Acceptance, each criterion's pass rate and the flow's ε split: what a configuration
+        run shows in MLflow; each criterion's DP and exact values and sensitivity are in the
+        run's result parts and index (``privlab compare --metric``)."""
+        criteria = [metric_name(criterion.name) for criterion in _settings(params.settings).criteria]
+        return ("accepted", *(f"{name}_passed" for name in criteria), "epsilon_flow", "epsilon_generation",
+                "epsilon_acceptance")
+
     def plan(self, params: ReleaseFlowParams) -> list[PrivacyEvent]:
         space = _space(params.space)
         n = len(_cleaned(params.space, params.data))

@@ -126,17 +126,13 @@ def _run(args: argparse.Namespace) -> int:
     from privlab.platform.experiment.spec import load_spec
 
     spec = load_spec(args.spec, args.set or [])
-    if args.address:
-        _apply_local_cluster_env(args.address)
     if args.workers is not None and args.workers < 1:
         raise InputError(f"--workers ({args.workers}) must be at least 1")
+    where = _choose_cluster(args)
     options = _run_options(args, report_dir=Path(args.report_dir) if args.report_dir else None)
     units = sum(c.units for c in spec.configurations)
-    print(
-        f"privlab: {spec.name}: {len(spec.configurations)} configuration(s), {units:,} unit(s) of work, "
-        f"{'serial' if args.serial else ('cluster ' + args.address if args.address else 'local Ray')}",
-        file=sys.stderr,
-    )
+    print(f"privlab: {spec.name}: {len(spec.configurations)} configuration(s), {units:,} unit(s) of work, {where}",
+          file=sys.stderr)
     try:
         summary = run_experiment(spec, options)
     except RunInterrupted as stop:
@@ -185,6 +181,42 @@ def _report(args: argparse.Namespace) -> int:
     for path in write_report_dir(files, Path(args.out)):
         print(path)
     return EXIT_OK
+
+
+PRIVATE_INSTANCE = "local"  # --address local: a private Ray instance even when a local cluster is running
+
+
+def _choose_cluster(args: argparse.Namespace) -> str:
+    """Where the run's units go, said for the user: sets ``args.address`` to the Ray cluster
+    to join, or None for a private local instance (or ``--serial``).
+
+    Without ``--address``, a run joins the cluster that ``privlab cluster up`` started from
+    this folder when it is running (its state in ``.privlab/cluster``; its environment, the
+    loopback switch and auth token, applied): connecting to a running cluster takes about a
+    second, starting a private instance several (benchmarks/RESULTS.md). ``--address local``
+    starts a private instance all the same."""
+    if args.serial:
+        args.address = None
+        return "serial"
+    if args.address == PRIVATE_INSTANCE:
+        args.address = None
+        return "local Ray"
+    if args.address:
+        _apply_local_cluster_env(args.address)
+        return f"cluster {args.address}"
+    from privlab.platform.execution import local_cluster
+
+    try:
+        info = local_cluster.local_cluster_status(state_dir=Path(DEFAULT_CLUSTER_STATE))
+    except ExecutionError as error:  # a damaged state file: say so, and run on a private instance
+        print(f"privlab: not joining the local cluster: {error}", file=sys.stderr)
+        return "local Ray"
+    if info is None:
+        return "local Ray"
+    os.environ.update(info.env)
+    args.address = info.address
+    return (f"the local cluster at {info.address} ({info.nodes} node(s), started by `privlab cluster up`; "
+            f"--address {PRIVATE_INSTANCE} for a private instance)")
 
 
 def _apply_local_cluster_env(address: str) -> None:
@@ -381,14 +413,9 @@ def _audit(args: argparse.Namespace) -> int:
         raise InputError(f"--workers ({args.workers}) must be at least 1")
     request = audit_run.prepare_audit(args.name, settings=args.set or [], trials=args.trials,
                                   confidence=args.confidence, seed=args.seed, experiment=args.experiment)
-    if args.address:
-        _apply_local_cluster_env(args.address)
+    where = _choose_cluster(args)
     options = _run_options(args)
-    print(
-        f"privlab: audit {args.name}: {request.trials:,} trial(s), "
-        f"{'serial' if args.serial else ('cluster ' + args.address if args.address else 'local Ray')}",
-        file=sys.stderr,
-    )
+    print(f"privlab: audit {args.name}: {request.trials:,} trial(s), {where}", file=sys.stderr)
     try:
         result, summary = audit_run.run_audit(request, options)
     except RunInterrupted as stop:
@@ -424,7 +451,9 @@ def _cluster(args: argparse.Namespace) -> int:
         print(f"started a {info.nodes}-node Ray cluster on loopback at {info.address}")
         for key, value in info.env.items():
             print(f"export {key}={shlex.quote(value)}")
-        print(f"run on it:  privlab run SPEC --address {info.address}\nstop it:    privlab cluster down")
+        here = "" if state_dir == Path(DEFAULT_CLUSTER_STATE) else f" --address {info.address}"
+        print(f"run on it:  privlab run SPEC{here}   (from this folder; elsewhere: --address {info.address})\n"
+              "stop it:    privlab cluster down")
     elif args.cluster_command == "down":
         stopped = local_cluster.stop_local_cluster(state_dir=state_dir)
         print(f"stopped {stopped} process(es)")
@@ -456,7 +485,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--set", action="append", metavar="KEY=VALUE",
                      help="override a spec value (TOML syntax; repeatable), e.g. --set trials=1000000")
     run.add_argument("--workers", type=int, help="worker processes (local: CPUs to use; cluster: concurrency cap)")
-    run.add_argument("--address", help="join an existing Ray cluster (default: a private local instance)")
+    run.add_argument("--address", help="join an existing Ray cluster (default: the one `privlab cluster up` started "
+                     "here if it runs, else a private local instance; 'local': a private instance)")
     run.add_argument("--serial", action="store_true", help="run in this process without Ray (reference/debugging)")
     run.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted run without recomputing finished work")
     run.add_argument("--summary-json", metavar="PATH", help="write the run summary as JSON")
@@ -541,7 +571,8 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--seed", type=int, metavar="S", help="root seed (default: fresh OS entropy, logged)")
     audit.add_argument("--experiment", metavar="NAME", help="MLflow experiment (default audit-NAME)")
     audit.add_argument("--workers", type=int, help="worker processes (local: CPUs to use; cluster: concurrency cap)")
-    audit.add_argument("--address", help="join an existing Ray cluster (default: a private local instance)")
+    audit.add_argument("--address", help="join an existing Ray cluster (default: the one `privlab cluster up` started "
+                       "here if it runs, else a private local instance; 'local': a private instance)")
     audit.add_argument("--serial", action="store_true", help="run in this process without Ray (reference/debugging)")
     audit.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted audit (same arguments)")
     audit.add_argument("--summary-json", metavar="PATH", help="write the run summary and the audit's findings as JSON")

@@ -110,7 +110,7 @@ class Workload(abc.ABC):
     #: True when each trial receives a freshly generated dataset from the spec's generator.
     uses_dataset: ClassVar[bool] = False
     #: True to keep every unit's values (a repetition, e.g. one attempt of a release flow): a
-    #: row each in the per-unit table on the configuration's run (``units.parquet``), and with
+    #: row each in the configuration's per-unit table (its row of the parent's result parts), and with
     #: ``[tracking] unit_runs = true`` also an MLflow run each, nested under the parent run.
     unit_runs: ClassVar[bool] = False
     #: True for diagnostic workloads that only tests and benchmarks use: they run like any
@@ -194,6 +194,16 @@ class Workload(abc.ABC):
         then log every metric (a spec's ``metrics`` selection needs static names).
         """
         return self.metrics
+
+    def run_metrics(self, params: Any) -> tuple[str, ...] | None:
+        """The metrics a configuration's MLflow run shows (their logged statistics,
+        ``[tracking] run_statistics``); the others are kept with every statistic in the run's
+        result parts and index, which ``compare``, ``shortlist`` and the reports read. Default
+        None: every metric of the configuration. A workload with many detail metrics per
+        configuration names its headline ones: each MLflow metric value costs ~470 bytes of
+        sqlite (a row of two tables and four indexes), most of a small configuration's store.
+        """
+        return None
 
     def facets(self, params: Any) -> Mapping[str, Mapping[str, Any]]:
         """Sub-configurations evaluated together inside every trial, ``label → their params``.

@@ -143,13 +143,13 @@ def write_report_dir(files: Mapping[str, bytes], out: Path) -> list[Path]:
 
 
 def parquet_bytes(frame: pd.DataFrame) -> bytes:
-    """A frame as a parquet artifact's bytes (without its index)."""
+    """A frame as a parquet artifact's bytes (without its index; a small footer:
+    :func:`~privlab.platform.tracking.result_parts.compact_parquet_bytes`)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    buffer = io.BytesIO()
-    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), buffer)
-    return buffer.getvalue()
+    from privlab.platform.tracking.result_parts import compact_parquet_bytes
+
+    return compact_parquet_bytes(pa.Table.from_pandas(frame, preserve_index=False))
 
 
 # Schema metadata that marks a reservoir artifact stored long (one row per kept value).

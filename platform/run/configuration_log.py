@@ -34,7 +34,7 @@ from privlab.platform.tracking.background_writer import BackgroundWriter
 from privlab.platform.tracking.configuration_index import RESULT_PATH, IndexRow, run_params_of
 from privlab.platform.tracking.result_parts import PART_FOLDER, ResultRow, entry_text, read_results
 from privlab.platform.tracking.tracker import ResultRunUpload, Tracker
-from privlab.platform.tracking.unit_table import UNITS_PATH, unit_frame, unit_table_bytes
+from privlab.platform.tracking.unit_table import unit_columns, unit_frame
 
 RESERVOIR_PATH = "reservoir.parquet"  # a configuration run's own sample, in runs logged before result parts
 LEDGER_TEXT_PATH = "ledger.txt"  # a ledger too long for the run's privlab.ledger tag
@@ -110,7 +110,8 @@ class ConfigurationLog:
         metrics = flatten_metrics(summary, kinds, selected, derived)
         every_statistic = self.spec.tracking.run_statistics == "all"
         unlogged = set() if every_statistic else unlogged_statistics(
-            summary, selected, run_statistics=self.spec.tracking.run_statistics)
+            summary, selected, run_statistics=self.spec.tracking.run_statistics,
+            shown=workload.run_metrics(params), derived=derived)
         measured = {k: v for k, v in metrics.items() if k.startswith("timing_")}
         metrics = {k: v for k, v in metrics.items() if not k.startswith("timing_")}
         ledger_metrics = {"eps_total": ledger.total().epsilon, "delta_total": ledger.total().delta}
@@ -122,7 +123,7 @@ class ConfigurationLog:
                   "nodes": float(len(state.aggregate.nodes))} | {k.removeprefix("timing_"): v for k, v in measured.items()}
         reservoirs = {name: acc.reservoir() for name, acc in state.aggregate.metrics.items() if acc.count}
         facets = workload.facets(params) or {"": {}}
-        units_file = self._unit_table(state, kinds)
+        units = self._unit_table(state, kinds)
         entries = []
         for facet, facet_params in facets.items():
             entry_id = f"{config.id}.{facet}" if facet else config.id
@@ -152,8 +153,6 @@ class ConfigurationLog:
                     kept = None  # no report reads it: neither stored nor kept in memory
                 if kept:
                     self.reservoir_frames[entry_id] = reservoir_frame(kept)
-            if units_file is not None:
-                files[UNITS_PATH] = units_file
             run_params = entry["params"] | {"workload": config.workload, "study": config.study, "units": config.units}
             run_metrics = entry["metrics"] | {f"timing_{k}": v for k, v in timing.items()}
             result = entry_text(entry)
@@ -171,7 +170,7 @@ class ConfigurationLog:
                 config_id=entry_id, group=config.id, study=config.study, workload=config.workload,
                 standard_tags=self.parent.standard_tags,
                 datasets=[self.parent.datasets[config.id]] if config.id in self.parent.datasets else [],
-                result=result, timing=timing, reservoir=kept,
+                result=result, timing=timing, reservoir=kept, units=units,
             )
             self.writer.submit_batched(self._send, (entry_id, row, upload), keep=upload)
             entries.append(entry)
@@ -184,14 +183,14 @@ class ConfigurationLog:
         for (entry_id, row, _), run_id in zip(batch, run_ids):
             self.index[entry_id] = row(run_id=run_id)
 
-    def _unit_table(self, state: ConfigState, kinds: Mapping[str, MetricKind]) -> bytes | None:
+    def _unit_table(self, state: ConfigState, kinds: Mapping[str, MetricKind]) -> dict[str, Any] | None:
         """The per-unit table of a finished ``unit_runs`` configuration (None for other workloads)."""
         config = state.config
         if not registry.get_workload(config.workload).unit_runs:
             return None
         frame = unit_frame(state.aggregate.unit_records, metrics=list(kinds), study_key=config.study_key,
                            config_key=config.config_key, units=config.units, where=config.id)
-        return unit_table_bytes(frame)
+        return unit_columns(frame)
 
     def log_unit_runs(self, state: ConfigState, records: list[tuple[int, dict[str, float]]]) -> None:
         """With ``[tracking] unit_runs = true``, one MLflow run per unit of a ``unit_runs``
@@ -265,18 +264,25 @@ LOGGED_STATISTICS = {"centre": frozenset({"mean", "rate"}), "summary": frozenset
 
 
 def unlogged_statistics(summary: Mapping[str, Mapping[str, float]], selected: tuple[str, ...], *,
-                        run_statistics: str = "centre") -> set[str]:
-    """The flattened names (``{metric}_{statistic}``) of the selected metrics' statistics that
-    ``run_statistics`` does not log as MLflow metrics (:data:`LOGGED_STATISTICS`): kept in the
-    result parts and the index, which ``compare`` reads.
+                        run_statistics: str = "centre", shown: tuple[str, ...] | None = None,
+                        derived: Mapping[str, float] | None = None) -> set[str]:
+    """The flattened names (``{metric}_{statistic}``, a derived metric's own name) of the
+    selected metrics' statistics that are not logged as MLflow metrics: those
+    ``run_statistics`` leaves out (:data:`LOGGED_STATISTICS`), and every statistic of a metric
+    outside the workload's ``shown`` ones (:meth:`~privlab.platform.experiment.registry.Workload.run_metrics`;
+    None: all are shown). They are kept in the result parts and the index, which ``compare`` reads.
 
     Each MLflow metric value is a row of its ``metrics`` and ``latest_metrics`` tables and of
     four indexes, ~470 bytes of sqlite: a births configuration's 47 metrics cost ~210 KB with
-    every statistic, ~49 KB with their centres and intervals, ~17 KB with their centres.
+    every statistic, ~49 KB with their centres and intervals, ~17 KB with their centres, ~6 KB
+    with the centres of the release flow's shown metrics.
     """
     logged = LOGGED_STATISTICS[run_statistics]
-    return {f"{name}_{statistic}" for name in selected if name in summary
-            for statistic in summary[name] if statistic not in logged}
+    unlogged = {f"{name}_{statistic}" for name in selected if name in summary
+                for statistic in summary[name] if statistic not in logged or (shown is not None and name not in shown)}
+    if shown is not None:
+        unlogged |= {name for name in (derived or {}) if name in selected and name not in shown}
+    return unlogged
 
 
 def split_facet(values: Mapping[str, Any], facet: str, facets: Mapping[str, Any]) -> dict[str, Any]:

@@ -75,6 +75,7 @@ def finish_run(
             "workers": backend.workers,
             "ray_nodes": backend.nodes,
             "backend": backend.name,
+            "ray_address": backend.address,  # the cluster joined (None: a private instance, or serial)
             "configurations": configuration_log.timing,
         },
     }

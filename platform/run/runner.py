@@ -160,6 +160,8 @@ class _Driver:
         def open_store() -> Tracker:
             opening = time.perf_counter()
             tracker = Tracker(options.tracking_uri or spec.tracking.uri)
+            if spec.tracking.artifacts and spec.tracking.plots:
+                import privlab.platform.results.plots  # noqa: F401  matplotlib, needed by the summary
             phases["store"] = time.perf_counter() - opening
             return tracker
 
@@ -216,9 +218,11 @@ class _Driver:
             timing = RunTiming(wall_seconds=time.perf_counter() - began, startup_seconds=startup_seconds,
                                execution_seconds=execution_seconds, resumed=bool(options.resume))
             finishing = time.perf_counter()
+            # The workers have nothing left to do: the backend stops while the writer's thread
+            # logs the summary, tables and plots.
             summary = self.writer.call(functools.partial(
                 finish_run, self.tracker, self.writer, spec, self.configuration_log, backend, timing,
-                command=options.command, report_dir=options.report_dir))
+                command=options.command, report_dir=options.report_dir), meanwhile=backend.shutdown)
             phases["summary"] = time.perf_counter() - finishing
             status = "FINISHED"
             closing = time.perf_counter()

@@ -163,9 +163,10 @@ class BackgroundWriter:
         self._raise()
         self._queue.put((_Batched(send, item), keep))
 
-    def call(self, task: Callable[[], Any]) -> Any:
+    def call(self, task: Callable[[], Any], *, meanwhile: Callable[[], Any] | None = None) -> Any:
         """Run ``task`` after everything submitted, through an outage like the rest, and return
-        its value; an error other than an unreachable server is raised as it was."""
+        its value; an error other than an unreachable server is raised as it was. ``meanwhile``
+        runs on the calling thread while the writer's thread works (its error is raised first)."""
         box: dict[str, Any] = {}
 
         def run() -> None:
@@ -177,7 +178,11 @@ class BackgroundWriter:
                 box["error"] = error
 
         self.submit(run)
-        self.flush()
+        try:
+            if meanwhile is not None:
+                meanwhile()
+        finally:
+            self.flush()
         if "error" in box:
             raise box["error"]
         return box["value"]

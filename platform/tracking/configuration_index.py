@@ -85,12 +85,11 @@ def _float(value: Any) -> float | None:
 
 
 def index_bytes(rows: Iterable[IndexRow]) -> bytes:
-    """The index as parquet bytes (see :func:`index_table`)."""
-    import pyarrow.parquet as pq
+    """The index as parquet bytes (see :func:`index_table`), footer kept small
+    (:func:`~privlab.platform.tracking.result_parts.compact_parquet_bytes`)."""
+    from privlab.platform.tracking.result_parts import compact_parquet_bytes
 
-    buffer = io.BytesIO()
-    pq.write_table(index_table(rows), buffer)
-    return buffer.getvalue()
+    return compact_parquet_bytes(index_table(rows))
 
 
 def read_index_table(tracker: Tracker, parent_run_id: str) -> Any | None:

@@ -474,11 +474,13 @@ class Tracker:
         timing: Mapping[str, float] | None = None,
         reservoir: Mapping[str, Iterable[float]] | None = None,
         ledger_text: str | None = None,
+        units: Mapping[str, Any] | None = None,
     ) -> ResultRunUpload:
         """A finished child run, ready for :meth:`send`: the result of a configuration (or of
         one facet of it, in ``group``), or with ``unit`` of one unit of a ``unit_runs`` workload;
         with its parent's ``standard_tags``, the ``datasets`` it read and, for a configuration,
-        its summary entry ``result`` (JSON), ``timing`` and ``reservoir`` sample, which go into a
+        its summary entry ``result`` (JSON), ``timing``, ``reservoir`` sample and per-unit table
+        ``units`` (:func:`~privlab.platform.tracking.unit_table.unit_columns`), which go into a
         part on the parent run; ``ledger_text`` (the ledger as a table) is its ``privlab.ledger``
         tag, which MLflow's UI shows with the run. The root seed and mode are the parent's tags."""
         tags = {**(standard_tags or {}), KIND_TAG: "configuration" if unit is None else "unit", CONFIG_TAG: config_id,
@@ -494,7 +496,8 @@ class Tracker:
                                datasets=[d.to_record() for d in datasets], result=result,
                                timing=None if timing is None else {k: float(v) for k, v in timing.items()},
                                reservoir=None if reservoir is None else
-                               {name: [float(v) for v in values] for name, values in reservoir.items()})
+                               {name: [float(v) for v in values] for name, values in reservoir.items()},
+                               units=None if units is None else dict(units))
 
     @_timed
     def send(self, upload: ResultRunUpload) -> str:
@@ -527,26 +530,50 @@ class Tracker:
             for upload in pending:
                 upload.finished = True
             return [u.run_id for u in uploads]  # type: ignore[misc]
-        for upload in uploads:
-            if upload.run_id is None:
-                upload.run_id = self.client.create_run(upload.experiment_id, run_name=upload.name,
-                                                       tags=upload.tags).info.run_id
+        self._each_concurrently(self._create_run, [u for u in uploads if u.run_id is None])
         self._write_part([u for u in uploads if not u.finished])
-        for upload in uploads:
-            if upload.finished:
-                continue
-            if not upload.logged:
-                self._log_batch(upload.run_id, params=upload.params, metrics=upload.metrics)
-                upload.logged = True
-            if not upload.inputs_logged:
-                self._log_datasets(upload.run_id, map(DatasetDescription.from_record, upload.datasets))
-                upload.inputs_logged = True
-            if not upload.uploaded:
-                self._log_texts(upload.run_id, upload.files)
-                upload.uploaded = True
-            self.client.set_terminated(upload.run_id, status="FINISHED")
-            upload.finished = True
+        self._each_concurrently(self._finish_run, [u for u in uploads if not u.finished])
         return [u.run_id for u in uploads]  # type: ignore[misc]
+
+    #: Runs a server store is sent at once: each run is three to five HTTP calls that mostly wait
+    #: on the server and its database, so a batch's runs go out side by side (measured against
+    #: the PostgreSQL server of cluster/mlflow-server.sh: benchmarks/RESULTS.md).
+    SERVER_CONCURRENCY = 8
+
+    def _each_concurrently(self, step: Any, uploads: Sequence[ResultRunUpload]) -> None:
+        """``step(upload)`` for each of ``uploads``, on a tracking server up to
+        :attr:`SERVER_CONCURRENCY` at a time (a local store takes one writer at a time); the
+        first error is raised once all have returned (each upload records the steps it
+        got through, so a retry goes on from there)."""
+        if len(uploads) <= 1 or not self.uri.startswith(("http://", "https://")):  # a local store: one at a time
+            for upload in uploads:
+                step(upload)
+            return
+        import concurrent.futures
+
+        with concurrent.futures.ThreadPoolExecutor(min(self.SERVER_CONCURRENCY, len(uploads)),
+                                                   thread_name_prefix="privlab-tracking-run") as pool:
+            futures = [pool.submit(step, upload) for upload in uploads]
+        for future in futures:
+            future.result()
+
+    def _create_run(self, upload: ResultRunUpload) -> None:
+        upload.run_id = self.client.create_run(upload.experiment_id, run_name=upload.name,
+                                               tags=upload.tags).info.run_id
+
+    def _finish_run(self, upload: ResultRunUpload) -> None:
+        """Log a created run's params, metrics, inputs and files, then end it (step by step)."""
+        if not upload.logged:
+            self._log_batch(upload.run_id, params=upload.params, metrics=upload.metrics)
+            upload.logged = True
+        if not upload.inputs_logged:
+            self._log_datasets(upload.run_id, map(DatasetDescription.from_record, upload.datasets))
+            upload.inputs_logged = True
+        if not upload.uploaded:
+            self._log_texts(upload.run_id, upload.files)
+            upload.uploaded = True
+        self.client.set_terminated(upload.run_id, status="FINISHED")
+        upload.finished = True
 
     def _write_part(self, uploads: Sequence[ResultRunUpload], *, local: SqliteRunWriter | None = None) -> None:
         """The results of ``uploads`` not yet in a part, as one part on their parent run."""
@@ -558,7 +585,7 @@ class Tracker:
         parent = missing[0].tags[PARENT_TAG]
         path = part_name(missing[0].run_id or "")
         data = part_bytes([ResultRow(entry_id=u.config_id, run_id=u.run_id or "", result=u.result,
-                                     timing=u.timing, reservoir=u.reservoir) for u in missing])
+                                     timing=u.timing, reservoir=u.reservoir, units=u.units) for u in missing])
         if local is not None:
             write_files(Path(local.artifact_uri(parent)), {path: data})
         else:
@@ -659,6 +686,7 @@ class ResultRunUpload:
     result: str = ""  # a configuration's summary entry (JSON), logged in a part on the parent run
     timing: dict[str, float] | None = None  # its timing, in the same part
     reservoir: dict[str, list[float]] | None = None  # its reservoir sample, in the same part
+    units: dict[str, Any] | None = None  # its per-unit table (a unit_runs workload's), in the same part
     run_id: str | None = None  # once created
     part_written: bool = False  # result and reservoir
     logged: bool = False  # params and metrics
