@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import threading
 import time
 from pathlib import Path
@@ -49,10 +48,10 @@ def _as_logged(run) -> dict:
             "params": dict(run.data.params), "metrics": metrics}
 
 
-def test_a_batch_in_one_transaction_lands_as_mlflow_would_write_it(tmp_path: Path, new_store) -> None:
+def test_a_batch_in_one_transaction_lands_as_mlflow_would_write_it(tmp_path: Path, new_store, monkeypatch: pytest.MonkeyPatch) -> None:
     through_client = Tracker(new_store("client.db"), bulk=False)
     in_batches = Tracker(new_store("batch.db"))
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)
     logged = []
     for tracker in (through_client, in_batches):
         experiment_id, parent = _parent(tracker)
@@ -71,8 +70,8 @@ def test_a_batch_in_one_transaction_lands_as_mlflow_would_write_it(tmp_path: Pat
     assert logged[1][0]["tags"]["privlab.ledger"] == "ledger table" and logged[1][0]["status"] == "FINISHED"
 
 
-def test_the_sqlite_reader_sees_the_runs_mlflow_sees(tmp_path: Path, tracking_uri: str) -> None:
-    os.chdir(tmp_path)
+def test_the_sqlite_reader_sees_the_runs_mlflow_sees(tmp_path: Path, tracking_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
     tracker = Tracker(tracking_uri)
     experiment_id, parent = _parent(tracker)
     tracker.send_results(_uploads(tracker, experiment_id, parent, 2))
@@ -147,7 +146,7 @@ def test_a_run_does_not_read_its_own_parts_back_for_its_reports(tmp_path: Path, 
     read_bytes = Tracker.read_bytes
     monkeypatch.setattr(Tracker, "read_bytes", lambda self, run_id, path: reads.append(path) or
                         read_bytes(self, run_id, path))
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)
     summary = run_experiment(load_spec(spec), RunOptions(serial=True, tracking_uri=tracking_uri, progress=False))
     assert len(summary["configurations"]) == 4
     assert not [path for path in reads if path.startswith("results/")]
