@@ -23,7 +23,8 @@ from privlab.platform.dp.seeding import canonical_params, stable_key
 from privlab.platform.experiment import registry
 from privlab.platform.experiment.datasets import FileDataset, GeneratedDataset
 from privlab.platform.experiment.registry import Pattern
-from privlab.platform.experiment.spec import apply_override, load_spec, parse_spec
+from privlab.platform.experiment.spec import load_spec, parse_spec
+from privlab.platform.experiment.spec_overrides import apply_override
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "experiments" / "quickstart.toml"
 

@@ -55,7 +55,8 @@ def prepare_audit(name: str, *, settings: Sequence[str] = (), trials: int | None
         RegistryError: Unknown auditable (the message lists them).
         SpecError: Unknown parameter, bad value, bad trials, confidence or seed.
     """
-    from privlab.platform.experiment.spec import MAX_UNITS, apply_override, parse_spec
+    from privlab.platform.experiment.spec import MAX_UNITS, parse_spec
+    from privlab.platform.experiment.spec_overrides import apply_override
 
     auditable = get_auditable(name)
     where = f"audit {name!r}"
@@ -144,7 +145,8 @@ def run_audit(request: AuditRequest, options: RunOptions) -> tuple[AuditResult, 
     import tomllib
 
     from privlab.platform.run.runner import run_experiment
-    from privlab.platform.experiment.spec import apply_override, parse_spec
+    from privlab.platform.experiment.spec import parse_spec
+    from privlab.platform.experiment.spec_overrides import apply_override
 
     document = tomllib.loads(request.spec_text)
     for override in request.overrides:
