@@ -90,7 +90,8 @@ def test_workload_named_data_is_loaded_once_up_front_and_each_unit_is_a_row_of_i
     tmp_path: Path, tracking_uri: str
 ) -> None:
     from privlab.platform.core.errors import SpecError
-    from privlab.platform.tracking.tracker import CONFIG_TAG, KIND_TAG, UNIT_TAG, Tracker
+    from privlab.platform.tracking.run_tags import CONFIG_TAG, KIND_TAG, UNIT_TAG
+    from privlab.platform.tracking.tracker import Tracker
     from privlab.platform.tracking.unit_table import read_unit_table
 
     frame = pd.DataFrame({"age": np.random.default_rng(1).integers(17, 91, size=200)})

@@ -242,14 +242,14 @@ def test_diagnostic_workloads_are_not_installed_plugins() -> None:
 
 
 def test_the_tracker_owns_every_privlab_tag() -> None:
-    # Every privlab.* run tag is named once, in platform/tracking/tracker.py; no other
+    # Every privlab.* run tag is named once, in platform/tracking/run_tags.py; no other
     # module spells one (a typo there would write a tag nothing reads).
-    tracking = (ROOT / "platform" / "tracking" / "tracker.py").read_text()
+    tracking = (ROOT / "platform" / "tracking" / "run_tags.py").read_text()
     tags = set(re.findall(r'^[A-Z_]+_TAG = "(privlab\.[a-z_0-9]+)"', tracking, flags=re.M))
     assert {"privlab.status", "privlab.kind", "privlab.driver"} <= tags
-    spelled = sorted(f"{path.relative_to(ROOT)}: {tag}" for path in _modules().values() if path.name != "tracker.py"
+    spelled = sorted(f"{path.relative_to(ROOT)}: {tag}" for path in _modules().values() if path.name != "run_tags.py"
                      for tag in tags if f'"{tag}"' in path.read_text())
-    assert not spelled, "use the constants of platform/tracking/tracker.py:\n" + "\n".join(spelled)
+    assert not spelled, "use the constants of platform/tracking/run_tags.py:\n" + "\n".join(spelled)
 
 
 #: scikit-learn APIs the code may use, with the release that introduced each.

@@ -23,8 +23,9 @@ from privlab.platform.core.errors import ExecutionError
 from privlab.platform.experiment.spec import load_spec
 from privlab.platform.run.runner import RunInterrupted, RunOptions, run_experiment
 from privlab.platform.tracking import liveness
+from privlab.platform.tracking.run_tags import driver_tags
 from privlab.platform.tracking.runs import list_runs
-from privlab.platform.tracking.tracker import Tracker, driver_tags
+from privlab.platform.tracking.tracker import Tracker
 
 CLI = [sys.executable, "-m", "privlab.platform.cli"]
 

@@ -30,7 +30,8 @@ from privlab.platform.run.configuration_log import _metric_safe
 from privlab.platform.run.parent_run import run_name
 from privlab.platform.run.runner import RunOptions, run_experiment
 from privlab.platform.tracking.configuration_index import read_index
-from privlab.platform.tracking.tracker import DRIVER_TAG, EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, Tracker
+from privlab.platform.tracking.run_tags import DRIVER_TAG, EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
+from privlab.platform.tracking.tracker import Tracker
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_.\-/]+$")  # MLflow's characters, without space and colon
 

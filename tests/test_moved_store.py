@@ -17,7 +17,8 @@ from privlab.platform.core.errors import TrackingError
 from privlab.platform.experiment.spec import load_spec
 from privlab.platform.run.runner import RunInterrupted, RunOptions, run_experiment
 from privlab.platform.tracking.result_parts import read_results
-from privlab.platform.tracking.tracker import RunTags, Tracker
+from privlab.platform.tracking.run_tags import RunTags
+from privlab.platform.tracking.tracker import Tracker
 
 
 def _run(spec_path: Path, uri: str, **options: object) -> dict:

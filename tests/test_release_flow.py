@@ -45,7 +45,8 @@ from privlab.platform.execution.aggregation import wilson_interval
 from privlab.platform.execution.local_cluster import local_cluster_status
 from privlab.platform.results.compare import comparison_frame
 from privlab.platform.results.reports import REPORT_PREFIX
-from privlab.platform.tracking.tracker import CONFIG_TAG, KIND_TAG, Tracker
+from privlab.platform.tracking.run_tags import CONFIG_TAG, KIND_TAG
+from privlab.platform.tracking.tracker import Tracker
 from privlab.platform.tracking.unit_table import read_unit_table
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,7 +15,8 @@ import pytest
 from privlab.platform.tracking.background_writer import BackgroundWriter
 from privlab.platform.tracking.result_parts import read_results
 from privlab.platform.tracking.sqlite_reader import SqliteStoreReader
-from privlab.platform.tracking.tracker import Tracker, default_tracking_uri
+from privlab.platform.tracking.store_location import default_tracking_uri
+from privlab.platform.tracking.tracker import Tracker
 
 STANDARD = {"mlflow.user": "someone", "mlflow.source.name": "spec.toml", "mlflow.source.type": "LOCAL"}
 

@@ -26,7 +26,8 @@ from privlab.platform.run import outbox, runner
 from privlab.platform.run.runner import RunOptions, run_experiment
 from privlab.platform.tracking import liveness
 from privlab.platform.tracking.background_writer import BackgroundWriter
-from privlab.platform.tracking.tracker import RunTags, Tracker
+from privlab.platform.tracking.run_tags import RunTags
+from privlab.platform.tracking.tracker import Tracker
 from privlab.platform.tracking.tracking_outage import is_unreachable
 
 REFUSED = ("API request to http://127.0.0.1:9/api/2.0/mlflow/runs/create failed with exception "

@@ -15,7 +15,8 @@ from privlab.platform.experiment.spec import load_spec
 from privlab.platform.results import compare
 from privlab.platform.results.compare import comparison_frame
 from privlab.platform.run.runner import RunInterrupted, RunOptions, run_experiment
-from privlab.platform.tracking.tracker import CONFIG_TAG, Tracker
+from privlab.platform.tracking.run_tags import CONFIG_TAG
+from privlab.platform.tracking.tracker import Tracker
 from privlab.platform.tracking.unit_table import read_unit_table, read_unit_tables, unit_frame
 
 REPETITIONS = 7

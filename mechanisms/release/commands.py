@@ -86,7 +86,8 @@ def _shortlist(args: argparse.Namespace) -> int:
         workload_params,
         write_atomically,
     )
-    from privlab.platform.tracking.tracker import Tracker, existing_store_uri
+    from privlab.platform.tracking.store_location import existing_store_uri
+    from privlab.platform.tracking.tracker import Tracker
 
     tracker = Tracker(existing_store_uri(args.tracking_uri))  # only reads: never creates a store
     _, summary = finished_summary(tracker, args.run_id, hint="give the grid search's run id")

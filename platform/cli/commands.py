@@ -104,7 +104,7 @@ def add_run_reading_command(
 def finished_summary(tracker: Any, run_id: str, *, hint: str) -> tuple[Any, dict[str, Any]]:
     """A finished privlab parent run and its summary, each configuration's entry included
     (errors say what to give instead)."""
-    from privlab.platform.tracking.tracker import RunTags
+    from privlab.platform.tracking.run_tags import RunTags
 
     run = tracker.get_run(run_id)
     if RunTags.of(run).kind != "parent":

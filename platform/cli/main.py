@@ -153,7 +153,7 @@ def _report(args: argparse.Namespace) -> int:
     from privlab.platform.results.reports import build_reports, write_report_dir
     from privlab.platform.run.run_summary import with_logged_timing
     from privlab.platform.tracking.sqlite_reader import open_store
-    from privlab.platform.tracking.tracker import RunTags
+    from privlab.platform.tracking.run_tags import RunTags
 
     tracker = open_store(args.tracking_uri)  # only reads: never creates a store
     run, summary = finished_summary(tracker, args.run_id, hint="give the id `privlab run` printed")
@@ -326,7 +326,7 @@ def _ledger(args: argparse.Namespace) -> int:
     from privlab.platform.dp.ledger import Ledger
     from privlab.platform.tracking.result_parts import read_results
     from privlab.platform.tracking.sqlite_reader import open_store
-    from privlab.platform.tracking.tracker import PARENT_TAG, RunTags
+    from privlab.platform.tracking.run_tags import PARENT_TAG, RunTags
 
     tracker = open_store(args.tracking_uri)
     run = tracker.get_run(args.run_id)
@@ -363,7 +363,8 @@ def _ledger(args: argparse.Namespace) -> int:
 
 def _runs(args: argparse.Namespace) -> int:
     from privlab.platform.tracking.runs import list_runs, render_runs
-    from privlab.platform.tracking.tracker import Tracker, existing_store_uri
+    from privlab.platform.tracking.store_location import existing_store_uri
+    from privlab.platform.tracking.tracker import Tracker
 
     print(render_runs(list_runs(Tracker(existing_store_uri(args.tracking_uri)), args.experiment)))
     return EXIT_OK

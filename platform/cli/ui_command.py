@@ -77,7 +77,8 @@ def _check_arguments(args: argparse.Namespace) -> None:
 
 def run_ui(args: argparse.Namespace) -> int:
     """The ``privlab ui`` command."""
-    from privlab.platform.tracking.tracker import Tracker, existing_store_uri
+    from privlab.platform.tracking.store_location import existing_store_uri
+    from privlab.platform.tracking.tracker import Tracker
 
     _check_arguments(args)
     uri = existing_store_uri(args.tracking_uri)
@@ -121,7 +122,7 @@ def _serve(args: argparse.Namespace, uri: str, tracker: Any, experiment_id: str,
     import subprocess
     import time
 
-    from privlab.platform.tracking.tracker import sqlite_database
+    from privlab.platform.tracking.store_location import sqlite_database
 
     port = args.port or _free_port(args.host)
     artifacts = str(sqlite_database(uri).resolve().parent / "mlruns") if uri.startswith("sqlite:///") else None

@@ -22,7 +22,8 @@ import pandas as pd
 from privlab.platform.core.errors import NotFoundError, TrackingError
 from privlab.platform.tracking.configuration_index import METRIC_PREFIX, IndexRow, index_table, read_index_table
 from privlab.platform.tracking.result_parts import read_results
-from privlab.platform.tracking.tracker import RunTags, Tracker
+from privlab.platform.tracking.run_tags import RunTags
+from privlab.platform.tracking.tracker import Tracker
 
 ID_COLUMNS = ["config_id", "study", "workload", "parent_run_id", "run_id"]
 

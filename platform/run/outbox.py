@@ -32,7 +32,8 @@ from typing import Any
 
 from privlab.platform.core.errors import TrackingError
 from privlab.platform.run.checkpoints import read_checkpoint, write_checkpoint
-from privlab.platform.tracking.tracker import ResultRunUpload, RunTags, Tracker
+from privlab.platform.tracking.run_tags import RunTags
+from privlab.platform.tracking.tracker import ResultRunUpload, Tracker
 
 log = logging.getLogger(__name__)
 

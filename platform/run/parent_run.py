@@ -24,7 +24,8 @@ from privlab.platform.dp.seeding import fresh_root_seed
 from privlab.platform.experiment.spec import ExperimentSpec
 from privlab.platform.tracking.liveness import take_over
 from privlab.platform.tracking.run_datasets import DatasetDescription
-from privlab.platform.tracking.tracker import RunTags, Tracker, source_tags, source_tags_of
+from privlab.platform.tracking.run_tags import RunTags, source_tags, source_tags_of
+from privlab.platform.tracking.tracker import Tracker
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

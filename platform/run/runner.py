@@ -56,7 +56,8 @@ from privlab.platform.run.trial_scheduler import TrialScheduler, UnitLimit
 from privlab.platform.tracking.background_writer import BackgroundWriter
 from privlab.platform.tracking.liveness import this_driver
 from privlab.platform.tracking.store_checks import check_resumable, check_store_uri, uri_source
-from privlab.platform.tracking.tracker import Tracker, resolve_tracking_uri
+from privlab.platform.tracking.store_location import resolve_tracking_uri
+from privlab.platform.tracking.tracker import Tracker
 from privlab.platform.tracking.tracking_outage import is_unreachable
 
 log = logging.getLogger(__name__)

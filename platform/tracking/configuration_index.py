@@ -18,7 +18,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from privlab.platform.tracking.tracker import RunTags, Tracker, param_texts
+from privlab.platform.tracking.run_tags import RunTags
+from privlab.platform.tracking.tracker import Tracker, param_texts
 
 INDEX_PATH = "configurations.parquet"
 # A configuration run's summary entry, every statistic of every metric included (its MLflow

@@ -29,13 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from privlab.platform.core.errors import ExecutionError
-from privlab.platform.tracking.tracker import (
-    DRIVER_TAG,
-    HEARTBEAT_TAG,
-    STATUS_TAG,
-    Tracker,
-    store_lock,
-)
+from privlab.platform.tracking.run_tags import DRIVER_TAG, HEARTBEAT_TAG, STATUS_TAG
+from privlab.platform.tracking.store_location import store_lock
+from privlab.platform.tracking.tracker import Tracker
 
 #: A heartbeat older than this (seconds) means the driver is gone, when its host cannot be asked.
 STALE_SECONDS = 600.0

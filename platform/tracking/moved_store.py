@@ -2,7 +2,7 @@
 
 MLflow records artifact locations as absolute paths: an experiment's ``artifact_location`` and
 every run's ``artifact_uri``. privlab puts a local store's artifacts in ``mlruns/`` beside its
-database (:func:`privlab.platform.tracking.tracker.artifact_location`), so after ``mv run run2`` the
+database (:func:`privlab.platform.tracking.store_location.artifact_location`), so after ``mv run run2`` the
 database in ``run2`` still points at ``run/mlruns``: a resume cannot read what the run logged
 (and would log every configuration again), and new artifacts would re-create the old folder.
 
@@ -62,7 +62,7 @@ def rebase_moved_store(database: Path) -> list[Rebased]:
     """Point a moved local store's recorded artifact locations at the ``mlruns/`` beside
     ``database``; returns what was rewritten (empty when nothing was moved).
 
-    Must be called under :func:`privlab.platform.tracking.tracker.store_lock`, after MLflow has
+    Must be called under :func:`privlab.platform.tracking.store_location.store_lock`, after MLflow has
     created its tables.
     """
     new_root = str(database.resolve().parent / "mlruns")

@@ -12,7 +12,8 @@ import datetime
 from typing import Any
 
 from privlab.platform.tracking.liveness import driver_state
-from privlab.platform.tracking.tracker import RunTags, Tracker
+from privlab.platform.tracking.run_tags import RunTags
+from privlab.platform.tracking.tracker import Tracker
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from privlab.platform.core.errors import NotFoundError, TrackingError
+from privlab.platform.tracking.run_tags import KIND_TAG, PARENT_TAG
 from privlab.platform.tracking.sqlite_runs import local_folder
-from privlab.platform.tracking.tracker import KIND_TAG, PARENT_TAG
 
 _NEEDED = {
     "experiments": {"experiment_id", "name", "artifact_location", "lifecycle_stage"},
@@ -187,7 +187,7 @@ def open_store(uri: str | None) -> Any:
     Raises:
         NotFoundError: the URI names a sqlite file that does not exist.
     """
-    from privlab.platform.tracking.tracker import existing_store_uri
+    from privlab.platform.tracking.store_location import existing_store_uri
 
     resolved = existing_store_uri(uri)
     reader = SqliteStoreReader.open(resolved)

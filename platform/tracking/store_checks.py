@@ -20,7 +20,8 @@ from urllib.parse import urlparse
 
 from privlab.platform.core.errors import InputError
 from privlab.platform.core.errors import NotFoundError, TrackingError
-from privlab.platform.tracking.tracker import Tracker, sqlite_database
+from privlab.platform.tracking.store_location import sqlite_database
+from privlab.platform.tracking.tracker import Tracker
 
 #: The schemes of MLflow's own tracking stores (``mlflow.tracking._tracking_service.utils``);
 #: plug-ins add theirs under the ``mlflow.tracking_store`` entry points.

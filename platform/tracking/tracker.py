@@ -5,10 +5,10 @@ per ``privlab run`` and one child run per configuration (one ``log_batch`` each)
 here: concurrent first-time initialisation of a sqlite store fails with migration errors, and
 a run plus one batch costs ≈18 ms on sqlite vs ≈76 ms over HTTP, so batching matters.
 
-Every ``privlab.*`` tag is named and written here only: other modules call :class:`Tracker`'s
-methods for privlab's runs (``start_parent_run``, ``mark_complete``, ``log_result_run``…)
-and read tags through :class:`RunTags`. Calls that must not hold up the driver go through
-:class:`privlab.platform.tracking.background_writer.BackgroundWriter`.
+Every ``privlab.*`` tag (named in :mod:`privlab.platform.tracking.run_tags`) is written here
+only: other modules call :class:`Tracker`'s methods for privlab's runs (``start_parent_run``,
+``mark_complete``, ``log_result_run``…) and read tags through ``RunTags``. Calls that must not
+hold up the driver go through :class:`privlab.platform.tracking.background_writer.BackgroundWriter`.
 
 Without a URI, MLflow's default embedded store is used (``sqlite:///mlflow.db`` in the
 working directory for MLflow 3); ``--tracking-uri`` or ``MLFLOW_TRACKING_URI`` selects a server.
@@ -17,193 +17,52 @@ working directory for MLflow 3); ``--tracking-uri`` or ``MLFLOW_TRACKING_URI`` s
 from __future__ import annotations
 
 import base64
-import contextlib
 import dataclasses
-import fcntl
 import json
 import logging
-import os
 import tempfile
 import time
-from collections.abc import Iterator
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from privlab.platform.core.errors import NotFoundError, TrackingError
-from privlab.platform.tracking.moved_store import Rebased, experiment_folder, rebase_moved_store
+from privlab.platform.tracking.moved_store import Rebased, rebase_moved_store
 from privlab.platform.tracking.run_datasets import DatasetDescription
+from privlab.platform.tracking.run_tags import (
+    BACKEND_TAG,
+    COMMAND_TAG,
+    CONFIG_TAG,
+    DRIVER_TAG,
+    EXPERIMENT_KIND,
+    EXPERIMENT_KIND_TAG,
+    GIT_COMMIT_TAG,
+    GROUP_TAG,
+    KIND_TAG,
+    LEDGER_TAG,
+    MODE_TAG,
+    PARENT_TAG,
+    RAY_NODES_TAG,
+    RESUMABLE_TAG,
+    ROOT_SEED_TAG,
+    SPEC_NAME_TAG,
+    SPEC_SHA256_TAG,
+    STATUS_TAG,
+    STUDY_TAG,
+    UNIT_TAG,
+    VERSION_TAG,
+    WORKERS_TAG,
+    WORKLOAD_TAG,
+    driver_tags,
+    heartbeat_tag,
+)
 from privlab.platform.tracking.sqlite_runs import FinishedRun, SqliteRunWriter, time_ordered_run_id, write_files
+from privlab.platform.tracking.store_location import artifact_location, make_artifact_root_private, resolve_tracking_uri, sqlite_database, store_lock
 from privlab.platform.tracking.tracking_outage import bound_http_retries
 
 log = logging.getLogger(__name__)
 
-# Every privlab.* tag a run carries is named here, and only here.
-KIND_TAG = "privlab.kind"  # parent | configuration | unit
-CONFIG_TAG = "privlab.config_id"
-GROUP_TAG = "privlab.config_group"  # the executed configuration a facet's child run belongs to
-STATUS_TAG = "privlab.status"  # running | interrupted | complete
-RESUMABLE_TAG = "privlab.resumable"
-ROOT_SEED_TAG = "privlab.root_seed"
-MODE_TAG = "privlab.mode"
-SPEC_NAME_TAG = "privlab.spec_name"
-SPEC_SHA256_TAG = "privlab.spec_sha256"
-COMMAND_TAG = "privlab.command"
-VERSION_TAG = "privlab.version"
-GIT_COMMIT_TAG = "privlab.git_commit"
-WORKERS_TAG = "privlab.workers"
-RAY_NODES_TAG = "privlab.ray_nodes"
-BACKEND_TAG = "privlab.backend"
-UNIT_TAG = "privlab.unit"
-STUDY_TAG = "privlab.study"
-WORKLOAD_TAG = "privlab.workload"
-DRIVER_TAG = "privlab.driver"  # the lease: who drives the run (platform/tracking/liveness.py)
-HEARTBEAT_TAG = "privlab.heartbeat"
-LEDGER_TAG = "privlab.ledger"  # a configuration run's ε ledger as a table (ledger.txt when too long)
-PARENT_TAG = "mlflow.parentRunId"
-# MLflow's own tags, which its UI shows (the User and Source columns) and its fluent API sets.
-USER_TAG = "mlflow.user"
-SOURCE_NAME_TAG = "mlflow.source.name"
-SOURCE_TYPE_TAG = "mlflow.source.type"
-SOURCE_GIT_COMMIT_TAG = "mlflow.source.git.commit"
-SOURCE_TAGS = (USER_TAG, SOURCE_NAME_TAG, SOURCE_TYPE_TAG, SOURCE_GIT_COMMIT_TAG)
-# An experiment's kind decides where MLflow 3's UI opens it: without it an experiment with no
-# traces opens in the GenAI view ("Traces 0"), privlab's runs hidden behind a toggle.
-EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
-EXPERIMENT_KIND = "custom_model_development"
 MAX_PARAM_LENGTH = 6000
-
-
-def source_tags(*, source_name: str, git_commit: str | None, source_type: str = "LOCAL") -> dict[str, str]:
-    """MLflow's standard tags of a run: who ran it (``mlflow.user``), from what (the spec's path,
-    or the command), how (``LOCAL``) and at which git commit (when known)."""
-    import getpass
-
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # no login name and no passwd entry (some containers)
-        user = "unknown"
-    tags = {USER_TAG: user, SOURCE_NAME_TAG: source_name[:500], SOURCE_TYPE_TAG: source_type}
-    if git_commit and git_commit != "unknown":
-        tags[SOURCE_GIT_COMMIT_TAG] = git_commit
-    return tags
-
-
-def source_tags_of(run: Any) -> dict[str, str]:
-    """The standard tags a run records (:func:`source_tags`), to give its child runs the same."""
-    return {key: run.data.tags[key] for key in SOURCE_TAGS if key in run.data.tags}
-
-
-def driver_tags(driver: Mapping[str, Any], *, now: float | None = None) -> dict[str, str]:
-    """The tags that record ``driver`` (a lease, :mod:`privlab.platform.tracking.liveness`) as the run's
-    driver, with a fresh heartbeat."""
-    return {DRIVER_TAG: json.dumps(dict(driver), sort_keys=True), **heartbeat_tag(now=now)}
-
-
-def heartbeat_tag(*, now: float | None = None) -> dict[str, str]:
-    return {HEARTBEAT_TAG: f"{time.time() if now is None else now:.0f}"}
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class RunTags:
-    """What privlab's tags say about a run (None where a tag is absent)."""
-
-    kind: str | None  # parent | configuration | unit
-    config_id: str | None
-    study: str | None
-    workload: str | None
-    status: str | None  # running | interrupted | complete
-    root_seed: str | None
-    spec_name: str | None
-    spec_sha256: str | None
-    command: str | None
-
-    @classmethod
-    def of(cls, run: Any) -> RunTags:
-        tags = run.data.tags
-        return cls(kind=tags.get(KIND_TAG), config_id=tags.get(CONFIG_TAG), study=tags.get(STUDY_TAG),
-                   workload=tags.get(WORKLOAD_TAG), status=tags.get(STATUS_TAG), root_seed=tags.get(ROOT_SEED_TAG),
-                   spec_name=tags.get(SPEC_NAME_TAG), spec_sha256=tags.get(SPEC_SHA256_TAG),
-                   command=tags.get(COMMAND_TAG))
-
-
-def resolve_tracking_uri(uri: str | None) -> str:
-    """``uri``, else ``MLFLOW_TRACKING_URI``, else MLflow's default embedded store."""
-    if uri:
-        return uri
-    env = os.environ.get("MLFLOW_TRACKING_URI")
-    if env:
-        return env
-    return default_tracking_uri()
-
-
-def default_tracking_uri() -> str:
-    """MLflow 3's default store, ``mlflow.db`` in the working directory (as
-    ``mlflow.get_tracking_uri()`` names it; said here so that a command that only reads a local
-    store need not import MLflow)."""
-    return f"sqlite:///{os.path.abspath('mlflow.db')}"
-
-
-def artifact_location(uri: str, experiment: str) -> str | None:
-    """Where a new experiment's artifacts go: beside a local sqlite store, in ``mlruns/`` next to
-    the database file (MLflow's own default is ``./mlruns`` of whatever folder the command runs
-    in); None (the server's or store's default) for any other store.
-
-    The experiment's folder is its name with anything but letters, digits, ``.``, ``_`` and
-    ``-`` replaced by ``_``; runs get their own subfolders below it, so two names that map to
-    the same folder still never share an artifact.
-    """
-    if not uri.startswith("sqlite:///"):
-        return None
-    return str(sqlite_database(uri).resolve().parent / "mlruns" / experiment_folder(experiment))
-
-
-def sqlite_database(uri: str) -> Path:
-    """The database file of a ``sqlite:///`` URI."""
-    return Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
-
-
-def existing_store_uri(uri: str | None) -> str:
-    """The resolved tracking URI for a command that only reads (compare, ledger, runs).
-
-    MLflow creates an empty sqlite database on first contact; a command that only reads must
-    not leave one behind in whatever folder it was started from, so a local sqlite file that
-    does not exist is reported instead (servers and other stores are left to MLflow).
-
-    Raises:
-        NotFoundError: the URI names a sqlite file that does not exist.
-    """
-    resolved = resolve_tracking_uri(uri)
-    if resolved.startswith("sqlite:///"):
-        path = sqlite_database(resolved)
-        if not path.is_file():
-            raise NotFoundError(
-                f"no MLflow tracking store at {path} ({resolved}); run `privlab run SPEC` in this folder first, "
-                "or point --tracking-uri / MLFLOW_TRACKING_URI at the store that holds your runs"
-            )
-    return resolved
-
-
-@contextlib.contextmanager
-def store_lock(uri: str) -> Iterator[None]:
-    """Hold an exclusive lock while a local sqlite store is created or changed structurally.
-
-    MLflow creates its tables (and Alembic migrates them) on first contact, and two processes
-    doing that at once on a new file fail ("table ... already exists", exit 4); creating the same
-    experiment at once fails the same way. An ``fcntl`` lock on ``<db>.lock`` beside the database
-    serialises both across processes on this machine; other stores (servers) need none.
-    """
-    if not uri.startswith("sqlite:///"):
-        yield
-        return
-    database = sqlite_database(uri)
-    database.parent.mkdir(parents=True, exist_ok=True)
-    with open(database.with_name(database.name + ".lock"), "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _forget_artifact_locations() -> None:
@@ -214,22 +73,6 @@ def _forget_artifact_locations() -> None:
     cache = getattr(utils, "_artifact_repos_cache", None)
     if cache is not None:
         cache.clear()
-
-
-def make_artifact_root_private(uri: str) -> None:
-    """Make ``mlruns/`` beside a local sqlite store 0700 (creating it if needed).
-
-    MLflow writes artifacts with the process's umask (folders 0755, files 0644); under a root only
-    the user can enter, results, ledgers and specs stay the user's alone. Other stores keep theirs.
-    """
-    if not uri.startswith("sqlite:///"):
-        return
-    root = sqlite_database(uri).resolve().parent / "mlruns"
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    try:
-        root.chmod(0o700)
-    except PermissionError:
-        log.warning("cannot make the artifact folder %s private (mode 0700): it is not yours", root)
 
 
 def _timed(method: Any) -> Any:

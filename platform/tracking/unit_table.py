@@ -27,7 +27,8 @@ import pandas as pd
 
 from privlab.platform.core.errors import ExecutionError
 from privlab.platform.tracking.result_parts import read_results
-from privlab.platform.tracking.tracker import PARENT_TAG, Tracker
+from privlab.platform.tracking.run_tags import PARENT_TAG
+from privlab.platform.tracking.tracker import Tracker
 
 UNITS_PATH = "units.parquet"  # a run's own per-unit table, as runs logged before the parts kept it
 _KEYS = ("unit", "seed_key")
