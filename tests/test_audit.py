@@ -354,7 +354,7 @@ def test_audit_run_is_logged_to_mlflow_with_its_report(uri: str, capsys: pytest.
 
 def test_a_violation_has_its_own_exit_code(uri: str, capsys: pytest.CaptureFixture[str]) -> None:
     # issue 34 item 2: `verdict VIOLATION` exited 0, so scripts could not tell
-    from privlab.platform.cli.main import EXIT_VIOLATION
+    from privlab.platform.cli.commands import EXIT_VIOLATION
 
     assert main(["audit", "pmse", "--set", "n=200", "--set", "depth=unlimited", "--trials", "40", "--seed", "1",
                  "--serial", "--no-progress", "--tracking-uri", uri]) == EXIT_VIOLATION == 6

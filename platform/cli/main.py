@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import shlex
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,7 +25,6 @@ from privlab.platform.core.errors import (
     InputError,
     PrivlabError,
     TrackingError,
-    TrackingOutage,
     VerificationError,
 )
 
@@ -40,111 +38,17 @@ from privlab.platform.cli.commands import (
     EXIT_INTERRUPTED,
     EXIT_NOT_VERIFIED,
     EXIT_OK,
-    EXIT_VIOLATION,
     add_run_reading_command,
     add_tracking_argument,
     finished_summary,
     for_people,
     toml_kind,
 )
+from privlab.platform.cli.run_commands import DEFAULT_CLUSTER_STATE, audit_command, run_command
+from privlab.platform.cli.terminal import terminal_width
 from privlab.platform.cli.ui_command import add_ui_command
-from privlab.platform.execution.interrupts import sigterm_as_interrupt
+from privlab.platform.execution.interrupts import ignore_further_interrupts, owned_interrupts, sigterm_as_interrupt
 
-DEFAULT_CLUSTER_STATE = ".privlab/cluster"
-
-
-def _run_options(args: argparse.Namespace, *, report_dir: Path | None = None) -> Any:
-    """The runner options shared by `run` and `audit` (execution, tracking, resume, progress).
-
-    Raises:
-        InputError: ``--max-units`` below 1, or ``--summary-json`` in a folder that does not exist
-            (found now, not after the run).
-    """
-    from privlab.platform.run.runner import RunOptions
-
-    if args.max_units is not None and args.max_units < 1:
-        raise InputError(f"--max-units ({args.max_units}) must be at least 1: the units of work to do before "
-                          "stopping (resumably)")
-    if args.summary_json and not Path(args.summary_json).absolute().parent.is_dir():
-        raise InputError(f"--summary-json {args.summary_json!r}: its folder does not exist; create it first")
-    return RunOptions(
-        workers=args.workers,
-        address=args.address,
-        serial=args.serial,
-        tracking_uri=args.tracking_uri,
-        resume=args.resume,
-        progress=not args.no_progress,
-        stop_after_units=args.max_units,
-        command=shlex.join(["privlab", *args.argv]),
-        report_dir=report_dir,
-        lifecycle=_SaysResumeCommand(args),
-    )
-
-
-def _resume_command(args: argparse.Namespace, run_id: str) -> str:
-    """The same command line (--tracking-uri and --set included) with ``--resume run_id``."""
-    return shlex.join(["privlab", *_without_options(args.argv, {"--resume", "--max-units"}), "--resume", run_id])
-
-
-class _SaysResumeCommand:
-    """The command line's :class:`~privlab.platform.run.run_events.RunLifecycle`: prints the run's
-    id and the command that resumes it."""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-
-    def run_started(self, run_id: str) -> None:
-        # Printed first, so even a killed driver leaves the id and the command on screen.
-        print(f"privlab: run {run_id}; if it stops, resume with: {_resume_command(self.args, run_id)}",
-              file=sys.stderr, flush=True)
-
-    def run_abandoned(self, run_id: str) -> None:
-        print(f"\nprivlab: run {run_id} abandoned while saving; finished work up to its last checkpoint is kept.\n"
-              f"resume with: {_resume_command(self.args, run_id)}", file=sys.stderr, flush=True)
-
-
-def _say_stopped(args: argparse.Namespace, stop: Any) -> int:
-    """A run that stopped before finishing (resumable): exit 0 when ``--max-units`` asked for
-    the stop, 130 when it was interrupted (Ctrl-C, SIGTERM)."""
-    _ignore_further_interrupts()
-    print(
-        f"\nprivlab: run {stop.run_id} stopped ({stop}); finished work is saved.\n"
-        f"resume with: {_resume_command(args, stop.run_id)}",
-        file=sys.stderr,
-    )
-    return EXIT_OK if stop.requested else EXIT_INTERRUPTED
-
-
-def _say_outage(args: argparse.Namespace, outage: TrackingOutage) -> int:
-    resume = f"\nresume with: {_resume_command(args, outage.run_id)}" if outage.run_id else ""
-    print(f"\nprivlab: run {outage.run_id} stopped: {outage}{resume}", file=sys.stderr)
-    return EXIT_EXECUTION
-
-
-def _run(args: argparse.Namespace) -> int:
-    from privlab.platform.run.runner import RunInterrupted, run_experiment
-    from privlab.platform.experiment.spec import load_spec
-
-    spec = load_spec(args.spec, args.set or [])
-    if args.workers is not None and args.workers < 1:
-        raise InputError(f"--workers ({args.workers}) must be at least 1")
-    where = _choose_cluster(args)
-    options = _run_options(args, report_dir=Path(args.report_dir) if args.report_dir else None)
-    units = sum(c.units for c in spec.configurations)
-    print(f"privlab: {spec.name}: {len(spec.configurations)} configuration(s), {units:,} unit(s) of work, {where}",
-          file=sys.stderr)
-    try:
-        summary = run_experiment(spec, options)
-    except RunInterrupted as stop:
-        return _say_stopped(args, stop)
-    except TrackingOutage as outage:
-        return _say_outage(args, outage)
-    if args.summary_json:
-        Path(args.summary_json).write_text(json.dumps(summary, indent=2, default=str))
-    _print_summary(summary)
-    if args.report_dir:
-        print(f"reports written to {args.report_dir}", file=sys.stderr)
-    return EXIT_OK
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -181,88 +85,6 @@ def _report(args: argparse.Namespace) -> int:
     for path in write_report_dir(files, Path(args.out)):
         print(path)
     return EXIT_OK
-
-
-PRIVATE_INSTANCE = "local"  # --address local: a private Ray instance even when a local cluster is running
-
-
-def _choose_cluster(args: argparse.Namespace) -> str:
-    """Where the run's units go, said for the user: sets ``args.address`` to the Ray cluster
-    to join, or None for a private local instance (or ``--serial``).
-
-    Without ``--address``, a run joins the cluster that ``privlab cluster up`` started from
-    this folder when it is running (its state in ``.privlab/cluster``; its environment, the
-    loopback switch and auth token, applied): connecting to a running cluster takes about a
-    second, starting a private instance several (benchmarks/RESULTS.md). ``--address local``
-    starts a private instance all the same."""
-    if args.serial:
-        args.address = None
-        return "serial"
-    if args.address == PRIVATE_INSTANCE:
-        args.address = None
-        return "local Ray"
-    if args.address:
-        _apply_local_cluster_env(args.address)
-        return f"cluster {args.address}"
-    from privlab.platform.execution import local_cluster
-
-    try:
-        info = local_cluster.local_cluster_status(state_dir=Path(DEFAULT_CLUSTER_STATE))
-    except ExecutionError as error:  # a damaged state file: say so, and run on a private instance
-        print(f"privlab: not joining the local cluster: {error}", file=sys.stderr)
-        return "local Ray"
-    if info is None:
-        return "local Ray"
-    os.environ.update(info.env)
-    args.address = info.address
-    return (f"the local cluster at {info.address} ({info.nodes} node(s), started by `privlab cluster up`; "
-            f"--address {PRIVATE_INSTANCE} for a private instance)")
-
-
-def _apply_local_cluster_env(address: str) -> None:
-    """When ``address`` is the cluster `privlab cluster up` recorded here, use its environment
-    (loopback resolution and its auth token) so the driver connects without pasted exports."""
-    from privlab.platform.execution import local_cluster
-
-    info = local_cluster.local_cluster_status(state_dir=Path(DEFAULT_CLUSTER_STATE))
-    if info is not None and info.address == address:
-        os.environ.update(info.env)
-
-
-def _print_summary(summary: dict) -> None:
-    from privlab.platform.results.tables import render_studies
-
-    print(f"run {summary['run_id']} in experiment {summary['experiment']!r} "
-          f"(seed {summary['root_seed']}, {summary['timing']['wall_seconds']:.1f} s, "
-          f"{summary['timing']['workers']} worker(s) on {summary['timing']['ray_nodes']} node(s))")
-    print(f"privacy: ε per configuration ≤ {summary['epsilon_total']:.6g}, δ ≤ {summary['delta_total']:.3g}")
-    # the same tables as `privlab compare`: configuration ids, varying parameters, mean [95% CI]
-    print("\n" + render_studies(summary["configurations"], experiment=summary["experiment"], width=_terminal_width()))
-    tracking = summary.get("tracking", {})
-    print(f"\nresults: tracking store {tracking.get('uri', '?')}\n"
-          f"         artifacts of run {summary['run_id']}: {tracking.get('artifacts', '?')}")
-    print(f"compare: privlab compare {summary['experiment']!r}    ledger: privlab ledger {summary['run_id']}")
-    _print_phases(summary["timing"].get("phases"))
-
-
-def _print_phases(phases: dict[str, float] | None) -> None:
-    """Where the process's time went, from its start to now (stderr): the run's own wall is
-    data → execution; before it Python's start, imports and the spec, after it the summary's
-    logging and the backend's shutdown (MLflow's import and the store's opening overlap Ray's
-    start-up, so ``store`` is not added to the total)."""
-    if not phases:
-        return
-    from privlab.platform.run.runner import process_age
-
-    shown = ", ".join(f"{name} {seconds:.2f}" for name, seconds in phases.items())
-    print(f"privlab: seconds from the process's start: {shown}; {process_age():.2f} in all so far", file=sys.stderr)
-
-
-def _terminal_width() -> int | None:
-    """The terminal's width when stdout is one (tables fit it), else None (no limit)."""
-    import shutil
-
-    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -311,7 +133,7 @@ def _compare(args: argparse.Namespace) -> int:
         frame.to_parquet(args.output, index=False)
     else:
         text = render_table(frame, experiment=args.experiment,
-                            width=None if args.output else _terminal_width())
+                            width=None if args.output else terminal_width())
         if args.output:
             Path(args.output).write_text(text + "\n")
         else:
@@ -400,49 +222,6 @@ def _describe_workload(workload: Any) -> str:
     return "\n".join(lines)
 
 
-def _audit(args: argparse.Namespace) -> int:
-    from privlab.platform.audit import registration as audit, audit_results, audit_run
-
-    if args.list:
-        print(audit_results.describe_auditables())
-        return EXIT_OK
-    from privlab.platform.run.runner import RunInterrupted  # Ray, matplotlib: not for --list
-
-    if not args.name:
-        raise InputError(f"give an auditable NAME or --list; auditables: {', '.join(audit.auditable_names())}")
-    if args.workers is not None and args.workers < 1:
-        raise InputError(f"--workers ({args.workers}) must be at least 1")
-    request = audit_run.prepare_audit(args.name, settings=args.set or [], trials=args.trials,
-                                  confidence=args.confidence, seed=args.seed, experiment=args.experiment)
-    where = _choose_cluster(args)
-    options = _run_options(args)
-    print(f"privlab: audit {args.name}: {request.trials:,} trial(s), {where}", file=sys.stderr)
-    try:
-        result, summary = audit_run.run_audit(request, options)
-    except RunInterrupted as stop:
-        return _say_stopped(args, stop)
-    except TrackingOutage as outage:
-        return _say_outage(args, outage)
-    if args.summary_json:
-        Path(args.summary_json).write_text(json.dumps(summary | {"audit": result.to_dict()}, indent=2, default=str))
-    print(audit_results.render_result(result, summary))
-    return EXIT_VIOLATION if result.violation else EXIT_OK
-
-
-def _without_options(argv: Sequence[str], options: set[str]) -> list[str]:
-    """``argv`` without the given options (``--opt VALUE`` or ``--opt=VALUE``)."""
-    kept: list[str] = []
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg in options:
-            skip = True
-        elif arg.split("=", 1)[0] not in options:
-            kept.append(arg)
-    return kept
-
-
 def _cluster(args: argparse.Namespace) -> int:
     from privlab.platform.execution import local_cluster
 
@@ -466,7 +245,6 @@ def _cluster(args: argparse.Namespace) -> int:
             return EXIT_OK
         print(f"{status.nodes} node(s) at {status.address}; pids {', '.join(map(str, status.pids))}")
     return EXIT_OK
-
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -496,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--report-dir", metavar="DIR",
                      help="also write the studies' results pages (markdown tables, PNG figures) to DIR")
     tracking(run)
-    run.set_defaults(handler=_run)
+    run.set_defaults(handler=run_command)
 
     validate = sub.add_parser("validate", help="check a spec and list its configurations without running")
     validate.add_argument("spec", help="path to an experiment TOML file")
@@ -580,7 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--max-units", type=int, metavar="N", help="stop cleanly (resumable) after N units of work")
     audit.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
     tracking(audit)
-    audit.set_defaults(handler=_audit)
+    audit.set_defaults(handler=audit_command)
 
     cluster = sub.add_parser("cluster", help="start/stop a multi-node Ray cluster on this machine (loopback)")
     cluster_sub = cluster.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
@@ -644,21 +422,8 @@ def main(argv: Sequence[str] | None = None, *, standalone: bool = False) -> int:
     (a press landing after the run stopped would otherwise end Python with a second
     KeyboardInterrupt). In-process callers (tests) keep their own SIGINT handling.
     """
-    global _STANDALONE
-    _STANDALONE = standalone
-    try:
+    with owned_interrupts(standalone):
         return _main(argv)
-    finally:
-        _ignore_further_interrupts()
-        _STANDALONE = False
-
-
-_STANDALONE = False
-
-
-def _ignore_further_interrupts() -> None:
-    if _STANDALONE:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -674,7 +439,7 @@ def _main(argv: Sequence[str] | None) -> int:
         with sigterm_as_interrupt():  # a scheduler's or kill's stop: the same clean stop as Ctrl-C
             return args.handler(args)
     except KeyboardInterrupt:
-        _ignore_further_interrupts()
+        ignore_further_interrupts()
         print("\nprivlab: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # output piped into `head` and the like: not an error

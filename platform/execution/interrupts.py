@@ -82,3 +82,29 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+_owns_sigint = False
+
+
+@contextlib.contextmanager
+def owned_interrupts(owned: bool) -> Iterator[None]:
+    """While a command runs: whether the process is the command's own (the ``privlab`` command,
+    not a test calling it in process), so :func:`ignore_further_interrupts` may take SIGINT over;
+    when the command ends, further Ctrl-Cs are ignored until the process exits, so its exit code
+    stays the command's (130 after an interruption)."""
+    global _owns_sigint
+    _owns_sigint = owned
+    try:
+        yield
+    finally:
+        ignore_further_interrupts()
+        _owns_sigint = False
+
+
+def ignore_further_interrupts() -> None:
+    """Ignore further Ctrl-Cs in a process the command owns (:func:`owned_interrupts`): once an
+    interrupted command has said what happened, a press landing after it would otherwise end
+    Python with a second ``KeyboardInterrupt``. In-process callers keep their own handling."""
+    if _owns_sigint:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
