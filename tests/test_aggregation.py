@@ -415,20 +415,34 @@ def test_reservoir_preselection_keeps_the_full_sorts_first_k() -> None:
         assert np.array_equal(accumulator.res_index, index[order]) and np.array_equal(accumulator.res_value, value[order])
 
 
-def test_reservoir_artifacts_are_long_and_read_back_as_the_frame_they_came_from() -> None:
-    """Reservoir samples are stored long (metric, value): the frame read back equals the one
-    built in memory (NaN padding for shorter samples, NaN values kept), the wide layout of
-    earlier runs still reads, and 47 metrics × 2 values take a fraction of the wide bytes."""
-    from privlab.platform.results.reports import parquet_bytes, parquet_frame, reservoir_bytes, reservoir_frame
+def _long_reservoir_artifact(values: dict[str, np.ndarray]) -> bytes:
+    """A ``reservoir.parquet`` as runs logged before result parts wrote it: ``(metric, value)``
+    rows in each metric's order, the metric names dictionary-encoded, the layout and the metrics'
+    order in the schema's metadata."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    names = [name for name, kept in values.items() for _ in range(len(kept))]
+    flat = np.concatenate([np.asarray(kept, np.float64) for kept in values.values()])
+    table = pa.table({"metric": pa.array(names, pa.string()).dictionary_encode(), "value": pa.array(flat, pa.float64())})
+    metadata = {b"privlab.layout": b"long", b"privlab.metrics": json.dumps(list(values)).encode()}
+    buffer = io.BytesIO()
+    pq.write_table(table.replace_schema_metadata(metadata), buffer)
+    return buffer.getvalue()
+
+
+def test_older_runs_reservoir_artifacts_read_back_as_the_frame_they_came_from() -> None:
+    """Reservoir samples of runs logged before result parts (long, and wide before that) read
+    back as the frame built in memory: NaN padding for shorter samples, NaN values kept, an
+    empty sample kept as a column."""
+    from privlab.platform.results.reports import parquet_bytes, parquet_frame, reservoir_frame
 
     values = {"a": np.array([1.0, np.nan, 3.0]), "b": np.array([0.5]), "c": np.array([], np.float64),
               "d": np.array([2, 4])}
     expected = reservoir_frame(values)
     assert list(expected.columns) == ["a", "b", "c", "d"] and expected["b"].isna().tolist() == [False, True, True]
-    pd.testing.assert_frame_equal(parquet_frame(reservoir_bytes(values)), expected)
-    pd.testing.assert_frame_equal(parquet_frame(parquet_bytes(expected)), expected)  # runs logged before
+    pd.testing.assert_frame_equal(parquet_frame(_long_reservoir_artifact(values)), expected)
+    pd.testing.assert_frame_equal(parquet_frame(parquet_bytes(expected)), expected)  # the wide layout
     assert parquet_frame(None) is None and parquet_frame(b"") is None
-    births_like = {f"criterion_{i}_value": np.array([0.25, 0.75]) for i in range(47)}
-    long, wide = reservoir_bytes(births_like), parquet_bytes(reservoir_frame(births_like))
-    assert len(long) * 5 < len(wide)
-    pd.testing.assert_frame_equal(parquet_frame(long), reservoir_frame(births_like))

@@ -162,26 +162,11 @@ def reservoir_frame(values: Mapping[str, np.ndarray]) -> pd.DataFrame:
     return pd.DataFrame({name: pd.Series(np.asarray(kept, np.float64)) for name, kept in values.items()})
 
 
-def reservoir_bytes(values: Mapping[str, np.ndarray]) -> bytes:
-    """Reservoir samples as a parquet artifact: long, ``(metric, value)`` rows in each metric's
-    order, with the metric names dictionary-encoded. A wide table (a column per metric) spent
-    ~700 bytes of footer per column: 33.5 KB for a births configuration's 47 metrics × 2 values,
-    against 5.3 KB long."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    names = [name for name, kept in values.items() for _ in range(len(kept))]
-    flat = np.concatenate([np.asarray(kept, np.float64) for kept in values.values()]) if values else np.empty(0)
-    table = pa.table({"metric": pa.array(names, pa.string()).dictionary_encode(), "value": pa.array(flat, pa.float64())})
-    metadata = _LONG_LAYOUT | {_METRICS_KEY: json.dumps(list(values)).encode()}  # order, and empty samples
-    buffer = io.BytesIO()
-    pq.write_table(table.replace_schema_metadata(metadata), buffer)
-    return buffer.getvalue()
-
-
 def parquet_frame(data: bytes | None) -> pd.DataFrame | None:
     """A reservoir artifact's bytes as a frame, a column per metric (None when absent). Reads
-    the long layout of :func:`reservoir_bytes` and the wide one runs logged before it."""
+    the long layout (``(metric, value)`` rows, ``privlab.layout = long`` in the schema's metadata, the
+    metrics' order in ``privlab.metrics``) of the reservoir artifacts runs logged before result parts
+    wrote, and the wide one (a column per metric) of runs before those."""
     if not data:
         return None
     import pyarrow.parquet as pq
