@@ -23,6 +23,7 @@ References:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
 import math
@@ -38,6 +39,8 @@ from privlab.platform.core.errors import SchemaError, SpecError
 __all__ = [
     "BYTES_PER_CELL",
     "estimate",
+    "merge_repeated",
+    "mirror_descent",
     "installed",
     "marginal_counts",
     "mbi_domain",
@@ -52,6 +55,7 @@ BYTES_PER_CELL = 8
 """Private-PGM's model size counts 8 bytes (one float64) per cell of the junction tree's cliques."""
 
 _GATHER_ELEMENTS = 1 << 22
+_EINSUM_INTERMEDIATE_CELLS = 1 << 24
 
 
 @functools.cache
@@ -119,6 +123,33 @@ def model_size_mb(domain: Domain, cliques: Sequence[tuple[str, ...]]) -> float:
     return float(mbi.junction_tree.hypothetical_model_size(mbi_domain(domain), list(cliques)))
 
 
+def merge_repeated(
+    measurements: Sequence[tuple[tuple[str, ...], np.ndarray, float]],
+) -> list[tuple[tuple[str, ...], np.ndarray, float]]:
+    """One measurement per clique: repeated Gaussian measurements ``yᵢ`` (noise σᵢ) of the
+    same marginal become their inverse-variance weighted mean ``ȳ = Σ σᵢ⁻² yᵢ / Σ σᵢ⁻²`` with
+    ``σ = (Σ σᵢ⁻²)^(-1/2)``, in the order of each clique's first measurement; a clique measured
+    once is passed through unchanged.
+
+    ``Σᵢ ‖(μ − yᵢ)/σᵢ‖² = ‖(μ − ȳ)/σ‖² + const``, so Private-PGM's L2 loss, its gradient and
+    its Lipschitz constant are the same: ``(ȳ, σ)`` is a sufficient statistic. The merged list
+    keeps the estimate's compiled program as small as the number of distinct cliques and its
+    structure unchanged when a clique is measured again. Post-processing.
+    """
+    groups: dict[tuple[str, ...], list[tuple[np.ndarray, float]]] = {}
+    for clique, y, sigma in measurements:
+        groups.setdefault(tuple(clique), []).append((np.asarray(y, dtype=np.float64), float(sigma)))
+    merged = []
+    for clique, group in groups.items():
+        if len(group) == 1:
+            merged.append((clique, *group[0]))
+            continue
+        precisions = np.array([sigma ** -2.0 for _, sigma in group])
+        mean = np.einsum("i,ij->j", precisions, np.stack([y for y, _ in group])) / precisions.sum()
+        merged.append((clique, mean, float(precisions.sum() ** -0.5)))
+    return merged
+
+
 def estimate(
     domain: Domain,
     measurements: Sequence[tuple[tuple[str, ...], np.ndarray, float]],
@@ -130,13 +161,107 @@ def estimate(
     """The graphical model fitting ``(clique, noisy counts, σ)`` measurements (mirror descent,
     ``iters`` steps) with the public record count ``total`` as its known total.
 
+    Repeated measurements of a clique are merged first (:func:`merge_repeated`, the same loss).
+    The estimator is :func:`mirror_descent`'s: Private-PGM's mirror descent with its Armijo
+    line search, compiled once per measurement structure.
+
     Post-processing: it reads only the noisy measurements and public facts.
     """
     mbi = require_mbi("pgm")
     linear = [mbi.LinearMeasurement(np.asarray(y, dtype=np.float64), tuple(clique), stddev=float(sigma))
-              for clique, y, sigma in measurements]
-    return mbi.estimation.MirrorDescent().estimate(
+              for clique, y, sigma in merge_repeated(measurements)]
+    return mirror_descent().estimate(
         mbi_domain(domain), linear, known_total=float(total), iters=int(iters), warm_start=warm_start)
+
+
+@functools.cache
+def mirror_descent() -> Any:
+    """Private-PGM's mirror descent (``mbi.estimation.MirrorDescent``: Armijo line search, its
+    default marginal oracle, ``iters`` steps in fused blocks) with each step's marginals
+    carried to the next, so that one estimate compiles one program.
+
+    ``mbi``'s step computes ``μ = oracle(θ)``, the loss and its gradient at ``μ``, the trial
+    ``θ₂ = θ − α∇L(μ)`` and ``μ₂ = oracle(θ₂)``, then keeps ``θ₂`` if the loss fell enough
+    (α × 1.01) or ``θ`` (α / 2). The next step's ``μ`` is then ``μ₂`` or ``μ`` again, both
+    already computed, so this estimator carries the accepted marginals in its state and calls
+    the oracle once per step instead of twice; the iterates are the same. The first ``μ`` needs
+    no compiled oracle: zero potentials give uniform marginals, and a warm start's potentials,
+    expanded to the new cliques, describe the previous model's distribution, whose marginals
+    :func:`project` computes; the final model's marginals are the carried ones. ``mbi``'s own
+    initialisation instead compiles the oracle and evaluates the loss eagerly (a small compiled
+    program per operation), and its finalisation calls the oracle again.
+
+    The fused steps are compiled per measurement structure and kept for one structure only
+    (the most recent): a mechanism that re-estimates after each new measurement, as AIM does,
+    would otherwise keep hundreds of compiled programs until XLA cannot allocate memory for
+    code. Post-processing.
+    """
+    mbi = require_mbi("pgm")
+    import jax
+    import jax.numpy as jnp
+
+    estimation = mbi.estimation
+    compiled: dict[Any, Any] = {}
+
+    def initial_marginals(domain: Any, cliques: Sequence[tuple[str, ...]], warm_start: Any,
+                          known_total: float) -> Any:
+        tables = {}
+        for clique in cliques:
+            clique_domain = domain.project(clique)
+            if warm_start is None:
+                values = np.full(clique_domain.shape, known_total / clique_domain.size())
+            else:
+                values = project(warm_start, clique).reshape(clique_domain.shape) * (known_total / warm_start.total)
+            tables[clique] = mbi.Factor(clique_domain, jnp.asarray(values, dtype=jnp.float64))
+        return mbi.CliqueVector(domain, tuple(cliques), tables)
+
+    @dataclasses.dataclass(frozen=True)
+    class CarriedMarginalsMirrorDescent(estimation.MirrorDescent):
+        def _init(self, domain, loss_fn, known_total, *, warm_start=None, constraints=()):  # type: ignore[override]
+            if constraints or not (warm_start is None or isinstance(warm_start, mbi.MarkovRandomField)):
+                raise ValueError("the carried-marginals mirror descent takes no constraints and warm-starts "
+                                 "from a MarkovRandomField only")
+            potentials = estimation._extract_potentials(warm_start, domain, loss_fn.cliques)
+            alpha = 2.0 / (loss_fn.lipschitz * known_total) if self.stepsize is None else self.stepsize
+            # The loss slot is read only by mbi's early stopping (tol), which estimate() never asks for.
+            return estimation.MirrorDescentState(initial_marginals(domain, potentials.cliques, warm_start, known_total),
+                                                 potentials, jnp.asarray(np.float64(alpha)),
+                                                 jnp.asarray(np.float64(np.inf)))
+
+        def _step(self, state, loss_fn, known_total, constraints=()):  # type: ignore[override]
+            oracle = self._oracle(loss_fn.cliques, state.potentials.domain, constraints=constraints)
+            loss, gradient = jax.value_and_grad(loss_fn)(state.mu)
+            trial = state.potentials - state.alpha * gradient
+            trial_mu = oracle(trial, known_total)
+            if self.stepsize is not None:
+                return estimation.MirrorDescentState(trial_mu, trial, state.alpha, loss)
+            trial_loss = loss_fn(trial_mu)
+            accept = loss - trial_loss >= 0.5 * state.alpha * gradient.dot(state.mu - trial_mu)
+            return estimation.MirrorDescentState(
+                jax.lax.cond(accept, lambda: trial_mu, lambda: state.mu),
+                jax.lax.cond(accept, lambda: trial, lambda: state.potentials),
+                jax.lax.select(accept, 1.01 * state.alpha, 0.5 * state.alpha),
+                jax.lax.select(accept, trial_loss, loss))
+
+        def _multi_step(self, state, loss_fn, known_total, constraints=()):  # type: ignore[override]
+            structure = jax.tree.structure((state, loss_fn, constraints))
+            if structure not in compiled:
+                compiled.clear()
+
+                def steps(state, loss_fn, known_total, constraints):
+                    def step(carried, _):
+                        return self._step(carried, loss_fn, known_total, constraints), None
+
+                    return jax.lax.scan(step, state, None, length=estimation.CALLBACK_EVERY)[0]
+
+                compiled[structure] = jax.jit(steps, donate_argnames=["state"])
+            return compiled[structure](state, loss_fn, known_total, constraints)
+
+        def _finalize(self, state, known_total, constraints=()):  # type: ignore[override]
+            return mbi.MarkovRandomField(potentials=state.potentials, marginals=state.mu, total=known_total,
+                                         constraints=constraints)
+
+    return CarriedMarginalsMirrorDescent()
 
 
 def simplex_projection(noisy: np.ndarray, total: float) -> np.ndarray:
@@ -160,17 +285,25 @@ def project(model: Any, clique: Sequence[str]) -> np.ndarray:
     """The model's marginal over ``clique`` (in that column order) as a flat float64 vector,
     scaled to the model's total.
 
-    A clique inside one of the model's cliques is read from its marginals. Any other is
+    A clique inside one of the model's cliques is summed out of that clique's marginal (in
+    NumPy: ``mbi``'s ``Factor.project`` compiles a JAX program per shape). Any other is
     summed out of the model's joint ``∝ exp(Σ_c θ_c)`` by one NumPy ``einsum`` over the
     potentials (each shifted by its maximum, a constant the normalisation removes), contracted
-    in a greedy order: ``mbi``'s own variable elimination compiles a JAX program per clique,
-    seconds each, which MST's and AIM's selections over hundreds of candidates cannot afford. When
+    pairwise in a greedy order, one variable eliminated at a time: ``mbi``'s own variable
+    elimination compiles a JAX program per clique, seconds each, which MST's and AIM's
+    selections over hundreds of candidates cannot afford. When
     every term of the sum underflows (a large model with sharp potentials), ``mbi``'s
     elimination, which works in log space, answers instead.
     """
     clique = tuple(clique)
-    if model.marginals.supports(clique):
-        return np.asarray(model.project(clique).datavector(), dtype=np.float64)
+    marginals = model.marginals
+    if marginals.supports(clique):
+        factor = marginals[clique if clique in marginals.tables else marginals.parent(clique)]
+        attributes = tuple(factor.domain.attributes)
+        summed = np.asarray(factor.values, dtype=np.float64).sum(
+            axis=tuple(i for i, a in enumerate(attributes) if a not in clique))
+        kept = [a for a in attributes if a in clique]
+        return np.transpose(summed, [kept.index(a) for a in clique]).ravel()
     potentials = model.potentials
     sizes = dict(zip(model.domain.attributes, model.domain.shape, strict=True))
     letters = {name: _einsum_letter(i) for i, name in enumerate(model.domain.attributes)}
@@ -187,9 +320,13 @@ def project(model: Any, clique: Sequence[str]) -> np.ndarray:
         if name not in covered:  # no potential mentions it: uniform in the model
             operands.append(np.ones(sizes[name]))
             subscripts.append(letters[name])
+    formula = ",".join(subscripts) + "->" + "".join(letters[a] for a in clique)
+    # NumPy's greedy path, left at its default memory limit (the largest operand), contracts
+    # everything left in one explicit loop over the whole domain when a pairwise step would
+    # exceed it; the limit below lets it eliminate variable by variable instead.
+    path, _ = np.einsum_path(formula, *operands, optimize=("greedy", _EINSUM_INTERMEDIATE_CELLS))
     with np.errstate(under="ignore"):
-        joint = np.einsum(",".join(subscripts) + "->" + "".join(letters[a] for a in clique), *operands,
-                          optimize="greedy")
+        joint = np.einsum(formula, *operands, optimize=path)
     mass = float(joint.sum())
     if not (math.isfinite(mass) and mass > 0.0):
         # Every term underflowed (sharp potentials of a large model): mbi's own elimination works
