@@ -280,6 +280,26 @@ def test_repeated_measurements_merge_into_their_sufficient_statistic() -> None:
     assert np.ptp(gaps) < 1e-9 * max(abs(g) for g in gaps)
 
 
+def test_elimination_of_sharp_factors_rescales_instead_of_underflowing() -> None:
+    """A chain of 16 binary columns whose every configuration has probability below 10⁻⁶⁰⁰:
+    a plain einsum's terms all underflow to 0, the rescaled elimination gives the marginal
+    (computed exactly in log space over all 2¹⁶ configurations)."""
+    import itertools
+
+    n, tiny = 16, 1e-80
+    letters = "abcdefghijklmnop"
+    operands = [np.array([1.0, tiny])] * n + [np.array([[tiny, 1.0], [1.0, tiny]])] * (n - 1)
+    subscripts = list(letters) + [letters[i:i + 2] for i in range(n - 1)]
+    with np.errstate(under="ignore"):
+        assert np.einsum(",".join(subscripts) + "->ab", *operands).sum() == 0.0
+        got = pgm._eliminate(operands, subscripts, "ab")
+    configs = np.array(list(itertools.product([0, 1], repeat=n)))
+    log_p = math.log(tiny) * (configs.sum(axis=1) + (configs[:, :-1] == configs[:, 1:]).sum(axis=1))
+    expected = np.array([np.logaddexp.reduce(log_p[(configs[:, 0] == a) & (configs[:, 1] == b)])
+                         for a in (0, 1) for b in (0, 1)])
+    np.testing.assert_allclose(got.ravel() / got.sum(), np.exp(expected - np.logaddexp.reduce(expected)), rtol=1e-9)
+
+
 @needs_mbi
 @pytest.mark.slow  # compiles mbi's mirror descent twice
 def test_the_carried_marginals_mirror_descent_follows_mbis_iterates() -> None:

@@ -42,6 +42,7 @@ __all__ = [
     "merge_repeated",
     "mirror_descent",
     "installed",
+    "l2_loss",
     "marginal_counts",
     "mbi_domain",
     "model_size_mb",
@@ -161,17 +162,65 @@ def estimate(
     """The graphical model fitting ``(clique, noisy counts, σ)`` measurements (mirror descent,
     ``iters`` steps) with the public record count ``total`` as its known total.
 
-    Repeated measurements of a clique are merged first (:func:`merge_repeated`, the same loss).
-    The estimator is :func:`mirror_descent`'s: Private-PGM's mirror descent with its Armijo
-    line search, compiled once per measurement structure.
+    The loss is Private-PGM's L2 loss (:func:`l2_loss`: repeated measurements of a clique
+    merged, the same loss, in a form whose compiled program does not grow with the number of
+    measurements), minimised by :func:`mirror_descent`: Private-PGM's mirror descent with its
+    Armijo line search, one compiled program per measurement structure.
 
     Post-processing: it reads only the noisy measurements and public facts.
     """
+    return mirror_descent().estimate(mbi_domain(domain), l2_loss(domain, measurements), known_total=float(total),
+                                     iters=int(iters), warm_start=warm_start)
+
+
+def l2_loss(domain: Domain, measurements: Sequence[tuple[tuple[str, ...], np.ndarray, float]]) -> Any:
+    """Private-PGM's L2 loss ``L(μ) = ½ Σ_M ‖(P_M μ − y_M)/σ_M‖²`` of the measurements (after
+    :func:`merge_repeated`) as an ``mbi.MarginalLossFn`` whose compiled form does not grow with
+    the number of measurements.
+
+    ``mbi``'s own loss (``marginal_loss.from_linear_measurements``) traces one projection per
+    measurement, so the program compiled for an estimate grows with every measurement. Here
+    the model's marginals, one table per maximal measured clique ``C``, are read as one flat
+    vector; measurement ``M`` is summed out of the table of its smallest containing clique (the
+    clique ``mbi`` projects it from) by a gather and a segment sum whose index vectors are data,
+    not program. The value, the gradient and the Lipschitz constant (``mbi``'s, from the
+    measurements' σ and domains) are the same; only the order of floating-point sums differs.
+    Post-processing.
+    """
     mbi = require_mbi("pgm")
-    linear = [mbi.LinearMeasurement(np.asarray(y, dtype=np.float64), tuple(clique), stddev=float(sigma))
-              for clique, y, sigma in merge_repeated(measurements)]
-    return mirror_descent().estimate(
-        mbi_domain(domain), linear, known_total=float(total), iters=int(iters), warm_start=warm_start)
+    merged = merge_repeated(measurements)
+    cliques = [tuple(c) for c in mbi.clique_utils.maximal_subset([c for c, _, _ in merged])]
+    sizes = dict(zip(domain.names, domain.sizes, strict=True))
+    offsets = np.cumsum([0] + [math.prod(sizes[a] for a in c) for c in cliques])
+    sources, targets, values, precisions = [], [], [], []
+    cells = 0
+    for clique, y, sigma in merged:
+        parent = min((c for c in cliques if set(clique) <= set(c)), key=lambda c: math.prod(sizes[a] for a in c))
+        shape = tuple(sizes[a] for a in parent)
+        coordinates = np.indices(shape).reshape(len(shape), -1)
+        target = np.zeros(coordinates.shape[1], dtype=np.int64)
+        for a in clique:
+            target = target * sizes[a] + coordinates[parent.index(a)]
+        sources.append(offsets[cliques.index(parent)] + np.arange(coordinates.shape[1]))
+        targets.append(cells + target)
+        values.append(np.asarray(y, dtype=np.float64))
+        precisions.append(np.full(len(y), 1.0 / sigma))
+        cells += len(y)
+    data = (np.concatenate(sources), np.concatenate(targets), np.concatenate(values), np.concatenate(precisions))
+    linear = [mbi.LinearMeasurement(y, tuple(c), stddev=float(sigma)) for c, y, sigma in merged]
+    lipschitz = mbi.marginal_loss.calculate_l2_lipschitz_from_metadata(mbi_domain(domain), linear)
+    return mbi.marginal_loss.MarginalLossFn(tuple(cliques), _flat_l2_loss, data, lipschitz)
+
+
+def _flat_l2_loss(marginals: Any, data: tuple[Any, Any, Any, Any]) -> Any:
+    import jax
+    import jax.numpy as jnp
+
+    sources, targets, values, precisions = data
+    flat = jnp.concatenate([marginals[c].values.reshape(-1) for c in marginals.cliques])
+    projected = jax.ops.segment_sum(flat[sources], targets, num_segments=values.shape[0])
+    residual = (projected - values) * precisions
+    return 0.5 * jnp.vdot(residual, residual)
 
 
 @functools.cache
@@ -287,13 +336,11 @@ def project(model: Any, clique: Sequence[str]) -> np.ndarray:
 
     A clique inside one of the model's cliques is summed out of that clique's marginal (in
     NumPy: ``mbi``'s ``Factor.project`` compiles a JAX program per shape). Any other is
-    summed out of the model's joint ``∝ exp(Σ_c θ_c)`` by one NumPy ``einsum`` over the
-    potentials (each shifted by its maximum, a constant the normalisation removes), contracted
-    pairwise in a greedy order, one variable eliminated at a time: ``mbi``'s own variable
-    elimination compiles a JAX program per clique, seconds each, which MST's and AIM's
-    selections over hundreds of candidates cannot afford. When
-    every term of the sum underflows (a large model with sharp potentials), ``mbi``'s
-    elimination, which works in log space, answers instead.
+    summed out of the model's joint ``∝ exp(Σ_c θ_c)`` in NumPy by variable elimination over
+    the potentials (:func:`_eliminate`): ``mbi``'s own variable elimination compiles a JAX
+    program per clique, seconds each, which MST's and AIM's selections over hundreds of
+    candidates cannot afford. Should every term still underflow, ``mbi``'s elimination, which
+    works in log space, answers instead.
     """
     clique = tuple(clique)
     marginals = model.marginals
@@ -320,19 +367,39 @@ def project(model: Any, clique: Sequence[str]) -> np.ndarray:
         if name not in covered:  # no potential mentions it: uniform in the model
             operands.append(np.ones(sizes[name]))
             subscripts.append(letters[name])
-    formula = ",".join(subscripts) + "->" + "".join(letters[a] for a in clique)
-    # NumPy's greedy path, left at its default memory limit (the largest operand), contracts
-    # everything left in one explicit loop over the whole domain when a pairwise step would
-    # exceed it; the limit below lets it eliminate variable by variable instead.
-    path, _ = np.einsum_path(formula, *operands, optimize=("greedy", _EINSUM_INTERMEDIATE_CELLS))
     with np.errstate(under="ignore"):
-        joint = np.einsum(formula, *operands, optimize=path)
+        joint = _eliminate(operands, subscripts, "".join(letters[a] for a in clique))
     mass = float(joint.sum())
     if not (math.isfinite(mass) and mass > 0.0):
         # Every term underflowed (sharp potentials of a large model): mbi's own elimination works
         # in log space. Slower (a compiled program per clique), and only needed then.
         return np.asarray(model.project(clique).datavector(), dtype=np.float64)
     return (joint / mass * float(model.total)).ravel()
+
+
+def _eliminate(operands: list[np.ndarray], subscripts: list[str], output: str) -> np.ndarray:
+    """``einsum(subscripts → output)`` of non-negative factors, up to a positive constant,
+    contracted pairwise in NumPy's greedy order with each intermediate rescaled to maximum 1.
+
+    The greedy order's memory limit is raised above NumPy's default (the largest operand), at
+    which it contracts whatever is left in one loop over the whole domain; the rescaling keeps
+    products of many small factors (sharp potentials) from underflowing. The constant is
+    irrelevant to the caller, which normalises.
+    """
+    formula = ",".join(subscripts) + "->" + output
+    path, _ = np.einsum_path(formula, *operands, optimize=("greedy", _EINSUM_INTERMEDIATE_CELLS))
+    operands, subscripts = list(operands), list(subscripts)
+    for step in path[1:]:
+        taken = sorted(step, reverse=True)
+        factors = [operands.pop(i) for i in taken]
+        names = [subscripts.pop(i) for i in taken]
+        still_needed = set("".join(subscripts)) | set(output)
+        kept = "".join(sorted(set("".join(names)) & still_needed))
+        product = np.einsum(",".join(names) + "->" + kept, *factors)
+        peak = product.max(initial=0.0)
+        operands.append(product / peak if peak > 0 else product)
+        subscripts.append(kept)
+    return np.einsum(subscripts[0] + "->" + output, operands[0])
 
 
 def _einsum_letter(i: int) -> str:
