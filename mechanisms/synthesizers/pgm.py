@@ -56,7 +56,6 @@ BYTES_PER_CELL = 8
 """Private-PGM's model size counts 8 bytes (one float64) per cell of the junction tree's cliques."""
 
 _GATHER_ELEMENTS = 1 << 22
-_EINSUM_INTERMEDIATE_CELLS = 1 << 24
 
 
 @functools.cache
@@ -378,28 +377,43 @@ def project(model: Any, clique: Sequence[str]) -> np.ndarray:
 
 
 def _eliminate(operands: list[np.ndarray], subscripts: list[str], output: str) -> np.ndarray:
-    """``einsum(subscripts → output)`` of non-negative factors, up to a positive constant,
-    contracted pairwise in NumPy's greedy order with each intermediate rescaled to maximum 1.
+    """``einsum(subscripts → output)`` of non-negative factors, up to a positive constant, by
+    variable elimination: repeatedly, the variable whose factors span the fewest cells is
+    summed out of their product; the factors left (over ``output``'s variables) are then
+    multiplied. Each product is rescaled to maximum 1, so that products of many small factors
+    (sharp potentials) do not underflow; the constant is irrelevant to the caller, which
+    normalises.
 
-    The greedy order's memory limit is raised above NumPy's default (the largest operand), at
-    which it contracts whatever is left in one loop over the whole domain; the rescaling keeps
-    products of many small factors (sharp potentials) from underflowing. The constant is
-    irrelevant to the caller, which normalises.
+    NumPy's ``einsum`` with ``optimize="greedy"`` would find a similar order, but its path search
+    costs more than the contractions here, and at its default memory limit (the largest operand)
+    it contracts whatever is left in one loop over the whole domain.
     """
-    formula = ",".join(subscripts) + "->" + output
-    path, _ = np.einsum_path(formula, *operands, optimize=("greedy", _EINSUM_INTERMEDIATE_CELLS))
-    operands, subscripts = list(operands), list(subscripts)
-    for step in path[1:]:
-        taken = sorted(step, reverse=True)
-        factors = [operands.pop(i) for i in taken]
-        names = [subscripts.pop(i) for i in taken]
-        still_needed = set("".join(subscripts)) | set(output)
-        kept = "".join(sorted(set("".join(names)) & still_needed))
-        product = np.einsum(",".join(names) + "->" + kept, *factors)
+    sizes = {v: n for sub, op in zip(subscripts, operands, strict=True) for v, n in zip(sub, op.shape, strict=True)}
+    factors = list(zip(subscripts, operands, strict=True))
+
+    def rescaled(product: np.ndarray) -> np.ndarray:
         peak = product.max(initial=0.0)
-        operands.append(product / peak if peak > 0 else product)
-        subscripts.append(kept)
-    return np.einsum(subscripts[0] + "->" + output, operands[0])
+        return product / peak if peak > 0 else product
+
+    def span(variable: str) -> tuple[int, str]:
+        scope = set().union(*(set(sub) for sub, _ in factors if variable in sub))
+        return math.prod(sizes[v] for v in scope), variable
+
+    remaining = set(sizes) - set(output)
+    while remaining:
+        variable = min(remaining, key=span)
+        remaining.discard(variable)
+        involved = [(sub, op) for sub, op in factors if variable in sub]
+        factors = [(sub, op) for sub, op in factors if variable not in sub]
+        kept = "".join(sorted(set().union(*(set(sub) for sub, _ in involved)) - {variable}))
+        factors.append((kept, rescaled(np.einsum(",".join(sub for sub, _ in involved) + "->" + kept,
+                                                 *(op for _, op in involved)))))
+    joint_subscript, joint = factors[0]
+    for sub, op in factors[1:]:
+        union = "".join(sorted(set(joint_subscript) | set(sub)))
+        joint = rescaled(np.einsum(f"{joint_subscript},{sub}->{union}", joint, op))
+        joint_subscript = union
+    return np.einsum(f"{joint_subscript}->{output}", joint)
 
 
 def _einsum_letter(i: int) -> str:
