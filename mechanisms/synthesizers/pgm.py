@@ -11,6 +11,15 @@ imports it on first use and turns its absence into a :class:`SpecError` that nam
 so a spec naming ``mst`` or ``aim`` fails before any budget is spent. JAX runs in float64 (the
 estimates of counts of 10⁵ records stall in float32) without its persistent compilation cache.
 
+Compilation, not arithmetic, is what an estimate costs on tables like ACS: JAX compiles a
+program for each measurement structure (seconds), and AIM has a new structure every round.
+:func:`estimate` therefore compiles one program per structure whose size does not grow with
+the number of measurements (:func:`l2_loss`, :func:`mirror_descent`), and keeps only the
+latest; :func:`project` answers the mechanisms' many marginal queries in NumPy, where ``mbi``
+compiles a program per query. Measured alternatives (benchmarks/RESULTS.md): XLA's optimisation
+flags do not shorten the compiles; disabling JIT makes every step dispatch op by op (far
+slower).
+
 Sampling does not use ``mbi``'s ``synthetic_data``, which draws from NumPy's global RNG:
 :func:`sample_codes` draws each column, in the junction tree's order, from the model's
 conditional given the columns already drawn (computed by ``mbi``'s inference), with the
