@@ -53,7 +53,7 @@ IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "mlruns", "mlflow.db", 
 SANITY_TESTS = ("tests/test_ledger.py",)
 CANARY = {
     "id": "canary-ledger-doubles-every-epsilon",
-    "file": "platform/dp/ledger.py",
+    "file": "platform/dp/basic_totals.py",
     "original": "eps.add((epsilon,))",
     "replacement": "eps.add((2 * epsilon,))",
     "description": "sanity: every basic-composition term doubled",
