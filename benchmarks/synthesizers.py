@@ -10,9 +10,10 @@ compilation is part of MST's and AIM's time as it is of a real run's. MST and AI
     python benchmarks/synthesizers.py --only mst      # one of them
     python benchmarks/synthesizers.py --only aim --breakdown   # and AIM's time per round
 
-``--breakdown`` prints, for each Private-PGM estimate, the CPU seconds it took, the part of
-them XLA spent compiling, and the CPU seconds of the round's candidate scoring (the model's
-marginals over every candidate), then their totals.
+``--breakdown`` prints, for each Private-PGM estimate, the CPU seconds it took (waiting for
+JAX's asynchronous computation to finish, which a plain run does not do), the part of them XLA
+spent compiling, and the CPU seconds of the round's candidate scoring (the model's marginals
+over every candidate), then their totals.
 
 Ends with ``mst_fit_sample_seconds_acs`` (target ≤ 30), ``aim_fit_sample_seconds_acs``
 (max_model_size 80 MB, target ≤ 300), ``privbayes_fit_sample_seconds_acs`` (for scale) and
@@ -102,8 +103,10 @@ class RoundBreakdown:
             self._scoring += time.process_time() - began
 
     def _timed_estimate(self, domain: object, measurements: list, **kwargs: object) -> object:
+        import jax
+
         compile_before, began = self._compile, time.process_time()
-        model = self._estimate(domain, measurements, **kwargs)
+        model = jax.block_until_ready(self._estimate(domain, measurements, **kwargs))
         cpu = time.process_time() - began
         self.rows.append((len(self.rows), len(measurements), cpu, self._compile - compile_before, self._scoring))
         print(f"  estimate {len(self.rows) - 1:3d}: {len(measurements):3d} measurements, {len(model.cliques):2d} "
