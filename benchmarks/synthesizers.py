@@ -8,6 +8,12 @@ compilation is part of MST's and AIM's time as it is of a real run's. MST and AI
 
     python benchmarks/synthesizers.py                 # all three
     python benchmarks/synthesizers.py --only mst      # one of them
+    python benchmarks/synthesizers.py --only aim --breakdown   # and AIM's time per round
+
+``--breakdown`` prints, for each Private-PGM estimate, the CPU seconds it took (waiting for
+JAX's asynchronous computation to finish, which a plain run does not do), the part of them XLA
+spent compiling, and the CPU seconds of the round's candidate scoring (the model's marginals
+over every candidate), then their totals.
 
 Ends with ``mst_fit_sample_seconds_acs`` (target ≤ 30), ``aim_fit_sample_seconds_acs``
 (max_model_size 80 MB, target ≤ 300), ``privbayes_fit_sample_seconds_acs`` (for scale) and
@@ -68,10 +74,68 @@ def fit_and_sample(name: str, frame: object, domain: object) -> tuple[float, flo
     return time.perf_counter() - began, time.process_time() - cpu, synth
 
 
+class RoundBreakdown:
+    """Times each ``pgm.estimate`` (CPU, and XLA's compile time within it) and the
+    ``pgm.project`` calls between two estimates (the round's candidate scoring), by wrapping
+    the two functions for the benchmark's process."""
+
+    def __init__(self) -> None:
+        import jax.monitoring
+
+        from privlab.mechanisms.synthesizers import pgm
+
+        self.rows: list[tuple[int, int, float, float, float]] = []
+        self._compile = 0.0
+        self._scoring = 0.0
+        self._estimate, self._project = pgm.estimate, pgm.project
+        jax.monitoring.register_event_duration_secs_listener(self._on_event)
+        pgm.estimate, pgm.project = self._timed_estimate, self._timed_project
+
+    def _on_event(self, event: str, seconds: float, **_: object) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            self._compile += seconds
+
+    def _timed_project(self, *args: object, **kwargs: object) -> object:
+        began = time.process_time()
+        try:
+            return self._project(*args, **kwargs)
+        finally:
+            self._scoring += time.process_time() - began
+
+    def _timed_estimate(self, domain: object, measurements: list, **kwargs: object) -> object:
+        import jax
+
+        compile_before, began = self._compile, time.process_time()
+        model = jax.block_until_ready(self._estimate(domain, measurements, **kwargs))
+        cpu = time.process_time() - began
+        self.rows.append((len(self.rows), len(measurements), cpu, self._compile - compile_before, self._scoring))
+        print(f"  estimate {len(self.rows) - 1:3d}: {len(measurements):3d} measurements, {len(model.cliques):2d} "
+              f"cliques, {cpu:5.2f} s CPU ({self._compile - compile_before:5.2f} s compiling, wall); scoring "
+              f"before it {self._scoring:5.2f} s CPU", flush=True)
+        self._scoring = 0.0
+        return model
+
+    def close(self) -> None:
+        import jax.monitoring
+
+        from privlab.mechanisms.synthesizers import pgm
+
+        pgm.estimate, pgm.project = self._estimate, self._project
+        jax.monitoring.unregister_event_duration_listener(self._on_event)
+
+    def summary(self) -> str:
+        estimate = sum(r[2] for r in self.rows)
+        compile_ = sum(r[3] for r in self.rows)
+        scoring = sum(r[4] for r in self.rows) + self._scoring
+        return (f"{len(self.rows)} estimates: {estimate:.1f} s CPU ({compile_:.1f} s wall compiling); "
+                f"candidate scoring and sampling projections {scoring:.1f} s CPU")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=sorted(SETTINGS), action="append")
     parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--breakdown", action="store_true", help="print the time of each Private-PGM estimate")
     args = parser.parse_args(argv)
     names = args.only or ["privbayes", "mst", "aim"]
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)", flush=True)
@@ -79,7 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ACS excerpt: {len(frame)} records x {len(domain)} columns, sizes {list(domain.sizes)}", flush=True)
     seconds, cpu = {}, {}
     for name in names:
+        breakdown = RoundBreakdown() if args.breakdown and name in ("mst", "aim") else None
         seconds[name], cpu[name], synth = fit_and_sample(name, frame, domain)
+        if breakdown is not None:
+            breakdown.close()
+            print(f"{name}: {breakdown.summary()}", flush=True)
         extra = ""
         if name == "aim":
             extra = f" ({len(synth.selected_)} rounds, last sigma {synth.sigmas_[-1]:.3g})"

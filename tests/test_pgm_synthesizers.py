@@ -265,6 +265,69 @@ def test_simplex_projection_is_the_nearest_point_of_the_scaled_simplex() -> None
         assert np.ptp(tau) < 1e-9 and np.all(y[x == 0] <= tau[0] + 1e-9)
 
 
+def test_repeated_measurements_merge_into_their_sufficient_statistic() -> None:
+    """Two noisy measurements of one marginal become one whose L2 loss differs from theirs by a
+    constant in μ (so Private-PGM's gradient is unchanged); a clique measured once is untouched."""
+    rng = np.random.default_rng(5)
+    y1, y2, z = rng.normal(50, 10, 6), rng.normal(50, 10, 6), rng.normal(20, 5, 3)
+    merged = pgm.merge_repeated([(("a", "b"), y1, 2.0), (("c",), z, 3.0), (("a", "b"), y2, 4.0)])
+    assert [clique for clique, _, _ in merged] == [("a", "b"), ("c",)]
+    (_, mean, sigma), (_, z_out, z_sigma) = merged
+    assert sigma == pytest.approx((2.0**-2 + 4.0**-2) ** -0.5) and z_sigma == 3.0
+    np.testing.assert_array_equal(z_out, z)
+    gaps = [np.sum(((mu - y1) / 2.0) ** 2) + np.sum(((mu - y2) / 4.0) ** 2) - np.sum(((mu - mean) / sigma) ** 2)
+            for mu in rng.normal(50, 30, (5, 6))]
+    assert np.ptp(gaps) < 1e-9 * max(abs(g) for g in gaps)
+
+
+def test_elimination_of_sharp_factors_rescales_instead_of_underflowing() -> None:
+    """A chain of 16 binary columns whose every configuration has probability below 10⁻⁶⁰⁰:
+    a plain einsum's terms all underflow to 0, the rescaled elimination gives the marginal
+    (computed exactly in log space over all 2¹⁶ configurations)."""
+    import itertools
+
+    n, tiny = 16, 1e-80
+    letters = "abcdefghijklmnop"
+    operands = [np.array([1.0, tiny])] * n + [np.array([[tiny, 1.0], [1.0, tiny]])] * (n - 1)
+    subscripts = list(letters) + [letters[i:i + 2] for i in range(n - 1)]
+    with np.errstate(under="ignore"):
+        assert np.einsum(",".join(subscripts) + "->ab", *operands).sum() == 0.0
+        got = pgm._eliminate(operands, subscripts, "ab")
+    configs = np.array(list(itertools.product([0, 1], repeat=n)))
+    log_p = math.log(tiny) * (configs.sum(axis=1) + (configs[:, :-1] == configs[:, 1:]).sum(axis=1))
+    expected = np.array([np.logaddexp.reduce(log_p[(configs[:, 0] == a) & (configs[:, 1] == b)])
+                         for a in (0, 1) for b in (0, 1)])
+    np.testing.assert_allclose(got.ravel() / got.sum(), np.exp(expected - np.logaddexp.reduce(expected)), rtol=1e-9)
+
+
+@needs_mbi
+@pytest.mark.slow  # compiles mbi's mirror descent twice
+def test_the_carried_marginals_mirror_descent_follows_mbis_iterates() -> None:
+    """pgm.estimate's estimator calls the oracle once per step instead of twice; from zero
+    potentials and from a warm start its iterates are mbi's MirrorDescent's, and its model's
+    marginals are the oracle's at its potentials."""
+    mbi = pgm.require_mbi("test")
+    domain = _domain(3, 2, 4, 2)
+    codes = np.stack([np.random.default_rng(j).integers(0, k, 300) for j, k in enumerate(domain.sizes)])
+    names = domain.names
+    noise = np.random.default_rng(9)
+    measurements = [((a,), pgm.marginal_counts(codes, (j,), domain.sizes) + noise.normal(0, 5, domain.sizes[j]), 5.0)
+                    for j, a in enumerate(names)]
+    first = pgm.estimate(domain, measurements, total=300, iters=100)
+    pair = (names[0], names[2])
+    measurements.append((pair, pgm.marginal_counts(codes, (0, 2), domain.sizes) + noise.normal(0, 3, 12), 3.0))
+    for warm_start in (None, first):
+        ours = pgm.estimate(domain, measurements, total=300, iters=100, warm_start=warm_start)
+        linear = [mbi.LinearMeasurement(y, clique, stddev=s) for clique, y, s in measurements]
+        theirs = mbi.estimation.MirrorDescent().estimate(pgm.mbi_domain(domain), linear, known_total=300.0, iters=100,
+                                                          warm_start=warm_start)
+        for clique in theirs.potentials.cliques:
+            np.testing.assert_allclose(ours.potentials[clique].values, theirs.potentials[clique].values,
+                                       rtol=1e-9, atol=1e-9)
+            np.testing.assert_allclose(ours.marginals[clique].values, theirs.marginals[clique].values,
+                                       rtol=1e-9, atol=1e-9)
+
+
 # --- in the release flow's grids ---------------------------------------------------------------
 
 ACS = Path(__file__).resolve().parents[1] / "experiments" / "acs"

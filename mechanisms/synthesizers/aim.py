@@ -38,6 +38,16 @@ add/remove-one has 1 and max c_r); the selection's sensitivity is the maximum we
 candidates (public), not over those the size filter kept; Private-PGM runs ``max_iters``
 mirror-descent steps per round (the reference's default is 1000).
 
+Cost: every round's estimate has a measurement structure the model has not had before, so
+Private-PGM's mirror descent is compiled anew each round (XLA, seconds), and the round scores
+every candidate against the model. :mod:`~privlab.mechanisms.synthesizers.pgm` keeps this to
+one compiled program per round, of a size that grows with the model's cliques but not with
+the number of measurements (repeated measurements of a clique merge into their sufficient
+statistic, the loss is a gather over the flat marginals, each step's marginals are carried to
+the next), keeps only the latest structure's program (XLA otherwise runs out of memory for
+code after a few hundred rounds), and scores candidates in NumPy by variable elimination. The
+estimates are Private-PGM's; none of this changes what is measured or selected.
+
 Privacy:
     ρ-zCDP under replace-one with ``n`` public, hence (ε, δ'')-DP through the ledger's zcdp
     accountant: d Gaussian one-way measurements (ℓ2 sensitivity √2, αρ/T each) composed

@@ -11,6 +11,15 @@ imports it on first use and turns its absence into a :class:`SpecError` that nam
 so a spec naming ``mst`` or ``aim`` fails before any budget is spent. JAX runs in float64 (the
 estimates of counts of 10⁵ records stall in float32) without its persistent compilation cache.
 
+Compilation, not arithmetic, is what an estimate costs on tables like ACS: JAX compiles a
+program for each measurement structure (seconds), and AIM has a new structure every round.
+:func:`estimate` therefore compiles one program per structure whose size does not grow with
+the number of measurements (:func:`l2_loss`, :func:`mirror_descent`), and keeps only the
+latest; :func:`project` answers the mechanisms' many marginal queries in NumPy, where ``mbi``
+compiles a program per query. Measured alternatives (benchmarks/RESULTS.md): XLA's optimisation
+flags do not shorten the compiles; disabling JIT makes every step dispatch op by op (far
+slower).
+
 Sampling does not use ``mbi``'s ``synthetic_data``, which draws from NumPy's global RNG:
 :func:`sample_codes` draws each column, in the junction tree's order, from the model's
 conditional given the columns already drawn (computed by ``mbi``'s inference), with the
@@ -23,6 +32,7 @@ References:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
 import math
@@ -38,7 +48,10 @@ from privlab.platform.core.errors import SchemaError, SpecError
 __all__ = [
     "BYTES_PER_CELL",
     "estimate",
+    "merge_repeated",
+    "mirror_descent",
     "installed",
+    "l2_loss",
     "marginal_counts",
     "mbi_domain",
     "model_size_mb",
@@ -119,6 +132,33 @@ def model_size_mb(domain: Domain, cliques: Sequence[tuple[str, ...]]) -> float:
     return float(mbi.junction_tree.hypothetical_model_size(mbi_domain(domain), list(cliques)))
 
 
+def merge_repeated(
+    measurements: Sequence[tuple[tuple[str, ...], np.ndarray, float]],
+) -> list[tuple[tuple[str, ...], np.ndarray, float]]:
+    """One measurement per clique: repeated Gaussian measurements ``yᵢ`` (noise σᵢ) of the
+    same marginal become their inverse-variance weighted mean ``ȳ = Σ σᵢ⁻² yᵢ / Σ σᵢ⁻²`` with
+    ``σ = (Σ σᵢ⁻²)^(-1/2)``, in the order of each clique's first measurement; a clique measured
+    once is passed through unchanged.
+
+    ``Σᵢ ‖(μ − yᵢ)/σᵢ‖² = ‖(μ − ȳ)/σ‖² + const``, so Private-PGM's L2 loss, its gradient and
+    its Lipschitz constant are the same: ``(ȳ, σ)`` is a sufficient statistic. The merged list
+    keeps the estimate's compiled program as small as the number of distinct cliques and its
+    structure unchanged when a clique is measured again. Post-processing.
+    """
+    groups: dict[tuple[str, ...], list[tuple[np.ndarray, float]]] = {}
+    for clique, y, sigma in measurements:
+        groups.setdefault(tuple(clique), []).append((np.asarray(y, dtype=np.float64), float(sigma)))
+    merged = []
+    for clique, group in groups.items():
+        if len(group) == 1:
+            merged.append((clique, *group[0]))
+            continue
+        precisions = np.array([sigma ** -2.0 for _, sigma in group])
+        mean = np.einsum("i,ij->j", precisions, np.stack([y for y, _ in group])) / precisions.sum()
+        merged.append((clique, mean, float(precisions.sum() ** -0.5)))
+    return merged
+
+
 def estimate(
     domain: Domain,
     measurements: Sequence[tuple[tuple[str, ...], np.ndarray, float]],
@@ -130,13 +170,155 @@ def estimate(
     """The graphical model fitting ``(clique, noisy counts, σ)`` measurements (mirror descent,
     ``iters`` steps) with the public record count ``total`` as its known total.
 
+    The loss is Private-PGM's L2 loss (:func:`l2_loss`: repeated measurements of a clique
+    merged, the same loss, in a form whose compiled program does not grow with the number of
+    measurements), minimised by :func:`mirror_descent`: Private-PGM's mirror descent with its
+    Armijo line search, one compiled program per measurement structure.
+
     Post-processing: it reads only the noisy measurements and public facts.
     """
+    return mirror_descent().estimate(mbi_domain(domain), l2_loss(domain, measurements), known_total=float(total),
+                                     iters=int(iters), warm_start=warm_start)
+
+
+def l2_loss(domain: Domain, measurements: Sequence[tuple[tuple[str, ...], np.ndarray, float]]) -> Any:
+    """Private-PGM's L2 loss ``L(μ) = ½ Σ_M ‖(P_M μ − y_M)/σ_M‖²`` of the measurements (after
+    :func:`merge_repeated`) as an ``mbi.MarginalLossFn`` whose compiled form does not grow with
+    the number of measurements.
+
+    ``mbi``'s own loss (``marginal_loss.from_linear_measurements``) traces one projection per
+    measurement, so the program compiled for an estimate grows with every measurement. Here
+    the model's marginals, one table per maximal measured clique ``C``, are read as one flat
+    vector; measurement ``M`` is summed out of the table of its smallest containing clique (the
+    clique ``mbi`` projects it from) by a gather and a segment sum whose index vectors are data,
+    not program. The value, the gradient and the Lipschitz constant (``mbi``'s, from the
+    measurements' σ and domains) are the same; only the order of floating-point sums differs.
+    Post-processing.
+    """
     mbi = require_mbi("pgm")
-    linear = [mbi.LinearMeasurement(np.asarray(y, dtype=np.float64), tuple(clique), stddev=float(sigma))
-              for clique, y, sigma in measurements]
-    return mbi.estimation.MirrorDescent().estimate(
-        mbi_domain(domain), linear, known_total=float(total), iters=int(iters), warm_start=warm_start)
+    merged = merge_repeated(measurements)
+    cliques = [tuple(c) for c in mbi.clique_utils.maximal_subset([c for c, _, _ in merged])]
+    sizes = dict(zip(domain.names, domain.sizes, strict=True))
+    offsets = np.cumsum([0] + [math.prod(sizes[a] for a in c) for c in cliques])
+    sources, targets, values, precisions = [], [], [], []
+    cells = 0
+    for clique, y, sigma in merged:
+        parent = min((c for c in cliques if set(clique) <= set(c)), key=lambda c: math.prod(sizes[a] for a in c))
+        shape = tuple(sizes[a] for a in parent)
+        coordinates = np.indices(shape).reshape(len(shape), -1)
+        target = np.zeros(coordinates.shape[1], dtype=np.int64)
+        for a in clique:
+            target = target * sizes[a] + coordinates[parent.index(a)]
+        sources.append(offsets[cliques.index(parent)] + np.arange(coordinates.shape[1]))
+        targets.append(cells + target)
+        values.append(np.asarray(y, dtype=np.float64))
+        precisions.append(np.full(len(y), 1.0 / sigma))
+        cells += len(y)
+    data = (np.concatenate(sources), np.concatenate(targets), np.concatenate(values), np.concatenate(precisions))
+    linear = [mbi.LinearMeasurement(y, tuple(c), stddev=float(sigma)) for c, y, sigma in merged]
+    lipschitz = mbi.marginal_loss.calculate_l2_lipschitz_from_metadata(mbi_domain(domain), linear)
+    return mbi.marginal_loss.MarginalLossFn(tuple(cliques), _flat_l2_loss, data, lipschitz)
+
+
+def _flat_l2_loss(marginals: Any, data: tuple[Any, Any, Any, Any]) -> Any:
+    import jax
+    import jax.numpy as jnp
+
+    sources, targets, values, precisions = data
+    flat = jnp.concatenate([marginals[c].values.reshape(-1) for c in marginals.cliques])
+    projected = jax.ops.segment_sum(flat[sources], targets, num_segments=values.shape[0])
+    residual = (projected - values) * precisions
+    return 0.5 * jnp.vdot(residual, residual)
+
+
+@functools.cache
+def mirror_descent() -> Any:
+    """Private-PGM's mirror descent (``mbi.estimation.MirrorDescent``: Armijo line search, its
+    default marginal oracle, ``iters`` steps in fused blocks) with each step's marginals
+    carried to the next, so that one estimate compiles one program.
+
+    ``mbi``'s step computes ``μ = oracle(θ)``, the loss and its gradient at ``μ``, the trial
+    ``θ₂ = θ − α∇L(μ)`` and ``μ₂ = oracle(θ₂)``, then keeps ``θ₂`` if the loss fell enough
+    (α × 1.01) or ``θ`` (α / 2). The next step's ``μ`` is then ``μ₂`` or ``μ`` again, both
+    already computed, so this estimator carries the accepted marginals in its state and calls
+    the oracle once per step instead of twice; the iterates are the same. The first ``μ`` needs
+    no compiled oracle: zero potentials give uniform marginals, and a warm start's potentials,
+    expanded to the new cliques, describe the previous model's distribution, whose marginals
+    :func:`project` computes; the final model's marginals are the carried ones. ``mbi``'s own
+    initialisation instead compiles the oracle and evaluates the loss eagerly (a small compiled
+    program per operation), and its finalisation calls the oracle again.
+
+    The fused steps are compiled per measurement structure and kept for one structure only
+    (the most recent): a mechanism that re-estimates after each new measurement, as AIM does,
+    would otherwise keep hundreds of compiled programs until XLA cannot allocate memory for
+    code. Post-processing.
+    """
+    mbi = require_mbi("pgm")
+    import jax
+    import jax.numpy as jnp
+
+    estimation = mbi.estimation
+    compiled: dict[Any, Any] = {}
+
+    def initial_marginals(domain: Any, cliques: Sequence[tuple[str, ...]], warm_start: Any,
+                          known_total: float) -> Any:
+        tables = {}
+        for clique in cliques:
+            clique_domain = domain.project(clique)
+            if warm_start is None:
+                values = np.full(clique_domain.shape, known_total / clique_domain.size())
+            else:
+                values = project(warm_start, clique).reshape(clique_domain.shape) * (known_total / warm_start.total)
+            tables[clique] = mbi.Factor(clique_domain, jnp.asarray(values, dtype=jnp.float64))
+        return mbi.CliqueVector(domain, tuple(cliques), tables)
+
+    @dataclasses.dataclass(frozen=True)
+    class CarriedMarginalsMirrorDescent(estimation.MirrorDescent):
+        def _init(self, domain, loss_fn, known_total, *, warm_start=None, constraints=()):  # type: ignore[override]
+            if constraints or not (warm_start is None or isinstance(warm_start, mbi.MarkovRandomField)):
+                raise ValueError("the carried-marginals mirror descent takes no constraints and warm-starts "
+                                 "from a MarkovRandomField only")
+            potentials = estimation._extract_potentials(warm_start, domain, loss_fn.cliques)
+            alpha = 2.0 / (loss_fn.lipschitz * known_total) if self.stepsize is None else self.stepsize
+            # The loss slot is read only by mbi's early stopping (tol), which estimate() never asks for.
+            return estimation.MirrorDescentState(initial_marginals(domain, potentials.cliques, warm_start, known_total),
+                                                 potentials, jnp.asarray(np.float64(alpha)),
+                                                 jnp.asarray(np.float64(np.inf)))
+
+        def _step(self, state, loss_fn, known_total, constraints=()):  # type: ignore[override]
+            oracle = self._oracle(loss_fn.cliques, state.potentials.domain, constraints=constraints)
+            loss, gradient = jax.value_and_grad(loss_fn)(state.mu)
+            trial = state.potentials - state.alpha * gradient
+            trial_mu = oracle(trial, known_total)
+            if self.stepsize is not None:
+                return estimation.MirrorDescentState(trial_mu, trial, state.alpha, loss)
+            trial_loss = loss_fn(trial_mu)
+            accept = loss - trial_loss >= 0.5 * state.alpha * gradient.dot(state.mu - trial_mu)
+            return estimation.MirrorDescentState(
+                jax.lax.cond(accept, lambda: trial_mu, lambda: state.mu),
+                jax.lax.cond(accept, lambda: trial, lambda: state.potentials),
+                jax.lax.select(accept, 1.01 * state.alpha, 0.5 * state.alpha),
+                jax.lax.select(accept, trial_loss, loss))
+
+        def _multi_step(self, state, loss_fn, known_total, constraints=()):  # type: ignore[override]
+            structure = jax.tree.structure((state, loss_fn, constraints))
+            if structure not in compiled:
+                compiled.clear()
+
+                def steps(state, loss_fn, known_total, constraints):
+                    def step(carried, _):
+                        return self._step(carried, loss_fn, known_total, constraints), None
+
+                    return jax.lax.scan(step, state, None, length=estimation.CALLBACK_EVERY)[0]
+
+                compiled[structure] = jax.jit(steps, donate_argnames=["state"])
+            return compiled[structure](state, loss_fn, known_total, constraints)
+
+        def _finalize(self, state, known_total, constraints=()):  # type: ignore[override]
+            return mbi.MarkovRandomField(potentials=state.potentials, marginals=state.mu, total=known_total,
+                                         constraints=constraints)
+
+    return CarriedMarginalsMirrorDescent()
 
 
 def simplex_projection(noisy: np.ndarray, total: float) -> np.ndarray:
@@ -160,17 +342,23 @@ def project(model: Any, clique: Sequence[str]) -> np.ndarray:
     """The model's marginal over ``clique`` (in that column order) as a flat float64 vector,
     scaled to the model's total.
 
-    A clique inside one of the model's cliques is read from its marginals. Any other is
-    summed out of the model's joint ``∝ exp(Σ_c θ_c)`` by one NumPy ``einsum`` over the
-    potentials (each shifted by its maximum, a constant the normalisation removes), contracted
-    in a greedy order: ``mbi``'s own variable elimination compiles a JAX program per clique,
-    seconds each, which MST's and AIM's selections over hundreds of candidates cannot afford. When
-    every term of the sum underflows (a large model with sharp potentials), ``mbi``'s
-    elimination, which works in log space, answers instead.
+    A clique inside one of the model's cliques is summed out of that clique's marginal (in
+    NumPy: ``mbi``'s ``Factor.project`` compiles a JAX program per shape). Any other is
+    summed out of the model's joint ``∝ exp(Σ_c θ_c)`` in NumPy by variable elimination over
+    the potentials (:func:`_eliminate`): ``mbi``'s own variable elimination compiles a JAX
+    program per clique, seconds each, which MST's and AIM's selections over hundreds of
+    candidates cannot afford. Should every term still underflow, ``mbi``'s elimination, which
+    works in log space, answers instead.
     """
     clique = tuple(clique)
-    if model.marginals.supports(clique):
-        return np.asarray(model.project(clique).datavector(), dtype=np.float64)
+    marginals = model.marginals
+    if marginals.supports(clique):
+        factor = marginals[clique if clique in marginals.tables else marginals.parent(clique)]
+        attributes = tuple(factor.domain.attributes)
+        summed = np.asarray(factor.values, dtype=np.float64).sum(
+            axis=tuple(i for i, a in enumerate(attributes) if a not in clique))
+        kept = [a for a in attributes if a in clique]
+        return np.transpose(summed, [kept.index(a) for a in clique]).ravel()
     potentials = model.potentials
     sizes = dict(zip(model.domain.attributes, model.domain.shape, strict=True))
     letters = {name: _einsum_letter(i) for i, name in enumerate(model.domain.attributes)}
@@ -188,14 +376,53 @@ def project(model: Any, clique: Sequence[str]) -> np.ndarray:
             operands.append(np.ones(sizes[name]))
             subscripts.append(letters[name])
     with np.errstate(under="ignore"):
-        joint = np.einsum(",".join(subscripts) + "->" + "".join(letters[a] for a in clique), *operands,
-                          optimize="greedy")
+        joint = _eliminate(operands, subscripts, "".join(letters[a] for a in clique))
     mass = float(joint.sum())
     if not (math.isfinite(mass) and mass > 0.0):
         # Every term underflowed (sharp potentials of a large model): mbi's own elimination works
         # in log space. Slower (a compiled program per clique), and only needed then.
         return np.asarray(model.project(clique).datavector(), dtype=np.float64)
     return (joint / mass * float(model.total)).ravel()
+
+
+def _eliminate(operands: list[np.ndarray], subscripts: list[str], output: str) -> np.ndarray:
+    """``einsum(subscripts → output)`` of non-negative factors, up to a positive constant, by
+    variable elimination: repeatedly, the variable whose factors span the fewest cells is
+    summed out of their product; the factors left (over ``output``'s variables) are then
+    multiplied. Each product is rescaled to maximum 1, so that products of many small factors
+    (sharp potentials) do not underflow; the constant is irrelevant to the caller, which
+    normalises.
+
+    NumPy's ``einsum`` with ``optimize="greedy"`` would find a similar order, but its path search
+    costs more than the contractions here, and at its default memory limit (the largest operand)
+    it contracts whatever is left in one loop over the whole domain.
+    """
+    sizes = {v: n for sub, op in zip(subscripts, operands, strict=True) for v, n in zip(sub, op.shape, strict=True)}
+    factors = list(zip(subscripts, operands, strict=True))
+
+    def rescaled(product: np.ndarray) -> np.ndarray:
+        peak = product.max(initial=0.0)
+        return product / peak if peak > 0 else product
+
+    def span(variable: str) -> tuple[int, str]:
+        scope = set().union(*(set(sub) for sub, _ in factors if variable in sub))
+        return math.prod(sizes[v] for v in scope), variable
+
+    remaining = set(sizes) - set(output)
+    while remaining:
+        variable = min(remaining, key=span)
+        remaining.discard(variable)
+        involved = [(sub, op) for sub, op in factors if variable in sub]
+        factors = [(sub, op) for sub, op in factors if variable not in sub]
+        kept = "".join(sorted(set().union(*(set(sub) for sub, _ in involved)) - {variable}))
+        factors.append((kept, rescaled(np.einsum(",".join(sub for sub, _ in involved) + "->" + kept,
+                                                 *(op for _, op in involved)))))
+    joint_subscript, joint = factors[0]
+    for sub, op in factors[1:]:
+        union = "".join(sorted(set(joint_subscript) | set(sub)))
+        joint = rescaled(np.einsum(f"{joint_subscript},{sub}->{union}", joint, op))
+        joint_subscript = union
+    return np.einsum(f"{joint_subscript}->{output}", joint)
 
 
 def _einsum_letter(i: int) -> str:
