@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -45,13 +46,14 @@ from privlab.mechanisms.tabular.space import ReleaseSpace, resolve_transformatio
 from privlab.mechanisms.tabular.transforms import Transformation
 from privlab.platform.core.errors import SchemaError, SpecError
 from privlab.platform.core.toml_files import read_toml
+from privlab.platform.core.validation import ConstrainedParams, InstanceOf, Interval, Unconstrained
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class FlowConfiguration:
+class FlowConfiguration(ConstrainedParams):
     """One point of the configuration space.
 
     Args:
@@ -67,12 +69,14 @@ class FlowConfiguration:
     synthesizer_params: tuple[tuple[str, Any], ...] = ()
     min_count: int | None = None
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.transformation, str):
-            raise SpecError(f"transformation ({self.transformation!r}) must be a transformation id")
-        if self.min_count is not None and (isinstance(self.min_count, bool) or not isinstance(self.min_count, int)
-                                           or self.min_count < 2):
-            raise SpecError(f"min_count ({self.min_count!r}) must be an integer >= 2, or omitted for no projection")
+    _parameter_constraints: ClassVar = {
+        "transformation": [InstanceOf(str, "a transformation id")],  # "" when every column has one alternative
+        "synthesizer": [Unconstrained()],  # a registered name: build_synthesizer says which exist
+        "synthesizer_params": [Unconstrained()],  # the synthesizer's Params check them
+        "min_count": [None, Interval(numbers.Integral, 2, None, closed="left")],
+    }
+    _parameter_hints: ClassVar = {"min_count": "omit it for no projection"}
+    _type_error: ClassVar = SpecError
 
     def build_synthesizer(self, *, where: str = "synthesizer") -> Synthesizer:
         return synthesizer_from_spec(self.synthesizer, dict(self.synthesizer_params), where=where)
@@ -83,7 +87,7 @@ class FlowConfiguration:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class FlowSettings:
+class FlowSettings(ConstrainedParams):
     """What every flow of a search or release shares: the generation ε and the criteria.
 
     Args:
@@ -100,20 +104,20 @@ class FlowSettings:
     max_rounds: int = 20
     zcdp_delta: float | None = None
 
-    def __post_init__(self) -> None:
-        e = self.epsilon_generation
-        if isinstance(e, bool) or not isinstance(e, (int, float)) or not math.isfinite(e) or e <= 0:
-            raise SpecError(f"epsilon_generation ({e!r}) must be a positive finite number")
+    _parameter_constraints: ClassVar = {
+        "epsilon_generation": [Interval(numbers.Real, 0, None, closed="neither")],
+        "criteria": [Unconstrained()],  # a non-empty tuple of distinct criteria, checked together
+        "max_rounds": [Interval(numbers.Integral, 1, None, closed="left")],
+        "zcdp_delta": [None, Interval(numbers.Real, 0, 1, closed="neither")],
+    }
+    _type_error: ClassVar = SpecError
+
+    def _check_together(self) -> None:
         if not self.criteria:
             raise SpecError("criteria must list at least one acceptance criterion")
-        d = self.zcdp_delta
-        if d is not None and (isinstance(d, bool) or not isinstance(d, float) or not 0.0 < d < 1.0):
-            raise SpecError(f"zcdp_delta ({d!r}) must be a float in (0, 1)")
         names = [c.name for c in self.criteria]
         if len(set(names)) != len(names):
             raise SpecError(f"criterion names ({names!r}) must be distinct")
-        if isinstance(self.max_rounds, bool) or not isinstance(self.max_rounds, int) or self.max_rounds < 1:
-            raise SpecError(f"max_rounds ({self.max_rounds!r}) must be an integer >= 1")
         provided: set[Any] = set()  # shared DP fits, by key (AcceptanceCriterion.shared_fit_provided)
         for c in self.criteria:
             needed = c.shared_fit_needed()
