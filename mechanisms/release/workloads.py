@@ -19,10 +19,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import numbers
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 
@@ -37,13 +38,14 @@ from privlab.mechanisms.release.flow import (
 from privlab.mechanisms.synthesizers.base import hyperparameter_names, synthesizer_names
 from privlab.mechanisms.tabular.space import ReleaseSpace, load_release_space, resolve_transformation
 from privlab.platform.core.errors import SpecError
+from privlab.platform.core.validation import ConstrainedParams, InstanceOf, Interval, Options, Text, Unconstrained
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import SeededSource
 from privlab.platform.experiment.registry import MetricKind, Pattern, Workload, register_workload
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class _FlowParamsBase:
+class _FlowParamsBase(ConstrainedParams):
     space: str = dataclasses.field(metadata={"path": True})
     settings: str = dataclasses.field(metadata={"path": True})
     data: str = dataclasses.field(metadata={"path": True})
@@ -51,14 +53,19 @@ class _FlowParamsBase:
     synthesizer: str = "privbayes"
     min_count: int = 0
 
-    def __post_init__(self) -> None:
-        for name in ("space", "settings", "data"):
-            value = getattr(self, name)
-            if not isinstance(value, str) or not value:
-                raise ValueError(f"{name} ({value!r}) must be a file path")
-        if isinstance(self.min_count, bool) or not isinstance(self.min_count, int) or self.min_count in (1,) \
-                or self.min_count < 0:
-            raise ValueError(f"min_count ({self.min_count!r}) must be 0 (no projection) or an integer >= 2")
+    _parameter_constraints: ClassVar = {
+        "space": [Text("a file path")],
+        "settings": [Text("a file path")],
+        "data": [Text("a file path")],
+        "transformation": [InstanceOf(str, "a transformation id")],
+        "synthesizer": [Unconstrained()],  # a registered name: the flow says which exist
+        "min_count": [Options(numbers.Integral, (0,), description="0 (no projection)"),
+                      Interval(numbers.Integral, 2, None, closed="left")],
+    }
+    _type_error: ClassVar = SpecError
+    _undeclared_fields_allowed: ClassVar = True  # every synthesizer's hyperparameters, checked together
+
+    def _check_together(self) -> None:
         stray = [k for k in SYNTHESIZER_KEYS if getattr(self, k) is not None
                  and k not in hyperparameter_names(self.synthesizer)] if self.synthesizer in synthesizer_names() else []
         if stray:
