@@ -247,6 +247,16 @@ def _cluster(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _add_execution_options(command: argparse.ArgumentParser) -> None:
+    """Where and how a command that runs units of work (``run``, ``audit``) runs them."""
+    command.add_argument("--workers", type=int, help="worker processes (local: CPUs to use; cluster: concurrency cap)")
+    command.add_argument("--address", help="join an existing Ray cluster (default: the one `privlab cluster up` "
+                         "started here if it runs, else a private local instance; 'local': a private instance)")
+    command.add_argument("--serial", action="store_true", help="run in this process without Ray (reference/debugging)")
+    command.add_argument("--max-units", type=int, metavar="N", help="stop cleanly (resumable) after N units of work")
+    command.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="privlab",
@@ -263,14 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("spec", help="path to an experiment TOML file")
     run.add_argument("--set", action="append", metavar="KEY=VALUE",
                      help="override a spec value (TOML syntax; repeatable), e.g. --set trials=1000000")
-    run.add_argument("--workers", type=int, help="worker processes (local: CPUs to use; cluster: concurrency cap)")
-    run.add_argument("--address", help="join an existing Ray cluster (default: the one `privlab cluster up` started "
-                     "here if it runs, else a private local instance; 'local': a private instance)")
-    run.add_argument("--serial", action="store_true", help="run in this process without Ray (reference/debugging)")
+    _add_execution_options(run)
     run.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted run without recomputing finished work")
     run.add_argument("--summary-json", metavar="PATH", help="write the run summary as JSON")
-    run.add_argument("--max-units", type=int, metavar="N", help="stop cleanly (resumable) after N units of work")
-    run.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
     run.add_argument("--report-dir", metavar="DIR",
                      help="also write the studies' results pages (markdown tables, PNG figures) to DIR")
     tracking(run)
@@ -349,14 +354,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="confidence level of the reported interval or bound (default 0.95)")
     audit.add_argument("--seed", type=int, metavar="S", help="root seed (default: fresh OS entropy, logged)")
     audit.add_argument("--experiment", metavar="NAME", help="MLflow experiment (default audit-NAME)")
-    audit.add_argument("--workers", type=int, help="worker processes (local: CPUs to use; cluster: concurrency cap)")
-    audit.add_argument("--address", help="join an existing Ray cluster (default: the one `privlab cluster up` started "
-                       "here if it runs, else a private local instance; 'local': a private instance)")
-    audit.add_argument("--serial", action="store_true", help="run in this process without Ray (reference/debugging)")
+    _add_execution_options(audit)
     audit.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted audit (same arguments)")
     audit.add_argument("--summary-json", metavar="PATH", help="write the run summary and the audit's findings as JSON")
-    audit.add_argument("--max-units", type=int, metavar="N", help="stop cleanly (resumable) after N units of work")
-    audit.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
     tracking(audit)
     audit.set_defaults(handler=audit_command)
 
