@@ -211,13 +211,18 @@ class Synthesizer(PrivateEstimator, abc.ABC):
             TypeError, ValueError: a bad argument.
             SchemaError: the synthesizer cannot handle this domain or ``n``.
         """
+        epsilon, n, scope = self._plan_arguments(epsilon, domain, n, scope)
+        steps = self._validated_steps(epsilon, domain, n)
+        return [step.event(scope=scope, step=self._ledger_step) for step in steps]
+
+    @staticmethod
+    def _plan_arguments(epsilon: float, domain: Domain, n: int, scope: str) -> tuple[float, int, str]:
+        """``(epsilon, n, scope)`` of a plan, checked: ε positive and finite, a :class:`Domain`,
+        ``n ≥ 0``, a non-empty scope."""
         epsilon = check_positive_finite("epsilon", epsilon)
         if not isinstance(domain, Domain):
             raise TypeError(f"domain ({domain!r}) must be a Domain")
-        n = check_count("n", n, minimum=0)
-        scope = check_text("scope", scope)
-        steps = self._validated_steps(epsilon, domain, n)
-        return [step.event(scope=scope, step=self._ledger_step) for step in steps]
+        return epsilon, check_count("n", n, minimum=0), check_text("scope", scope)
 
     @property
     def _ledger_step(self) -> str:

@@ -147,11 +147,7 @@ class ZcdpSynthesizer(Synthesizer):
             LedgerError: ``delta`` is missing.
             SchemaError: the synthesizer cannot handle this domain or ``n``.
         """
-        epsilon = check_positive_finite("epsilon", epsilon)
-        if not isinstance(domain, Domain):
-            raise TypeError(f"domain ({domain!r}) must be a Domain")
-        n = check_count("n", n, minimum=0)
-        scope = check_text("scope", scope)
+        epsilon, n, scope = self._plan_arguments(epsilon, domain, n, scope)
         if delta is None:
             raise LedgerError(f"{self.name} is budgeted in zCDP: give the δ'' its ε is read at (delta=...)")
         steps = self._zcdp_validated(self.rho_for(epsilon, delta), domain, n)
