@@ -1,5 +1,4 @@
-"""What ``compare``, ``shortlist`` and ``report`` answer about a births grid slice is what they
-answered before configuration runs were logged in batches with their results in parts.
+"""What ``compare``, ``shortlist`` and ``report`` answer about a births grid slice.
 
 A seeded slice of experiments/births/grid.toml (12 grid points of each study, 2 attempts each,
 on the public NVSS 10K sample) is run serially; then ``privlab compare`` (the table, CSV, and
@@ -12,9 +11,11 @@ is chosen for the CPU at run time, so their results differ in the last bits betw
 (``OPENBLAS_CORETYPE=Sandybridge`` shows it on one machine). The report's plots are not compared:
 they draw the ``configurations.csv`` compared here, with the machine's fonts.
 
-The fixture's texts hashed byte-identically (SHA-256) to what the per-run-artifact code
-(``result.json``, ``reservoir.parquet``, a ``summary.json`` holding every entry) printed on the
-machine that wrote it. Rewrite it with this module's ``__main__``:
+The slice names its data by an absolute path. Seeds key a file by its path relative to the
+spec's folder, so the answers are the same from a checkout in any folder with the public data
+beside it (as ``../shared/data``).
+
+Rewrite the fixture with this module's ``__main__``:
 
     python tests/test_births_slice_answers.py
 """

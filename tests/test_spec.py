@@ -890,3 +890,32 @@ def test_grid_point_decoding_follows_itertools_product_order() -> None:
     axes = [("a", [1, 2, 3]), ("b", ["x", "y"]), ("c", [0.5, 1.0, 2.0, 4.0])]
     expected = [dict(zip("abc", combo, strict=True)) for combo in itertools.product(*[v for _, v in axes])]
     assert [_grid_point(i, axes) for i in range(len(expected))] == expected
+
+
+def test_a_file_parameter_keys_the_seeds_by_its_place_beside_the_spec_not_on_the_machine(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The births grid's data named as the spec writes it, by an absolute path, or with ``--set``
+    from another folder, in two checkouts in different folders: one set of configuration keys."""
+    births = Path(__file__).resolve().parents[1] / "experiments" / "births"
+
+    def keys(checkout: Path, data: str | None, *, cwd: Path | None = None, name: str = "x.csv") -> list[int]:
+        spec_dir = checkout / "main" / "experiments" / "births"
+        spec_dir.mkdir(parents=True, exist_ok=True)
+        for file in ("grid.toml", "space.toml", "flow.toml"):
+            text = (births / file).read_text()
+            (spec_dir / file).write_text(re.sub(r'data = "[^"]*"', f'data = "../../../shared/{name}"', text))
+        (checkout / "shared").mkdir(exist_ok=True)
+        (checkout / "shared" / name).write_text("mother_age,parity,gestation_week,is_female,birth_weight,date_of_birth\n"
+                                                "33,2,39,False,3490,2019-03-15\n34,3,31,True,1055,2019-07-15\n")
+        monkeypatch.chdir(cwd or tmp_path)
+        overrides = [f"study.{s}.grid_points=3" for s in ("privbayes_theta", "privbayes_degree")]
+        overrides += [f"study.{s}.params.data={data}" for s in ("privbayes_theta", "privbayes_degree") if data]
+        return [c.config_key for c in load_spec(spec_dir / "grid.toml", overrides).configurations]
+
+    one, two = tmp_path / "one", tmp_path / "elsewhere" / "two"
+    as_written = keys(one, None)
+    assert len(set(as_written)) == 6
+    assert keys(one, str(one / "shared" / "x.csv")) == as_written
+    assert keys(two, str(two / "shared" / "x.csv")) == as_written
+    assert keys(two, "shared/x.csv", cwd=two) == as_written  # relative to where --set was typed
+    assert keys(two, str(two / "shared" / "y.csv"), name="y.csv") != as_written  # another file: other streams

@@ -41,6 +41,7 @@ import hashlib
 import itertools
 import math
 import numbers
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -498,10 +499,11 @@ def _parse_study(
     configurations = []
     for index, point in enumerate(points):
         params_values = dict(base) | {k: v for k, v in point.items() if not k.startswith("dataset.")}
-        # Seeds are keyed by the parameters as written, so a spec gives the same results from any
-        # checkout; file parameters are then resolved against the spec's folder.
-        written = seed_key_params(workload.Params, registry.params_dict(
-            registry.build_params(workload.Params, params_values, where=f"{where} params {point or ''}".rstrip())))
+        # Seeds are keyed by the parameters as written (file paths relative to the spec's folder),
+        # so a spec gives the same results from any checkout; file parameters are then resolved.
+        written = seed_key_params(workload.Params, registry.params_dict(registry.build_params(
+            workload.Params, _paths_relative_to_spec(workload.Params, params_values, spec_dir),
+            where=f"{where} params {point or ''}".rstrip())))
         params = registry.build_params(workload.Params, _resolve_paths(workload.Params, params_values, spec_dir),
                                        where=f"{where} params {point or ''}".rstrip())
         data_values = dataset_base | {k.removeprefix("dataset."): v for k, v in point.items() if k.startswith("dataset.")}
@@ -552,6 +554,28 @@ def seed_key_params(params_type: type, values: Mapping[str, Any]) -> dict[str, A
     never = {f.name for f in fields if f.metadata.get("seed_key") == "never"}
     return {k: v for k, v in values.items() if k not in never and not (k in when_set and v is None)
             and not (k in defaults and v == defaults[k])}
+
+
+def _paths_relative_to_spec(params_type: type, values: Mapping[str, Any], spec_dir: Path) -> dict[str, Any]:
+    """``values`` with each absolute file parameter written relative to the spec's folder, as
+    the seeds see it: where a checkout and its data lie must not change a configuration's
+    streams, so ``/a/shared/x.csv`` from a spec in ``/a/main/exp`` keys as ``../../shared/x.csv``,
+    the same as that relative path written in the spec or given with ``--set`` from any folder."""
+    out = dict(values)
+
+    def relative(value: Any) -> Any:
+        if not isinstance(value, str) or not value or not Path(value).is_absolute():
+            return value
+        try:
+            return os.path.relpath(Path(value).resolve(), spec_dir.resolve())
+        except ValueError:  # another drive (Windows): no relative path exists
+            return value
+
+    for field in dataclasses.fields(params_type):
+        value = out.get(field.name)
+        if field.metadata.get("path"):
+            out[field.name] = [relative(v) for v in value] if isinstance(value, list) else relative(value)
+    return out
 
 
 def _resolve_paths(params_type: type, values: Mapping[str, Any], spec_dir: Path) -> dict[str, Any]:
