@@ -93,7 +93,6 @@ def finish_run(
         files[INDEX_PATH] = index_bytes(index)
     if spec.tracking.artifacts:
         files["results.parquet"] = parquet_bytes(table)
-        files["results.csv"] = table.to_csv(index=False)
     if spec.tracking.artifacts and spec.tracking.plots:
         from privlab.platform.results.plots import study_plots  # matplotlib: only a run that draws plots imports it
 
