@@ -21,6 +21,15 @@ B. The births slice's store (``--births``; needs ../shared/data/nvss): the birth
    what each further configuration adds (the slope 12 -> 24,
    ``store_bytes_per_further_configuration_births``), with the largest items.
 
+E. A grid end to end (``--grid N``; the issue's 10⁴ is ``--grid 10000``): ``privlab run`` of
+   ``laplace_mean`` over ε (100 values) × n (N / 100 values), 100 repetitions each, plots off,
+   on 2 workers into a fresh sqlite store, as a user types it (a new process); its driver's
+   peak memory is read from ``/proc`` while it runs (VmHWM), its tracking time from its summary
+   (seconds inside MLflow/sqlite calls on the writer's thread). Then ``privlab compare`` over
+   it in a new process, best of 3. Ends with ``grid_configurations``, ``grid_process_seconds``,
+   ``grid_tracking_fraction`` (tracking seconds / process wall; target ≤ 0.10),
+   ``grid_driver_peak_rss_mb`` and ``compare_seconds_grid``.
+
 A synthetic workload stands in for the release flow (no flows are run): per attempt it reports
 the metrics a ``release_flow`` attempt reports with the births settings (acceptance, and for
 each of 8 criteria its pass/fail, DP value, exact value, sensitivity and seconds; 5 step
@@ -45,6 +54,7 @@ The machine is shared: the load average is printed before and after.
     python benchmarks/tracking_scale.py --quick     # M = 200; about 3 minutes on 2 cores
     python benchmarks/tracking_scale.py             # M = 1,000
     python benchmarks/tracking_scale.py --births    # part B alone (about a minute)
+    python benchmarks/tracking_scale.py --grid 10000  # part E alone (several minutes)
 
 Ends with ``configuration_runs_per_second``, ``store_bytes_per_configuration`` and
 ``compare_seconds_10k_configs`` (part 0), ``store_bytes_per_attempt`` (what each attempt adds
@@ -407,12 +417,81 @@ def births_store(root: Path) -> dict[str, float]:
             "store_bytes_per_further_configuration_births": slope}
 
 
+def grid_spec(configurations: int) -> str:
+    """Part E's grid: ``laplace_mean`` over ε (100 values) × n (``configurations`` / 100 values)."""
+    epsilons = [round(0.01 * i, 2) for i in range(1, 101)]
+    sizes = [100 + 10 * i for i in range(max(1, configurations // len(epsilons)))]
+    return ('name = "grid"\nseed = 31\nworkload = "laplace_mean"\nrepetitions = 100\n'
+            '[params]\nlower = 0.0\nupper = 1.0\n'
+            f'[grid]\nepsilon = {epsilons}\nn = {sizes}\n'
+            f'[execution]\nmax_configurations = {max(configurations, 10_000)}\n'
+            '[tracking]\nexperiment = "grid"\nplots = false\n')
+
+
+def peak_rss_bytes(pid: int) -> int | None:
+    """The process's peak resident set so far (``VmHWM``), None once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return None
+
+
+def grid_end_to_end(folder: Path, configurations: int) -> dict[str, float]:
+    """Part E (see the module's docstring); returns its figures."""
+    folder.mkdir(parents=True)
+    spec = folder / "grid.toml"
+    spec.write_text(grid_spec(configurations))
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    command = [sys.executable, "-m", "privlab.platform.cli", "run", str(spec), "--workers", "2", "--no-progress",
+               "--tracking-uri", uri, "--summary-json", str(folder / "summary.json")]
+    began = time.perf_counter()
+    process = subprocess.Popen(command, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    peak = 0
+    while process.poll() is None:
+        peak = max(peak, peak_rss_bytes(process.pid) or 0)
+        time.sleep(0.5)
+    wall = time.perf_counter() - began
+    if process.returncode != 0:
+        raise RuntimeError(f"the grid's run exited {process.returncode}: {process.stderr.read()[-2000:]}")
+    summary = json.loads((folder / "summary.json").read_text())
+    timing = summary["timing"]
+    ran = sum(1 for entry in summary["configurations"]) if "configurations" in summary else configurations
+    phases = ", ".join(f"{name} {seconds:.1f}" for name, seconds in timing.get("phases", {}).items())
+    print(f"  {ran:,} configurations x 100 repetitions on 2 workers: process {wall:.1f} s, the run's own wall "
+          f"{timing['wall_seconds']:.1f} s; phases (s): {phases}", flush=True)
+    print(f"  tracking {timing['tracking_seconds']:.1f} s inside MLflow/sqlite calls "
+          f"({timing['tracking_seconds'] / wall:.1%} of the process wall), the driver waited "
+          f"{timing['tracking_blocked_seconds']:.1f} s on it; driver's peak memory {peak / 2**20:.0f} MB; "
+          f"store {disk_bytes(folder) / configurations:,.0f} bytes per configuration", flush=True)
+    runs = [fresh_compare(folder, "grid", summary["run_id"]) for _ in range(3)]
+    print(f"  privlab compare in a new process: {', '.join(f'{w:.2f} s ({c:.2f} s CPU)' for w, c in runs)}", flush=True)
+    return {"grid_configurations": float(configurations), "grid_process_seconds": wall,
+            "grid_tracking_fraction": timing["tracking_seconds"] / wall, "grid_driver_peak_rss_mb": peak / 2**20,
+            "compare_seconds_grid": min(w for w, _ in runs)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="200 real configurations for compare (1,000 without)")
     parser.add_argument("--configuration-runs-only", action="store_true", help="part 0 alone")
     parser.add_argument("--births", action="store_true", help="part B alone: the births slice's store")
+    parser.add_argument("--grid", type=int, metavar="N", help="part E alone: a grid of N configurations end to end")
     args = parser.parse_args()
+    if args.grid is not None:
+        if args.grid < 100 or args.grid % 100:
+            parser.error(f"--grid ({args.grid}) must be a multiple of 100 (ε has 100 values)")
+        print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
+        print(f"\nE. a grid of {args.grid:,} configurations end to end", flush=True)
+        with tempfile.TemporaryDirectory(prefix="privlab-tracking-scale-") as tmp:
+            figures = grid_end_to_end(Path(tmp) / "grid", args.grid)
+        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        for name, value in figures.items():
+            print(f"{name}: {value:.3f}")
+        print(f"load_average_1min: {os.getloadavg()[0]:.2f}")
+        return 0
     if args.births:
         if not NVSS_10K.is_file():
             print(f"part B needs the NVSS 10K sample ({NVSS_10K.name})", file=sys.stderr)

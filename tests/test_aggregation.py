@@ -446,3 +446,19 @@ def test_older_runs_reservoir_artifacts_read_back_as_the_frame_they_came_from() 
     pd.testing.assert_frame_equal(parquet_frame(_long_reservoir_artifact(values)), expected)
     pd.testing.assert_frame_equal(parquet_frame(parquet_bytes(expected)), expected)  # the wide layout
     assert parquet_frame(None) is None and parquet_frame(b"") is None
+
+
+def test_drop_samples_frees_the_reservoirs_and_keeps_the_totals() -> None:
+    rng = np.random.default_rng(3)
+    aggregate = ConfigAggregate.empty(KINDS, salt=SALT, reservoir_size=50)
+    aggregate.add_batch({"value": rng.normal(size=200), "rate": rng.integers(0, 2, 200).astype(float)}, np.arange(200))
+    aggregate.done.add(0, 200)
+    aggregate.unit_records.append((0, {"value": 1.0}))
+    before = {name: (acc.count, acc.total.value(), acc.minimum, acc.maximum) for name, acc in aggregate.metrics.items()}
+    assert all(acc.reservoir().size == 50 for acc in aggregate.metrics.values())
+    aggregate.drop_samples()
+    assert all(acc.reservoir().size == 0 for acc in aggregate.metrics.values())
+    assert aggregate.unit_records == []
+    assert {name: (acc.count, acc.total.value(), acc.minimum, acc.maximum)
+            for name, acc in aggregate.metrics.items()} == before
+    assert aggregate.done.covered() == 200

@@ -110,3 +110,26 @@ def test_max_units_stops_after_exactly_that_many_units_and_resumes_identically(
     assert done == 30
     resumed = _run(mini_spec, tracking_uri, f"execution.batch_size={batch}", resume=run_id)
     assert resumed["configurations"] == reference["configurations"]
+
+
+def test_a_finished_configuration_keeps_no_samples_on_the_driver(
+    mini_spec: Path, tracking_uri: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Once logged, a configuration's reservoir samples and its hold on Ray's data are freed:
+    a grid's driver does not grow by every finished configuration's samples."""
+    from privlab.platform.run.configuration_log import ConfigurationLog
+
+    logged: list[Any] = []
+    log = ConfigurationLog.log_configuration
+
+    def capture(self: ConfigurationLog, state: Any) -> None:
+        assert any(acc.reservoir().size for acc in state.aggregate.metrics.values())  # its samples, when logged
+        logged.append(state)
+        log(self, state)
+
+    monkeypatch.setattr(ConfigurationLog, "log_configuration", capture)
+    summary = _run(mini_spec, tracking_uri)
+    assert len(logged) == len(summary["configurations"]) == 5
+    for state in logged:
+        assert all(acc.reservoir().size == 0 for acc in state.aggregate.metrics.values())
+        assert state.data_ref is None and state.aggregate.done.covered() == state.config.units

@@ -249,6 +249,17 @@ class ConfigAggregate:
     def summary(self) -> dict[str, dict[str, float]]:
         return {name: acc.summary() for name, acc in self.metrics.items()}
 
+    def drop_samples(self) -> None:
+        """Free what a finished, logged configuration no longer needs: each metric's reservoir
+        sample and the per-unit rows (both are in its logged result). Counts, sums, extremes,
+        the done ranges and timing stay, so a grid's driver holds a few hundred bytes per
+        finished configuration instead of its samples."""
+        for accumulator in self.metrics.values():
+            accumulator.res_priority = np.empty(0)
+            accumulator.res_index = np.empty(0, dtype=np.int64)
+            accumulator.res_value = np.empty(0)
+        self.unit_records = []
+
     def state(self) -> dict[str, Any]:
         state: dict[str, Any] = {
             "metrics": {name: acc.state() for name, acc in self.metrics.items()},

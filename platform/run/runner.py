@@ -387,6 +387,8 @@ class _Driver:
             return
         state.finished = True
         self.configuration_log.log_configuration(state)
+        state.aggregate.drop_samples()
+        state.data_ref = None  # its hold on its data in Ray's object store
         self.progress.update(configs_done=len(self.configuration_log.results), force=True)
 
     def _checkpoint(self, *, force: bool = False) -> None:
