@@ -42,7 +42,7 @@ import itertools
 import math
 import numbers
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -561,35 +561,37 @@ def _paths_relative_to_spec(params_type: type, values: Mapping[str, Any], spec_d
     the seeds see it: where a checkout and its data lie must not change a configuration's
     streams, so ``/a/shared/x.csv`` from a spec in ``/a/main/exp`` keys as ``../../shared/x.csv``,
     the same as that relative path written in the spec or given with ``--set`` from any folder."""
-    out = dict(values)
 
-    def relative(value: Any) -> Any:
-        if not isinstance(value, str) or not value or not Path(value).is_absolute():
+    def relative(value: str) -> str:
+        if not Path(value).is_absolute():
             return value
         try:
             return os.path.relpath(Path(value).resolve(), spec_dir.resolve())
         except ValueError:  # another drive (Windows): no relative path exists
             return value
 
-    for field in dataclasses.fields(params_type):
-        value = out.get(field.name)
-        if field.metadata.get("path"):
-            out[field.name] = [relative(v) for v in value] if isinstance(value, list) else relative(value)
-    return out
+    return _with_paths_mapped(params_type, values, relative)
 
 
 def _resolve_paths(params_type: type, values: Mapping[str, Any], spec_dir: Path) -> dict[str, Any]:
     """Resolve the parameters a workload marks as files (``field(metadata={"path": True})``, a
-    path or a list of paths) relative to the spec's folder, as ``[dataset] path`` is."""
+    path or a list of paths) relative to the spec's folder, as ``[dataset] path`` is; one the
+    values leave out is None."""
+    absent = {f.name: None for f in dataclasses.fields(params_type) if f.metadata.get("path")}
+    return _with_paths_mapped(params_type, absent | dict(values), lambda value: value if Path(value).is_absolute()
+                              else str((spec_dir / value).resolve()))
+
+
+def _with_paths_mapped(params_type: type, values: Mapping[str, Any], change: Callable[[str], str]) -> dict[str, Any]:
+    """``values`` with ``change`` applied to each non-empty path a field marked
+    ``metadata={"path": True}`` holds (a path or a list of paths); other values as they are."""
+
+    def one(value: Any) -> Any:
+        return change(value) if isinstance(value, str) and value else value
+
     out = dict(values)
-
-    def resolve(value: Any) -> Any:
-        if isinstance(value, str) and value and not Path(value).is_absolute():
-            return str((spec_dir / value).resolve())
-        return value
-
     for field in dataclasses.fields(params_type):
-        value = out.get(field.name)
-        if field.metadata.get("path"):
-            out[field.name] = [resolve(v) for v in value] if isinstance(value, list) else resolve(value)
+        if field.metadata.get("path") and field.name in out:
+            value = out[field.name]
+            out[field.name] = [one(v) for v in value] if isinstance(value, list) else one(value)
     return out
