@@ -111,6 +111,7 @@ def test_two_resumes_at_once_log_each_configuration_once(mini_spec: Path, tracki
     assert summary["configurations"] == reference["configurations"]
 
 
+@pytest.mark.slow  # a driver killed mid-run: ~7 s
 def test_a_killed_driver_shows_as_gone_and_resumes(long_run) -> None:
     run, uri = long_run("hard-stop", checkpoint_interval_s=0)
     run.signal(signal.SIGKILL)

@@ -43,6 +43,7 @@ def _config_ids(uri: str, run_id: str) -> list[str]:
     return sorted(RunTags.of(c).config_id for c in tracker.child_runs(experiment, run_id))
 
 
+@pytest.mark.slow  # two sessions of a run: ~4 s
 def test_a_run_folder_moved_between_sessions_resumes_with_each_configuration_logged_once(
     tmp_path: Path, mini_spec_text: str, caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -144,6 +144,7 @@ def test_an_unowned_folder_is_removed_only_when_old_and_unused(tmp_path: Path) -
 
 
 @pytest.mark.ray
+@pytest.mark.slow  # its own Ray instance: ~6 s
 def test_a_private_ray_instance_lives_in_a_folder_only_its_user_can_enter() -> None:
     """Issue 30 item 6: Ray makes its temp dir and session folders 0777, whatever the umask."""
     from privlab.platform.execution.backends import RayBackend

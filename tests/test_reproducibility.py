@@ -93,7 +93,7 @@ def test_resume_refuses_a_different_spec(mini_spec: Path, tracking_uri: str) -> 
         _run(mini_spec, tracking_uri, "seed=99", resume=stopped.value.run_id)
 
 
-@pytest.mark.parametrize("batch", ["auto", "7"])
+@pytest.mark.parametrize("batch", ["auto", pytest.param("7", marks=pytest.mark.slow)])  # 7: slow, for time
 def test_max_units_stops_after_exactly_that_many_units_and_resumes_identically(
     mini_spec: Path, tracking_uri: str, batch: str,
 ) -> None:
