@@ -147,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--synthesizers", nargs="+", choices=sorted(SYNTHESIZERS), default=list(SYNTHESIZERS))
     parser.add_argument("--epsilons", nargs="+", type=float, default=list(EPSILONS))
     parser.add_argument("--repetitions", type=int, default=10)
+    parser.add_argument("--first-repetition", type=int, default=0,
+                        help="start at this repetition (seeds are per repetition, so a second process "
+                             "can run the last ones into a run of its own)")
     parser.add_argument("--resume", metavar="RUN_ID")
     args = parser.parse_args(argv)
     datasets = args.data or ["acs", "births"]
@@ -164,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         frame, transformation, space, settings = load(name)
         print(f"{name}: {len(frame)} records x {len(transformation.domain)} columns", flush=True)
         # Repetitions outermost: a study cut short still covers every (synthesizer, ε).
-        for repetition in range(args.repetitions):
+        for repetition in range(args.first_repetition, args.repetitions):
             for e_index, epsilon in enumerate(args.epsilons):
                 for synthesizer in args.synthesizers:
                     if (name, synthesizer, epsilon, repetition) in done:
