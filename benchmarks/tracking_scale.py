@@ -458,9 +458,8 @@ def grid_end_to_end(folder: Path, configurations: int) -> dict[str, float]:
         raise RuntimeError(f"the grid's run exited {process.returncode}: {process.stderr.read()[-2000:]}")
     summary = json.loads((folder / "summary.json").read_text())
     timing = summary["timing"]
-    ran = sum(1 for entry in summary["configurations"]) if "configurations" in summary else configurations
     phases = ", ".join(f"{name} {seconds:.1f}" for name, seconds in timing.get("phases", {}).items())
-    print(f"  {ran:,} configurations x 100 repetitions on 2 workers: process {wall:.1f} s, the run's own wall "
+    print(f"  {len(summary['configurations']):,} configurations x 100 repetitions on 2 workers: process {wall:.1f} s, the run's own wall "
           f"{timing['wall_seconds']:.1f} s; phases (s): {phases}", flush=True)
     print(f"  tracking {timing['tracking_seconds']:.1f} s inside MLflow/sqlite calls "
           f"({timing['tracking_seconds'] / wall:.1%} of the process wall), the driver waited "

@@ -12,7 +12,6 @@ Box plots are drawn from the run's reservoir samples (every repetition while the
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -25,7 +24,7 @@ import numpy as np  # noqa: E402
 
 from privlab.mechanisms.pmse.reports_sensitivity import tree_rule
 from privlab.mechanisms.pmse.utility_methods import FAMILY_LABELS, METHODS, Method  # noqa: E402
-from privlab.platform.results.reports import StudyResults  # noqa: E402
+from privlab.platform.results.reports import StudyResults, figure_png  # noqa: E402
 
 #: Table 2 of Snoke & Slavković: ε → method → (mean, variance) of the pMSE over 2,500 simulations.
 #: The ε = 1 and ε = 2 rows print identical variances in every column — most likely a copy
@@ -103,13 +102,6 @@ def _fmt(x: float, digits: int = 4) -> str:
     if x == 0:
         return "0"
     return f"{x:.{digits}g}" if 1e-3 <= abs(x) < 1e4 else f"{x:.{max(digits - 1, 1)}e}"
-
-
-def _png(figure: Any) -> bytes:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    plt.close(figure)
-    return buffer.getvalue()
 
 
 def _epsilon_axis(ax: Any, epsilons: Sequence[float]) -> None:
@@ -207,8 +199,7 @@ def figure3_png(results: StudyResults) -> bytes:
         ax.grid(True, alpha=0.3)
     axes[1].legend(fontsize=7, ncol=2)
     figure.suptitle(f"Figure 3: mean pMSE by method ({results.units:,} simulations per point; 95% CI)", fontsize=10)
-    figure.tight_layout()
-    return _png(figure)
+    return figure_png(figure)
 
 
 # --- Section 6 / Figures 2 and 4 ---------------------------------------------------------------------
@@ -453,8 +444,7 @@ def figure2_png(results: StudyResults) -> bytes:
     axes[1].legend(fontsize=7, loc="best")
     figure.suptitle(f"Figure 2: mean regression error, better-performing variants ({results.units:,} simulations "
                     "per point; 95% CI)", fontsize=10)
-    figure.tight_layout()
-    return _png(figure)
+    return figure_png(figure)
 
 
 def figure4_lines_png(results: StudyResults) -> bytes:
@@ -476,8 +466,7 @@ def figure4_lines_png(results: StudyResults) -> bytes:
             ax.legend(fontsize=6, loc="best")
     figure.suptitle(f"Figure 4: mean regression error of every variant ({results.units:,} simulations per point)",
                     fontsize=10)
-    figure.tight_layout()
-    return _png(figure)
+    return figure_png(figure)
 
 
 def figure4_boxes_png(results: StudyResults) -> bytes:
@@ -520,5 +509,4 @@ def figure4_boxes_png(results: StudyResults) -> bytes:
                 ax.set_ylabel(title, fontsize=8)
     figure.suptitle(f"Figure 4: distribution of the regression error over simulations ({results.units:,} per box; "
                     "log scale, zeros omitted)", fontsize=10)
-    figure.tight_layout()
-    return _png(figure)
+    return figure_png(figure)
