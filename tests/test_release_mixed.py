@@ -19,7 +19,7 @@ from privlab.mechanisms.release import run_release as release_run
 from privlab.mechanisms.release.flow import FlowConfiguration, load_settings
 from privlab.mechanisms.release.guarantee import RHO_ROUNDING_MARGIN, flow_budget
 from privlab.mechanisms.synthesizers import pgm
-from privlab.platform.cli.main import EXIT_BUDGET, EXIT_INPUT, EXIT_OK, main
+from privlab.platform.cli.main import EXIT_BUDGET, EXIT_EXECUTION, EXIT_INPUT, EXIT_OK, main
 from privlab.platform.core.errors import BudgetExceededError, SpecError
 from privlab.platform.dp.zcdp_conversion import zcdp_to_epsilon
 
@@ -140,17 +140,41 @@ def test_validate_states_the_total_and_the_flows(tmp_path: Path, capsys: pytest.
     assert "privbayes: ρ = 0, ε = 4.99" in out and "mst/aim: ρ = 0.2063" in out
 
 
+RELEASE_ATTEMPTS = 6
+
+
+def _release_until_a_flow_is_accepted(spec: Path, out: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Run ``privlab release`` until private selection accepts a flow, holding every ⊥ to its contract.
+
+    Random stopping ends with ⊥ after a rejected flow with probability γ = 0.05, so a release
+    ends with ⊥ with probability γ(1 − p)/(p + γ − pγ) (``bottom_probability``): 0.048 at the
+    loose settings' acceptance probability p ≈ 1/2 (measured in research mode on this sample:
+    10 of 20 flows accepted for each of PrivBayes, MST and AIM; marginals_relative at its clip
+    decides). The OS CSPRNG decides, so asserting one release per case failed about one CI run in
+    eleven. A ⊥ is a correct outcome and is checked as one (exit 4, its message, no bundle); six
+    in a row has probability about 1e-8.
+    """
+    for _ in range(RELEASE_ATTEMPTS):
+        code = main(["release", str(spec), "--data", str(DATA), "--out", str(out)])
+        if code == EXIT_OK:
+            return
+        assert code == EXIT_EXECUTION and "private selection ended with ⊥" in capsys.readouterr().err
+        assert not out.exists()
+    pytest.fail(f"{RELEASE_ATTEMPTS} releases in a row ended with ⊥: the loose settings' acceptance "
+                "probability has fallen far below 1/2")
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("nvss_10k")
 @pytest.mark.parametrize(("configurations", "low", "high"), [(PURE + ZCDP, 12.4, 12.5), (ZCDP, 9.2, 9.3)],
                          ids=["privbayes+mst+aim", "mst+aim"])
 def test_a_release_with_zcdp_flows_states_epsilon_delta_replays_and_verifies(
-        tmp_path: Path, configurations: str, low: float, high: float) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], configurations: str, low: float, high: float) -> None:
     """The mixed shortlist may accept a PrivBayes flow first (the OS CSPRNG decides); the MST/AIM
     shortlist always runs zCDP flows, so its transcript holds discrete Gaussian draws."""
     spec = _workspace(tmp_path / "spec", configurations=configurations)
     out = tmp_path / "bundle"
-    assert main(["release", str(spec), "--data", str(DATA), "--out", str(out)]) == EXIT_OK
+    _release_until_a_flow_is_accepted(spec, out, capsys)
     ledger = json.loads((out / "ledger.json").read_text())
     assert ledger["total_delta"] == 1e-9 and low < ledger["total_epsilon"] < high
     assert ledger["ledger"]["accountant"] == "rdp"
