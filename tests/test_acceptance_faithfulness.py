@@ -342,9 +342,9 @@ def test_sensitivity_is_one_over_n() -> None:
     criterion = paper_criterion()
     for n in (1, 7, 166_000):
         assert criterion.sensitivity(n) == 1 / n
-    with pytest.raises(SpecError, match=r"n \(0\) must be >= 1"):
+    with pytest.raises(SchemaError, match=r"n \(0\) must be an int >= 1"):
         criterion.sensitivity(0)
-    with pytest.raises(TypeError, match=r"n \(2.0\) must be an int"):
+    with pytest.raises(SchemaError, match=r"n \(2.0\) must be an int >= 1"):
         criterion.sensitivity(2.0)  # type: ignore[arg-type]
 
 

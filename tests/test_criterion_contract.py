@@ -14,6 +14,7 @@ never do, and the criterion's public checks accept the domain.
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,7 @@ from privlab.mechanisms.release.flow import load_settings
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
 from privlab.mechanisms.tabular.space import resolve_transformation
 from privlab.mechanisms.tabular.space import load_release_space
-from privlab.platform.core.errors import BudgetExceededError
+from privlab.platform.core.errors import BudgetExceededError, SchemaError
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.randomness import SecureSource, SeededSource
 from privlab.platform.dp.transcript import TranscriptWriter
@@ -83,6 +84,13 @@ def test_every_spec_key_has_declared_constraints(kind: str) -> None:
 @pytest.mark.parametrize("name", sorted(CRITERIA_BY_NAME))
 def test_it_checks_the_domain_it_is_given(name: str, domain: Domain) -> None:
     CRITERIA_BY_NAME[name].check_domain(domain)  # the public check passes on the domain it was written for
+
+
+@pytest.mark.parametrize("name", sorted(CRITERIA_BY_NAME))
+@pytest.mark.parametrize("n", [0, -3, True, 2.0, "10"])
+def test_its_sensitivity_refuses_a_record_count_that_is_not_an_int_of_at_least_one(name: str, n: object) -> None:
+    with pytest.raises(SchemaError, match=rf"^n \({re.escape(repr(n))}\) must be an int >= 1$"):
+        CRITERIA_BY_NAME[name].sensitivity(n)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("name", sorted(CRITERIA_BY_NAME))

@@ -31,7 +31,7 @@ import pandas as pd
 
 from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.mechanisms.tabular.domain import Domain
-from privlab.platform.core.errors import SpecError
+from privlab.platform.core.errors import SchemaError, SpecError
 from privlab.platform.core.plugins import Registry
 from privlab.platform.core.validation import ConstrainedParams, ConstraintSpec, Interval, Text
 from privlab.platform.dp.ledger import Ledger
@@ -185,6 +185,17 @@ class AcceptanceCriterion(ConstrainedParams, abc.ABC):
         value = self.error(transformed, candidate, domain=domain)
         return release_laplace_measure(self, value, sensitivity=self.sensitivity(len(transformed)), source=source,
                                        ledger=ledger, scope=scope)
+
+
+def checked_record_count(n: object) -> int:
+    """``n``, the record count a criterion's sensitivity is stated for, as an int ``>= 1``.
+
+    Raises:
+        SchemaError: ``n`` is not an int (``bool`` excluded) or is below 1.
+    """
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+        raise SchemaError(f"n ({n!r}) must be an int >= 1")
+    return int(n)
 
 
 def check_not_empty(transformed: pd.DataFrame, candidate: pd.DataFrame, *, name: str) -> None:

@@ -72,13 +72,14 @@ from privlab.mechanisms.acceptance.base import (
     check_column_names,
     check_not_empty,
     check_same_size,
+    checked_record_count,
     codes_of,
     register_criterion,
     release_laplace_measure,
     require_columns,
 )
 from privlab.mechanisms.tabular.domain import Domain
-from privlab.platform.core.errors import SchemaError, SpecError
+from privlab.platform.core.errors import SpecError
 from privlab.platform.core.validation import BOOLEAN, Interval, RealPair, Text, Unconstrained
 from privlab.platform.dp.budget import preflight
 from privlab.platform.dp.ledger import Ledger
@@ -427,8 +428,7 @@ class ConditionalMeanError(AcceptanceCriterion):
 
     def sensitivity(self, n: int) -> float:
         """Candidate-free worst case ``U − L`` (every ``m̂ ≥ 1``)."""
-        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
-            raise SchemaError(f"n ({n!r}) must be an int >= 1")
+        checked_record_count(n)
         return self.bounds[1] - self.bounds[0]
 
     def candidate_sensitivity(self, candidate: pd.DataFrame, *, domain: Domain) -> float:

@@ -88,7 +88,12 @@ import pandas as pd
 from scipy import sparse
 from scipy.sparse.csgraph import maximum_flow
 
-from privlab.mechanisms.acceptance.base import AcceptanceCriterion, check_same_size, register_criterion
+from privlab.mechanisms.acceptance.base import (
+    AcceptanceCriterion,
+    check_same_size,
+    checked_record_count,
+    register_criterion,
+)
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, ColumnDomain, Domain
 from privlab.platform.core.errors import SpecError
 from privlab.platform.core.validation import Interval, Unconstrained
@@ -514,11 +519,7 @@ class FaithfulnessCriterion(AcceptanceCriterion):
 
     def sensitivity(self, n: int) -> float:
         """``1/n`` (Hod & Canetti 2024, Proposition 10)."""
-        if isinstance(n, bool) or not isinstance(n, numbers.Integral):
-            raise TypeError(f"n ({n!r}) must be an int")
-        if n < 1:
-            raise SpecError(f"n ({n!r}) must be >= 1")
-        return 1.0 / int(n)
+        return 1.0 / checked_record_count(n)
 
 
 def _columns(frame: pd.DataFrame) -> dict[str, np.ndarray]:

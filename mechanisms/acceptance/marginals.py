@@ -37,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -48,6 +48,7 @@ from privlab.mechanisms.acceptance.base import (
     check_column_names,
     check_not_empty,
     check_same_size,
+    checked_record_count,
     codes_of,
     register_criterion,
     release_laplace_measure,
@@ -55,7 +56,7 @@ from privlab.mechanisms.acceptance.base import (
 )
 from privlab.mechanisms.acceptance.marginal_differences import max_abs_marginal_difference
 from privlab.mechanisms.tabular.domain import Domain
-from privlab.platform.core.errors import SchemaError, SpecError
+from privlab.platform.core.errors import SpecError
 from privlab.platform.core.validation import Interval, Unconstrained
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.randomness import RandomSource
@@ -195,7 +196,7 @@ class MarginalsAbsoluteError(AcceptanceCriterion):
 
     def sensitivity(self, n: int) -> float:
         """``1/n`` (Section 4.5.2)."""
-        return 1.0 / _check_n(n)
+        return 1.0 / checked_record_count(n)
 
     @property
     def bounds(self) -> tuple[float, float]:
@@ -287,7 +288,7 @@ class MarginalsRelativeError(AcceptanceCriterion):
 
     def sensitivity(self, n: int) -> float:
         """Worst case over all candidates: Proposition 5 with ``s_min = 0``."""
-        _check_n(n)
+        checked_record_count(n)
         return relative_error_sensitivity(self.ratio_clip, 0)
 
     def candidate_sensitivity(self, candidate: pd.DataFrame, *, domain: Domain) -> float:
@@ -339,8 +340,3 @@ class MarginalsRelativeError(AcceptanceCriterion):
             details=result.details + (("adjusted_threshold", t_adj),),
         )
 
-
-def _check_n(n: Any) -> int:
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
-        raise SchemaError(f"n ({n!r}) must be an int >= 1")
-    return int(n)

@@ -59,6 +59,7 @@ from privlab.mechanisms.acceptance.base import (
     check_column_names,
     check_not_empty,
     check_same_size,
+    checked_record_count,
     register_criterion,
     release_laplace_measure,
     require_columns,
@@ -74,7 +75,7 @@ from privlab.mechanisms.acceptance.linear_fit import (
 )
 from privlab.mechanisms.pmse.functional_mechanism import functional_mechanism_sensitivity
 from privlab.mechanisms.tabular.domain import Domain
-from privlab.platform.core.errors import SchemaError, SpecError
+from privlab.platform.core.errors import SpecError
 from privlab.platform.core.validation import BOOLEAN, Interval, Options, RealPair, Text, Unconstrained
 from privlab.platform.dp.budget import preflight
 from privlab.platform.dp.ledger import Ledger
@@ -99,9 +100,7 @@ def mae_sensitivity(response_bounds: tuple[float, float], n: int) -> float:
     reverse triangle inequality carries this to the absolute value. The bound is attained
     (see the tests), so the ``(U − L)/n`` used in production was wrong.
     """
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
-        raise SchemaError(f"n ({n!r}) must be an int >= 1")
-    return 2.0 * (response_bounds[1] - response_bounds[0]) / n
+    return 2.0 * (response_bounds[1] - response_bounds[0]) / checked_record_count(n)
 
 
 # --- criteria -------------------------------------------------------------------------------
@@ -235,8 +234,7 @@ class RegressionCoefficientsError(_LinearRegressionCriterion):
 
     def sensitivity(self, n: int) -> float:
         """``2(p+1)²`` with ``p = len(covariates) + 1`` (the functional mechanism's L1 Δ)."""
-        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
-            raise SchemaError(f"n ({n!r}) must be an int >= 1")
+        checked_record_count(n)
         return functional_mechanism_sensitivity(len(self.covariates) + 1)
 
     def release(
