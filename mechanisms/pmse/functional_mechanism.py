@@ -28,7 +28,6 @@ from privlab.mechanisms.pmse.numeric_data import (
     FRACTION,
     NONNEGATIVE,
     check_count,
-    check_epsilon,
     check_fraction,
     check_nonnegative,
     clip_and_scale,
@@ -37,7 +36,7 @@ from privlab.mechanisms.pmse.numeric_data import (
 )
 from privlab.mechanisms.pmse.synthesis import SequentialLinearGaussian
 from privlab.platform.core.errors import ModeError, SchemaError
-from privlab.platform.core.validation import ConstrainedParams, Unconstrained
+from privlab.platform.core.validation import ConstrainedParams, Unconstrained, check_positive_finite
 from privlab.platform.dp.budget import split_epsilon
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.privacy_event import PrivacyEvent
@@ -95,7 +94,7 @@ def functional_mechanism_event(
         ValueError: an unknown ``norm`` or ``d < 1``.
     """
     d = check_count("d", d)
-    epsilon = check_epsilon("epsilon", epsilon)
+    epsilon = check_positive_finite("epsilon", epsilon)
     if norm not in NORMS:
         raise ValueError(f"norm ({norm!r}) must be one of {', '.join(NORMS)}")
     if norm == "l1":

@@ -31,7 +31,6 @@ __all__ = [
     "FRACTION",
     "NONNEGATIVE",
     "check_count",
-    "check_epsilon",
     "check_fraction",
     "check_nonnegative",
     "clip_and_scale",
@@ -47,14 +46,6 @@ EPSILON = Interval(numbers.Real, 0, None, closed="neither")
 NONNEGATIVE = Interval(numbers.Real, 0, None, closed="left")
 FRACTION = Interval(numbers.Real, 0, 1, closed="neither")
 COUNT = Interval(numbers.Integral, 1, None, closed="left")
-
-
-def check_epsilon(name: str, value: object) -> float:
-    """``value`` as a float if it is a real number, finite and > 0."""
-    x = check_real(name, value)
-    if not (math.isfinite(x) and x > 0.0):
-        raise ValueError(f"{name} ({value!r}) must be finite and > 0")
-    return x
 
 
 def check_nonnegative(name: str, value: object) -> float:
