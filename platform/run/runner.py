@@ -352,13 +352,13 @@ class _Driver:
 
     # -- execution -------------------------------------------------------------------------
     def _run_trial_ranges(self) -> None:
-        pending = [s for s in self.states.values() if not is_actor_pool(s)]
-        for state in pending:
-            self._maybe_complete(state)
-        TrialScheduler(self.backend, self.spec.execution, self.limit, events=self).run(pending)
+        for state in list(self.states.values()):
+            self._maybe_complete(state)  # all its units were merged before a resume
+        TrialScheduler(self.backend, self.spec.execution, self.limit, events=self).run(
+            [s for s in self.states.values() if not is_actor_pool(s)])
 
     def _run_actor_pools(self) -> None:
-        for state in self.states.values():
+        for state in list(self.states.values()):
             if state.finished or not is_actor_pool(state):
                 continue
             run_actor_pool(state, self.backend, per_actor=self.spec.execution.max_in_flight_per_worker, events=self)
@@ -387,8 +387,12 @@ class _Driver:
             return
         state.finished = True
         self.configuration_log.log_configuration(state)
+        # Logged: its entry and child run hold its results. The driver lets go of its state (its
+        # ledger, accumulators, worker context and hold on its data in Ray's object store), so a
+        # grid's driver keeps only the finished configurations' entries, not their states.
+        del self.states[state.config.id]
         state.aggregate.drop_samples()
-        state.data_ref = None  # its hold on its data in Ray's object store
+        state.data_ref = None
         self.progress.update(configs_done=len(self.configuration_log.results), force=True)
 
     def _checkpoint(self, *, force: bool = False) -> None:

@@ -68,6 +68,7 @@ class TrialScheduler:
 
     def run(self, states: list[ConfigState]) -> None:
         queue = collections.deque(states)
+        del states  # the queue lets go of each configuration once its ranges are submitted
         self.unsubmitted = sum(b - a for state in queue for a, b in state.cursor)
         capacity = self.backend.workers * self.execution.max_in_flight_per_worker
         in_flight = self.in_flight
