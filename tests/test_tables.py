@@ -117,3 +117,21 @@ def test_a_wide_table_fits_the_width_and_its_hint_names_the_experiment() -> None
     assert hint.startswith("8 more metrics (criterion_04, criterion_05, criterion_06, …)")
     assert "`privlab compare 'births grid' --study flows --format csv` all of them" in hint
     assert "more metrics" not in render_studies([row], width=None)
+
+
+def test_a_long_study_shows_its_first_rows_counts_every_check_and_says_how_to_list_the_rest() -> None:
+    # Every fifth row's interval misses the expected 1 (mean 0.5 [0.4, 0.6]); the widest cell of
+    # all is in a hidden row (row 9's mean).
+    rows = [laplace_row(i, 0.1, 100 + i, 0.5 if i % 5 == 0 else 1.0, 0.4 if i % 5 == 0 else 0.9,
+                        0.6 if i % 5 == 0 else 1.1) for i in range(12)]
+    rows[9]["metrics"]["error_over_scale_mean"] = 12345.678
+    text = render_studies(rows, experiment="grid", max_rows=4)
+    lines = text.splitlines()
+    assert lines[0] == "laplace_mean (12 configurations)"
+    shown = [line for line in lines if line.startswith("laplace_mean-")]
+    assert [line.split()[0] for line in shown] == [f"laplace_mean-{i:03d}" for i in range(4)]
+    assert "… and 8 more rows: `privlab compare grid --study laplace_mean` lists them all" in text
+    assert "checks against theory: 12 (9 ok, 3 OFF" in text  # the hidden rows' checks are counted
+    full_dashes = render_study(rows).splitlines()[1]
+    assert "1.235e+04" not in text and len(lines[2]) < len(full_dashes)  # columns sized to the rows shown
+    assert render_studies(rows, experiment="grid", max_rows=12) == render_studies(rows, experiment="grid")

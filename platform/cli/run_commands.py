@@ -159,6 +159,10 @@ def _apply_local_cluster_env(address: str) -> None:
         os.environ.update(info.env)
 
 
+#: The most rows of a study that ``privlab run`` prints at its end; ``privlab compare`` lists all.
+SUMMARY_ROWS = 50
+
+
 def print_summary(summary: dict) -> None:
     from privlab.platform.results.tables import render_studies
 
@@ -167,7 +171,8 @@ def print_summary(summary: dict) -> None:
           f"{summary['timing']['workers']} worker(s) on {summary['timing']['ray_nodes']} node(s))")
     print(f"privacy: ε per configuration ≤ {summary['epsilon_total']:.6g}, δ ≤ {summary['delta_total']:.3g}")
     # the same tables as `privlab compare`: configuration ids, varying parameters, mean [95% CI]
-    print("\n" + render_studies(summary["configurations"], experiment=summary["experiment"], width=terminal_width()))
+    print("\n" + render_studies(summary["configurations"], experiment=summary["experiment"], width=terminal_width(),
+                                max_rows=SUMMARY_ROWS))
     tracking = summary.get("tracking", {})
     print(f"\nresults: tracking store {tracking.get('uri', '?')}\n"
           f"         artifacts of run {summary['run_id']}: {tracking.get('artifacts', '?')}")

@@ -109,7 +109,7 @@ def expectations(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def render_studies(rows: Sequence[Mapping[str, Any]], *, title_suffix: Mapping[str, str] | None = None,
-                   experiment: str | None = None, width: int | None = None) -> str:
+                   experiment: str | None = None, width: int | None = None, max_rows: int | None = None) -> str:
     """One titled table per study, in the order studies first appear.
 
     Args:
@@ -117,6 +117,10 @@ def render_studies(rows: Sequence[Mapping[str, Any]], *, title_suffix: Mapping[s
         title_suffix: Text added to a study's title, by study.
         experiment: The MLflow experiment, named in the hint about metrics left out.
         width: The widest a table may be (the terminal's); None: no limit.
+        max_rows: The most rows a study's table shows (a grid of 10⁴ configurations is no table
+            to read in a terminal); a line after it says how many more there are and how
+            ``privlab compare`` lists them. The checks against theory still count every row.
+            None: every row.
     """
     studies: dict[str, list[Mapping[str, Any]]] = {}
     for row in rows:
@@ -131,7 +135,11 @@ def render_studies(rows: Sequence[Mapping[str, Any]], *, title_suffix: Mapping[s
         extra = (title_suffix or {}).get(study, "")
         hidden: list[str] = []
         blocks.append(f"{study} ({count}{extra})\n" + render_study(members, verdicts=verdicts, hidden=hidden,
-                                                                   width=width, small_n=small_n))
+                                                                   width=width, small_n=small_n, max_rows=max_rows))
+        if max_rows is not None and len(members) > max_rows:
+            more = len(members) - max_rows
+            blocks[-1] += (f"\n… and {more:,} more row{'s' if more != 1 else ''}: `privlab compare {name} --study "
+                           f"{shlex.quote(study)}` lists them all, `--format csv --output FILE` writes them to a file")
         if hidden:
             hidden_total += len(hidden)
             blocks[-1] += (f"\n… and {len(hidden)} more metric{'s' if len(hidden) != 1 else ''} "
@@ -149,11 +157,12 @@ def render_studies(rows: Sequence[Mapping[str, Any]], *, title_suffix: Mapping[s
 
 def render_study(rows: Sequence[Mapping[str, Any]], *, verdicts: list[str] | None = None,
                  hidden: list[str] | None = None, width: int | None = None,
-                 small_n: list[bool] | None = None) -> str:
-    """One study's rows as an aligned table (see the module docstring); each verdict shown
-    (``ok``/``OFF``) is appended to ``verdicts`` when given. Past :data:`MAX_METRIC_COLUMNS`
-    metrics, or past ``width`` characters, the rest are left out and their names appended to
-    ``hidden`` when given. ``small_n`` gets True when a mean is shown without its interval."""
+                 small_n: list[bool] | None = None, max_rows: int | None = None) -> str:
+    """One study's rows as an aligned table (see the module docstring); each verdict
+    (``ok``/``OFF``) is appended to ``verdicts`` when given, shown or not. Past
+    :data:`MAX_METRIC_COLUMNS` metrics, or past ``width`` characters, the rest are left out and
+    their names appended to ``hidden`` when given. ``small_n`` gets True when a mean is shown
+    without its interval. Only the first ``max_rows`` rows are shown (None: all)."""
     varying = varying_params(rows)
     rows = _facets_in_order(rows, varying)
     columns: list[tuple[str, list[str]]] = [("config", [str(r["id"]) for r in rows])]
@@ -211,14 +220,16 @@ def render_study(rows: Sequence[Mapping[str, Any]], *, verdicts: list[str] | Non
     if hidden is not None:
         hidden += [name for name, _ in metric_columns[keep:]]
     columns = kept
-    widths = [max(len(header), *(len(cell) for cell in cells)) for header, cells in columns]
-    lines = ["  ".join(h.ljust(w) for (h, _), w in zip(columns, widths)).rstrip(),
-             "  ".join("-" * w for w in widths)]
-    for i in range(len(rows)):
-        lines.append("  ".join(cells[i].ljust(w) for (_, cells), w in zip(columns, widths)).rstrip())
     if verdicts is not None:
         verdicts += [cell.rsplit(" ", 1)[1] for header, cells in columns if header == "expected"
                      for cell in cells if cell.endswith((" ok", " OFF"))]
+    shown_rows = len(rows) if max_rows is None else min(len(rows), max_rows)
+    columns = [(header, cells[:shown_rows]) for header, cells in columns]
+    widths = [max(len(header), *(len(cell) for cell in cells)) for header, cells in columns]
+    lines = ["  ".join(h.ljust(w) for (h, _), w in zip(columns, widths)).rstrip(),
+             "  ".join("-" * w for w in widths)]
+    for i in range(shown_rows):
+        lines.append("  ".join(cells[i].ljust(w) for (_, cells), w in zip(columns, widths)).rstrip())
     return "\n".join(lines)
 
 
