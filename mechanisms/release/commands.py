@@ -84,8 +84,8 @@ def _shortlist(args: argparse.Namespace) -> int:
         shortlist_from_summary,
         shortlist_toml,
         workload_params,
-        write_atomically,
     )
+    from privlab.platform.core.atomic_files import write_text_atomically
     from privlab.platform.tracking.store_location import existing_store_uri
     from privlab.platform.tracking.tracker import Tracker
 
@@ -98,7 +98,7 @@ def _shortlist(args: argparse.Namespace) -> int:
                           f"(the best was {best:.3g}); nothing written. Lower --min-prob or run more attempts")
     first = workload_params(next(e for e in summary["configurations"] if e["id"] == entries[0].config_id))
     out = Path(args.out)
-    write_atomically(out, shortlist_toml(
+    write_text_atomically(out, shortlist_toml(
         entries, run_id=args.run_id, min_prob=args.min_prob,
         space=relative_to(first["space"], out.resolve().parent),
         settings=relative_to(first["settings"], out.resolve().parent),

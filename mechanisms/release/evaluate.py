@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -204,19 +203,6 @@ def shortlist_toml(entries: Sequence[ShortlistEntry], *, run_id: str, min_prob: 
         lines.extend(f"{k} = {_toml_value(v)}" for k, v in entry.configuration.items())
         lines.append("")
     return "\n".join(lines)
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same folder and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def relative_to(target: str, folder: Path) -> str:

@@ -4,7 +4,6 @@ they tell the user (where the units go, the resume command, the summary, the pha
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import sys
@@ -13,6 +12,7 @@ from typing import Any
 
 from privlab.platform.cli.commands import EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_VIOLATION
 from privlab.platform.cli.terminal import terminal_width, without_options
+from privlab.platform.core.atomic_files import write_json_atomically
 from privlab.platform.core.errors import ExecutionError, InputError, TrackingOutage
 from privlab.platform.execution.interrupts import ignore_further_interrupts
 
@@ -106,7 +106,7 @@ def run_command(args: argparse.Namespace) -> int:
     except TrackingOutage as outage:
         return say_outage(args, outage)
     if args.summary_json:
-        Path(args.summary_json).write_text(json.dumps(summary, indent=2, default=str))
+        write_json_atomically(args.summary_json, summary)
     print_summary(summary)
     if args.report_dir:
         print(f"reports written to {args.report_dir}", file=sys.stderr)
@@ -217,6 +217,6 @@ def audit_command(args: argparse.Namespace) -> int:
     except TrackingOutage as outage:
         return say_outage(args, outage)
     if args.summary_json:
-        Path(args.summary_json).write_text(json.dumps(summary | {"audit": result.to_dict()}, indent=2, default=str))
+        write_json_atomically(args.summary_json, summary | {"audit": result.to_dict()})
     print(audit_results.render_result(result, summary))
     return EXIT_VIOLATION if result.violation else EXIT_OK
