@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from privlab.platform.core.validation import check_positive_finite
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.randomness import RandomSource
 
@@ -43,7 +44,8 @@ def exponential_mechanism(
 
     Raises:
         BudgetExceededError: The selection would exceed the ledger's cap.
-        ValueError: Empty or non-finite utilities, or bad ε / Δ.
+        TypeError: ε or Δ is not a real number.
+        ValueError: Empty or non-finite utilities, or ε or Δ not positive and finite.
 
     Privacy:
         ε-DP (McSherry & Talwar 2007, Theorem 6): each candidate's weight changes by at most a
@@ -60,9 +62,8 @@ def exponential_mechanism(
     scores = np.asarray(utilities, dtype=np.float64)
     if scores.ndim != 1 or scores.size == 0 or not np.all(np.isfinite(scores)):
         raise ValueError(f"{name}: utilities must be a non-empty 1-d array of finite numbers")
-    for label, value in (("sensitivity", sensitivity), ("epsilon", epsilon)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-            raise ValueError(f"{label} ({value!r}) must be a positive finite number")
+    sensitivity = check_positive_finite("sensitivity", sensitivity)
+    epsilon = check_positive_finite("epsilon", epsilon)
     if source.mode == "release":
         ledger.charge(name=name, mechanism="permute_and_flip", epsilon=epsilon, sensitivity=sensitivity,
                       noise_scale=2 * sensitivity / epsilon, scope=scope, step=step)

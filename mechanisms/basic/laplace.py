@@ -14,15 +14,10 @@ from fractions import Fraction
 
 import numpy as np
 
+from privlab.platform.core.validation import check_positive_finite
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.randomness import RandomSource
 from privlab.platform.dp.secure_sampling import release_laplace_parameters, snap_to_lattice
-
-
-def _positive(name: str, value: float) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} ({value!r}) must be a positive finite number")
-    return float(value)
 
 
 def release_parameters(sensitivity: float, epsilon: float, dimension: int) -> tuple[float, int]:
@@ -80,6 +75,7 @@ def laplace_mechanism(
 
     Raises:
         BudgetExceededError: The step would exceed the ledger's cap (nothing is drawn).
+        TypeError: ``sensitivity`` or ``epsilon`` is not a real number.
         ValueError: ``sensitivity`` or ``epsilon`` not positive and finite, or a non-finite value.
 
     Privacy:
@@ -91,8 +87,8 @@ def laplace_mechanism(
     References:
         Dwork, McSherry, Nissim & Smith (2006); Mironov (2012) for the lattice construction.
     """
-    sensitivity = _positive("sensitivity", sensitivity)
-    epsilon = _positive("epsilon", epsilon)
+    sensitivity = check_positive_finite("sensitivity", sensitivity)
+    epsilon = check_positive_finite("epsilon", epsilon)
     array = np.asarray(value, dtype=np.float64)
     if not np.all(np.isfinite(array)):
         raise ValueError(f"{name}: the statistic has non-finite values; check the data and bounds")

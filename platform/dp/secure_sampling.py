@@ -28,6 +28,8 @@ import operator
 import secrets
 from fractions import Fraction
 
+from privlab.platform.core.validation import check_positive_finite
+
 #: Lattice resolution: the noise grid 2**k is 2**-30 (about 1e-9) of the scale, or finer.
 LATTICE_BITS = 30
 #: Largest scale / 2**k accepted by :func:`laplace_on_lattice`. A draw then exceeds 2**53
@@ -53,15 +55,6 @@ def _integer(name: str, value: object) -> int:
         return operator.index(value)  # type: ignore[arg-type]
     except TypeError:
         raise TypeError(f"{name} ({value!r}) must be an int") from None
-
-
-def _positive_finite_float(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} ({value!r}) must be a real number")
-    result = float(value)
-    if not (math.isfinite(result) and result > 0.0):
-        raise ValueError(f"{name} ({value!r}) must be positive and finite")
-    return result
 
 
 def _pow2(k: int) -> Fraction:
@@ -319,7 +312,7 @@ def lattice_exponent(scale: float) -> int:
         OpenDP, ``make_laplace`` on floats (noise on the lattice ``2**k * Z``).
     """
     # scale = m 2**e with m in [1/2, 1), so floor(log2(scale)) = e - 1 exactly.
-    _, exponent = math.frexp(_positive_finite_float("scale", scale))
+    _, exponent = math.frexp(check_positive_finite("scale", scale))
     return exponent - 1 - LATTICE_BITS
 
 
@@ -357,7 +350,7 @@ def laplace_on_lattice(scale: float, k: int) -> float:
         Canonne, Kamath & Steinke (2020), Algorithm 2; Mironov (2012), Section 5;
         OpenDP float Laplace on a lattice.
     """
-    b = _positive_finite_float("scale", scale)
+    b = check_positive_finite("scale", scale)
     k = _integer("k", k)
     if k < _MIN_EXPONENT:
         raise ValueError(f"k ({k!r}) must be >= {_MIN_EXPONENT} (the float64 subnormal grid)")
@@ -433,8 +426,8 @@ def release_laplace_scale(sensitivity: float, epsilon: float, k: int) -> float:
     References:
         Mironov (2012), Section 5.2 (snapping mechanism sensitivity).
     """
-    delta = _positive_finite_float("sensitivity", sensitivity)
-    eps = _positive_finite_float("epsilon", epsilon)
+    delta = check_positive_finite("sensitivity", sensitivity)
+    eps = check_positive_finite("epsilon", epsilon)
     exact = (Fraction(delta) + _pow2(_integer("k", k))) / Fraction(eps)
     scale = float(exact)  # correctly rounded (nearest)
     if Fraction(scale) < exact:
@@ -469,10 +462,10 @@ def release_laplace_parameters(sensitivity: float, epsilon: float) -> tuple[floa
     References:
         Mironov (2012), Section 5.2; OpenDP float Laplace on a lattice.
     """
-    eps = _positive_finite_float("epsilon", epsilon)
+    eps = check_positive_finite("epsilon", epsilon)
     if eps <= 2.0**-29:
         raise ValueError(f"epsilon ({epsilon!r}) must be > 2**-29 for lattice Laplace")
-    delta = _positive_finite_float("sensitivity", sensitivity)
+    delta = check_positive_finite("sensitivity", sensitivity)
     k = lattice_exponent(delta / eps)
     # k -> lattice_exponent(scale(k)) is monotone, so the iteration moves one way and stops;
     # for epsilon > 2**-29 it settles within two steps.
