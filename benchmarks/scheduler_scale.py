@@ -73,9 +73,9 @@ class NoEvents:
 class RescanScheduler(TrialScheduler):
     """The baseline: the units left are summed over the queue at every batch-size decision."""
 
-    def run(self, states: list[ConfigState]) -> None:
+    def run(self, states: list[ConfigState], *, units: int) -> None:
         self.queued = states
-        super().run(states)
+        super().run(states, units=units)
 
     def _batch_size(self, state: ConfigState) -> int | None:
         self.unsubmitted = sum(b - a for s in self.queued for a, b in s.cursor)
@@ -97,7 +97,7 @@ def seconds(scheduler_class: type[TrialScheduler], configurations: int) -> float
     states = grid_states(configurations)
     scheduler = scheduler_class(InstantBackend(), ExecutionSpec(), UnitLimit(None), events=NoEvents())
     began = time.perf_counter()
-    scheduler.run(states)
+    scheduler.run(states, units=configurations * UNITS)
     elapsed = time.perf_counter() - began
     assert all(s.aggregate.done.covered() == UNITS and not s.cursor for s in states), "a unit was not run"
     return elapsed

@@ -96,7 +96,7 @@ def _run(limit: int | None = None) -> tuple[list[ConfigState], CheckedScheduler,
     events = CountingEvents(unit_limit)
     scheduler = CheckedScheduler(InstantBackend(), ExecutionSpec(target_task_seconds=0.2), unit_limit,
                                  events=events, states=states)
-    scheduler.run(list(states))
+    scheduler.run(iter(states), units=sum(UNITS))  # states taken one at a time, as the runner builds them
     return states, scheduler, events
 
 

@@ -1,9 +1,10 @@
 """What the driver of ``privlab run`` holds for each configuration while it runs, and how it is built.
 
 A :class:`ConfigState` is one configuration's worker context, its planned ledger, its exact
-aggregate so far (restored from a checkpoint on resume) and the trial ranges still to submit.
-Its data (a file dataset, or a dataset a workload names) is read once, up front, and put in the
-backend's object store once per study or dataset.
+aggregate so far (restored from a checkpoint on resume) and the trial ranges still to submit;
+:class:`StateBuilder` builds it when the run reaches the configuration. The run's data (a file
+dataset, or a dataset a workload names) is read once, up front (:func:`load_run_data`), and put
+in the backend's object store once per study or dataset.
 
 Privacy accounting: each configuration is one candidate release, so its ledger is the plan of
 one trial checked against the ``[budget]`` cap before any work.
@@ -19,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from privlab.platform.dp.ledger import Ledger
-from privlab.platform.execution.aggregation import ConfigAggregate
+from privlab.platform.execution.aggregation import ConfigAggregate, IntervalSet
 from privlab.platform.execution.worker_tasks import UnitContext
 from privlab.platform.experiment import registry
 from privlab.platform.experiment.datasets import FileDataset, GeneratedDataset
@@ -91,37 +92,74 @@ def load_run_data(spec: ExperimentSpec) -> RunData:
                    config_datasets=config_datasets)
 
 
-def prepare_states(
-    spec: ExperimentSpec,
-    *,
-    root_seed: int,
-    data: RunData,
-    put: Any,
-    results: dict[str, list[dict[str, Any]]],
-    checkpoint: Mapping[str, Any] | None,
-) -> dict[str, ConfigState]:
-    """The state of every configuration not already logged in ``results``.
+def configurations_to_run(spec: ExperimentSpec, results: dict[str, list[dict[str, Any]]]) -> list[Configuration]:
+    """The configurations of ``spec`` not already logged in ``results``, in spec order.
 
-    ``put`` places a frame in the backend's object store. On resume, a configuration whose
-    facets were only partly logged before the stop is dropped from ``results`` and run again;
-    one fully logged has its entries put in facet order.
+    On resume, a configuration whose facets were only partly logged before the stop is dropped
+    from ``results`` and run again; one fully logged has its entries put in facet order.
     """
-    partial = (checkpoint or {}).get("partial", {})
-    refs: dict[str, Any] = {}
-    states: dict[str, ConfigState] = {}
+    to_run = []
     for config in spec.configurations:
-        workload = registry.get_workload(config.workload)
-        params = registry.build_params(workload.Params, config.params, where=config.id)
         if config.id in results:
-            facets = workload.facets(params)
+            workload = registry.get_workload(config.workload)
+            facets = workload.facets(registry.build_params(workload.Params, config.params, where=config.id))
             logged = {entry.get("facet", "") for entry in results[config.id]}
             if logged == (set(facets) or {""}):
                 order = list(facets) or [""]
                 results[config.id].sort(key=lambda e: order.index(e.get("facet", "")))
                 continue
             del results[config.id]  # some facets were not logged before the stop: redo them all
-        study = spec.study(config.study)
-        ledger = workload.declare_partitions(params, spec.new_ledger())
+        to_run.append(config)
+    return to_run
+
+
+class StateBuilder:
+    """Builds a configuration's :class:`ConfigState` when the run reaches it.
+
+    A state holds a configuration's planned ledger, worker context and accumulators (about 8 KB
+    and a hundred objects for a small configuration), so a grid's driver builds each as the
+    scheduler reaches its configuration and lets it go once the configuration is logged: it holds
+    the states of the configurations in flight, not of the whole grid. A configuration's data is
+    put in the backend's object store once per study or dataset, when the first state that reads
+    it is built.
+
+    Args:
+        spec: The run's spec.
+        root_seed: The run's root seed.
+        data: The run's data (:func:`load_run_data`).
+        put: Places a frame in the backend's object store.
+        checkpoint: The checkpoint a resume goes on from (None: a new run); a configuration's
+            state starts from its checkpointed aggregate.
+    """
+
+    def __init__(self, spec: ExperimentSpec, *, root_seed: int, data: RunData, put: Callable[[Any], Any],
+                 checkpoint: Mapping[str, Any] | None) -> None:
+        self.spec = spec
+        self.root_seed = root_seed
+        self.data = data
+        self.put = put
+        self.partial: Mapping[str, Any] = (checkpoint or {}).get("partial", {})
+        self.refs: dict[str, Any] = {}
+
+    def has_progress(self, config: Configuration) -> bool:
+        """Whether the checkpoint holds some of ``config``'s units."""
+        return self.units_done(config) > 0
+
+    def units_done(self, config: Configuration) -> int:
+        """Units of ``config`` the checkpoint holds as merged."""
+        if config.id not in self.partial:
+            return 0
+        return IntervalSet(tuple(r) for r in self.partial[config.id]["done"]).covered()
+
+    def compute_seconds(self, config: Configuration) -> float:
+        """Compute seconds the checkpoint holds for ``config``'s merged units."""
+        return float(self.partial[config.id]["compute_seconds"]) if config.id in self.partial else 0.0
+
+    def build(self, config: Configuration) -> ConfigState:
+        workload = registry.get_workload(config.workload)
+        params = registry.build_params(workload.Params, config.params, where=config.id)
+        study = self.spec.study(config.study)
+        ledger = workload.declare_partitions(params, self.spec.new_ledger())
         for event in workload.plan(params):
             ledger.spend(event)
         context = UnitContext(
@@ -131,38 +169,52 @@ def prepare_states(
             dataset=study.dataset if isinstance(study.dataset, GeneratedDataset) else None,
             dataset_params=config.dataset_params,
             metric_kinds=dict(workload.metric_kinds(params)),
-            root_seed=root_seed,
+            root_seed=self.root_seed,
             study_key=config.study_key,
             config_key=config.config_key,
             ledger_template=ledger.fresh(),
         )
-        aggregate = (
-            ConfigAggregate.from_state(partial[config.id]) if config.id in partial else context.empty_aggregate()
-        )
+        aggregate = (ConfigAggregate.from_state(self.partial[config.id]) if config.id in self.partial
+                     else context.empty_aggregate())
         state = ConfigState(config=config, context=context, aggregate=aggregate, ledger=ledger,
                             cost_class=_qualified_cost_class(config, workload.cost_class(params)))
         if isinstance(study.dataset, FileDataset):
-            if study.name not in refs:
-                refs[study.name] = put(data.study_frames[study.name])
-            state.data_ref = refs[study.name]
-        elif config.id in data.config_data_key:
-            key = f"workload:{data.config_data_key[config.id]}"
-            if key not in refs:
-                refs[key] = put(data.workload_frames[data.config_data_key[config.id]])
-            state.data_ref = refs[key]
+            state.data_ref = self._ref(study.name, lambda: self.data.study_frames[study.name])
+        elif config.id in self.data.config_data_key:
+            key = self.data.config_data_key[config.id]
+            state.data_ref = self._ref(f"workload:{key}", lambda: self.data.workload_frames[key])
         state.cursor = aggregate.done.missing(config.units)
-        states[config.id] = state
-    return states
+        return state
+
+    def _ref(self, key: str, frame: Callable[[], pd.DataFrame]) -> Any:
+        if key not in self.refs:
+            self.refs[key] = self.put(frame())
+        return self.refs[key]
 
 
-def warm_up_workloads(states: Iterable[ConfigState], *, say: Callable[[str], None] | None = None) -> None:
+def prepare_states(
+    spec: ExperimentSpec,
+    *,
+    root_seed: int,
+    data: RunData,
+    put: Any,
+    results: dict[str, list[dict[str, Any]]],
+    checkpoint: Mapping[str, Any] | None,
+) -> dict[str, ConfigState]:
+    """The state of every configuration not already logged in ``results``, built at once (for
+    tools that run configurations themselves; ``privlab run`` builds them as it reaches them)."""
+    builder = StateBuilder(spec, root_seed=root_seed, data=data, put=put, checkpoint=checkpoint)
+    return {config.id: builder.build(config) for config in configurations_to_run(spec, results)}
+
+
+def warm_up_workloads(configurations: Iterable[Configuration], *, say: Callable[[str], None] | None = None) -> None:
     """Every configuration's :meth:`~privlab.platform.experiment.registry.Workload.warm_up`, on the driver,
     before the progress bar starts: a kernel compiled here is in numba's on-disk cache when the
     workers load it, and no study stalls behind a compilation. ``say`` is told which workload
     is warming up when that takes more than a second (a first compilation)."""
-    by_workload: dict[str, list[ConfigState]] = {}
-    for state in states:
-        by_workload.setdefault(state.config.workload, []).append(state)
+    by_workload: dict[str, list[Configuration]] = {}
+    for config in configurations:
+        by_workload.setdefault(config.workload, []).append(config)
     for name, members in by_workload.items():
         workload = registry.get_workload(name)
         note = threading.Timer(1.0, say, args=[f"privlab: preparing {name} (compiling its code the first time; "
@@ -171,8 +223,8 @@ def warm_up_workloads(states: Iterable[ConfigState], *, say: Callable[[str], Non
             note.daemon = True
             note.start()
         try:
-            for state in members:
-                workload.warm_up(registry.build_params(workload.Params, state.config.params, where=state.config.id))
+            for config in members:
+                workload.warm_up(registry.build_params(workload.Params, config.params, where=config.id))
         finally:
             if note is not None:
                 note.cancel()
@@ -190,5 +242,5 @@ def _qualified_cost_class(config: Configuration, named: str) -> str:
     return f"{config.study}/{named}" if named else config.study
 
 
-def is_actor_pool(state: ConfigState) -> bool:
-    return registry.get_workload(state.config.workload).pattern is registry.Pattern.ACTOR_POOL
+def is_actor_pool(config: Configuration) -> bool:
+    return registry.get_workload(config.workload).pattern is registry.Pattern.ACTOR_POOL

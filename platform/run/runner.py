@@ -27,6 +27,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from privlab.platform.execution.aggregation import ConfigAggregate
 from privlab.platform.execution.backends import Backend, make_backend
 from privlab.platform.execution.interrupts import shielded_cleanup
 from privlab.platform.execution.progress import Progress
-from privlab.platform.experiment.spec import ExperimentSpec
+from privlab.platform.experiment.spec import Configuration, ExperimentSpec
 from privlab.platform.run import outbox
 from privlab.platform.run.actor_pool_execution import run_actor_pool
 from privlab.platform.run.checkpoints import Checkpointer, checkpoint_payload, read_checkpoint
@@ -43,10 +44,11 @@ from privlab.platform.run.configuration_log import ConfigurationLog
 from privlab.platform.run.configuration_state import (
     ConfigState,
     RunData,
+    StateBuilder,
+    configurations_to_run,
     cost_class_of,
     is_actor_pool,
     load_run_data,
-    prepare_states,
     warm_up_workloads,
 )
 from privlab.platform.run.parent_run import ParentRun, resume_parent_run, start_parent_run
@@ -142,7 +144,8 @@ class _Driver:
         self.phases = phases  # seconds of each part of the run, from the process's start to its end
         self.writer = BackgroundWriter(outage_wait_s=spec.tracking.outage_wait_s)
         self.limit = UnitLimit(options.stop_after_units)
-        self.states: dict[str, ConfigState] = {}
+        self.states: dict[str, ConfigState] = {}  # built and not yet logged (what a checkpoint holds)
+        self.to_run: list[Configuration] = []  # the configurations this session runs, in spec order
         self.driver = this_driver()
         self.closed = False
         self.tracking_down = False  # the tracking server went away: no more calls to it
@@ -152,6 +155,7 @@ class _Driver:
         self.configuration_log: ConfigurationLog | None = None
         self.backend: Backend | None = None
         self.progress: Progress | None = None
+        self.builder: StateBuilder | None = None
 
     def _start(self) -> Any:
         """Start the backend while another thread opens the tracking store (MLflow's import and
@@ -205,9 +209,13 @@ class _Driver:
             self.writer.submit(functools.partial(self.tracker.record_backend, self.run_id, workers=backend.workers,
                                                  nodes=backend.nodes, backend=backend.name))
             preparing = time.perf_counter()
-            self.states = prepare_states(spec, root_seed=self.parent.root_seed, data=data, put=backend.put,
-                                         results=self.configuration_log.results, checkpoint=checkpoint)
-            warm_up_workloads(self.states.values(), say=_to_stderr if options.progress else None)
+            self.to_run = configurations_to_run(spec, self.configuration_log.results)
+            self.builder = StateBuilder(spec, root_seed=self.parent.root_seed, data=data, put=backend.put,
+                                        checkpoint=checkpoint)
+            # A checkpointed configuration's state is built now, so that every later checkpoint
+            # keeps its progress; the others are built as the scheduler reaches them.
+            self.states = {c.id: self.builder.build(c) for c in self.to_run if self.builder.has_progress(c)}
+            warm_up_workloads(self.to_run, say=_to_stderr if options.progress else None)
             self._start_progress()
             phases["states"] = time.perf_counter() - preparing
             startup_seconds = time.perf_counter() - began
@@ -323,9 +331,10 @@ class _Driver:
     def _start_progress(self) -> None:
         class_units: dict[str, int] = {}
         class_done: dict[str, int] = {}
-        for s in self.states.values():
-            class_units[s.cost_class] = class_units.get(s.cost_class, 0) + s.config.units
-            class_done[s.cost_class] = class_done.get(s.cost_class, 0) + s.aggregate.done.covered()
+        for config in self.to_run:
+            cost_class = cost_class_of(config)
+            class_units[cost_class] = class_units.get(cost_class, 0) + config.units
+            class_done[cost_class] = class_done.get(cost_class, 0) + self.builder.units_done(config)
         self.progress = Progress(
             sum(class_units.values()), label="units", enabled=self.options.progress, classes=class_units
         )
@@ -340,10 +349,11 @@ class _Driver:
         seconds: dict[str, float] = {}
         units: dict[str, int] = {}
         timing = self.configuration_log.timing
+        running = {c.id for c in self.to_run}
         measured = [(cost_class_of(c), timing[c.id].get("compute_seconds", 0.0), c.units)
-                    for c in self.spec.configurations if c.id in timing and c.id not in self.states]
+                    for c in self.spec.configurations if c.id in timing and c.id not in running]
         measured += [(s.cost_class, s.aggregate.compute_seconds, s.aggregate.done.covered())
-                     for s in self.states.values()]
+                     for s in self.states.values()]  # the checkpointed ones
         for cost_class, spent, done in measured:
             if spent > 0 and done > 0:
                 seconds[cost_class] = seconds.get(cost_class, 0.0) + spent
@@ -352,16 +362,25 @@ class _Driver:
 
     # -- execution -------------------------------------------------------------------------
     def _run_trial_ranges(self) -> None:
-        for state in list(self.states.values()):
-            self._maybe_complete(state)  # all its units were merged before a resume
+        configurations = [c for c in self.to_run if not is_actor_pool(c)]
+        units = sum(c.units - self.builder.units_done(c) for c in configurations)
         TrialScheduler(self.backend, self.spec.execution, self.limit, events=self).run(
-            [s for s in self.states.values() if not is_actor_pool(s)])
+            self._states_of(configurations), units=units)
 
     def _run_actor_pools(self) -> None:
-        for state in list(self.states.values()):
-            if state.finished or not is_actor_pool(state):
-                continue
+        for state in self._states_of([c for c in self.to_run if is_actor_pool(c)]):
             run_actor_pool(state, self.backend, per_actor=self.spec.execution.max_in_flight_per_worker, events=self)
+
+    def _states_of(self, configurations: list[Configuration]) -> Iterator[ConfigState]:
+        """The state of each configuration with units left, built as it is reached (one whose
+        units were all merged before a resume is logged instead)."""
+        for config in configurations:
+            state = self.states.get(config.id)
+            if state is None:
+                state = self.states[config.id] = self.builder.build(config)
+            self._maybe_complete(state)
+            if not state.finished:
+                yield state
 
     # -- RunEvents: what the scheduler and the actor pool report ----------------------------
     def range_merged(self, state: ConfigState, result: ConfigAggregate, units: int) -> None:

@@ -11,9 +11,9 @@ changes results, because aggregation is exact and order-free
 
 from __future__ import annotations
 
-import collections
 import math
 import time
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from privlab.platform.core.errors import ExecutionError, PrivlabError
@@ -66,10 +66,11 @@ class TrialScheduler:
         self.in_flight: dict[Any, tuple[ConfigState, int, int]] = {}
         self.unsubmitted = 0  # units in the queued configurations' cursors, kept as ranges are cut
 
-    def run(self, states: list[ConfigState]) -> None:
-        queue = collections.deque(states)
-        del states  # the queue lets go of each configuration once its ranges are submitted
-        self.unsubmitted = sum(b - a for state in queue for a, b in state.cursor)
+    def run(self, states: Iterable[ConfigState], *, units: int) -> None:
+        """Run every range of ``states`` (taken one at a time, as ranges are needed: a state may
+        be built when it is reached) holding ``units`` units not yet submitted in all."""
+        queue = _Queue(iter(states))
+        self.unsubmitted = units
         capacity = self.backend.workers * self.execution.max_in_flight_per_worker
         in_flight = self.in_flight
         try:
@@ -99,14 +100,13 @@ class TrialScheduler:
                 # Ranges that did not come back are submitted again on resume.
                 state.cursor.insert(0, (start, end))
 
-    def _next_range(self, queue: collections.deque[ConfigState]) -> tuple[ConfigState, int, int] | None:
+    def _next_range(self, queue: _Queue) -> tuple[ConfigState, int, int] | None:
         """The next range to submit, cut from the first queued configuration with units left
         (None: nothing may be submitted now). Constant time per range, whatever the number of
         configurations: a grid of 10⁵ configurations is 10⁵ ranges or more."""
-        while queue:
-            state = queue[0]
+        while (state := queue.head()) is not None:
             if not state.cursor:
-                queue.popleft()
+                queue.pop()
                 continue
             start, stop = state.cursor[0]
             size = self._batch_size(state)
@@ -150,3 +150,19 @@ class TrialScheduler:
             raise ExecutionError(
                 f"{state.config.id} units [{start}, {end}) failed: {type(error).__name__}: {error}"
             ) from error
+
+
+class _Queue:
+    """The configurations still to cut ranges from, taken from an iterator one at a time."""
+
+    def __init__(self, states: Iterator[ConfigState]) -> None:
+        self.states = states
+        self.first: ConfigState | None = None
+
+    def head(self) -> ConfigState | None:
+        if self.first is None:
+            self.first = next(self.states, None)
+        return self.first
+
+    def pop(self) -> None:
+        self.first = None
