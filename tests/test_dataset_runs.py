@@ -129,3 +129,31 @@ def test_workload_named_data_is_loaded_once_up_front_and_each_unit_is_a_row_of_i
     with pytest.raises(SpecError, match="does not exist"):
         _run(spec, tracking_uri)
     assert len(tracker.parent_runs(tracker.experiment_id("path", create=False))) == before
+
+
+def test_a_file_dataset_is_put_once_when_first_read_and_let_go_after_its_last_state(tmp_path: Path) -> None:
+    from privlab.platform.run.configuration_state import StateBuilder, configurations_to_run, load_run_data
+
+    pd.DataFrame({"age": np.arange(17, 91)}).to_parquet(tmp_path / "people.parquet")
+    spec_path = tmp_path / "file.toml"
+    spec_path.write_text(
+        'name = "file"\nseed = 4\nworkload = "column_mean"\nrepetitions = 5\n'
+        '[params]\ncolumn = "age"\nlower = 17.0\nupper = 90.0\nn = 74\n[grid]\nepsilon = [0.5, 1.0, 2.0]\n'
+        '[dataset]\npath = "people.parquet"\n[dataset.columns.age]\ntype = "integer"\nlower = 17\nupper = 90\n'
+    )
+    spec = load_spec(spec_path)
+    put: list[pd.DataFrame] = []
+
+    def place(frame: pd.DataFrame) -> object:
+        put.append(frame)
+        return object()  # an object store's reference
+
+    configurations = configurations_to_run(spec, {})
+    builder = StateBuilder(spec, root_seed=4, data=load_run_data(spec), put=place, checkpoint=None,
+                           configurations=configurations)
+    assert put == []  # nothing is put before a state reads it
+    states = [builder.build(c) for c in configurations[:2]]
+    assert len(put) == 1 and states[0].data_ref is states[1].data_ref and builder.refs
+    last = builder.build(configurations[2])
+    assert last.data_ref is states[0].data_ref and len(put) == 1
+    assert builder.refs == {}  # only the states hold the reference now

@@ -119,9 +119,9 @@ class StateBuilder:
     A state holds a configuration's planned ledger, worker context and accumulators (about 8 KB
     and a hundred objects for a small configuration), so a grid's driver builds each as the
     scheduler reaches its configuration and lets it go once the configuration is logged: it holds
-    the states of the configurations in flight, not of the whole grid. A configuration's data is
-    put in the backend's object store once per study or dataset, when the first state that reads
-    it is built.
+    the states of the configurations in flight, not of the whole grid. A study's or dataset's
+    frame is put in the backend's object store when the first state that reads it is built; the
+    builder lets go of it when it has built the last (the states hold it while they run).
 
     Args:
         spec: The run's spec.
@@ -130,16 +130,22 @@ class StateBuilder:
         put: Places a frame in the backend's object store.
         checkpoint: The checkpoint a resume goes on from (None: a new run); a configuration's
             state starts from its checkpointed aggregate.
+        configurations: The configurations it will build states for (each at most once).
     """
 
     def __init__(self, spec: ExperimentSpec, *, root_seed: int, data: RunData, put: Callable[[Any], Any],
-                 checkpoint: Mapping[str, Any] | None) -> None:
+                 checkpoint: Mapping[str, Any] | None, configurations: Iterable[Configuration]) -> None:
         self.spec = spec
         self.root_seed = root_seed
         self.data = data
         self.put = put
         self.partial: Mapping[str, Any] = (checkpoint or {}).get("partial", {})
         self.refs: dict[str, Any] = {}
+        self.readers: dict[str, int] = {}  # data key → states still to build that read it
+        for config in configurations:
+            key = self._data_key(config)
+            if key is not None:
+                self.readers[key] = self.readers.get(key, 0) + 1
 
     def has_progress(self, config: Configuration) -> bool:
         """Whether the checkpoint holds some of ``config``'s units."""
@@ -178,18 +184,29 @@ class StateBuilder:
                      else context.empty_aggregate())
         state = ConfigState(config=config, context=context, aggregate=aggregate, ledger=ledger,
                             cost_class=_qualified_cost_class(config, workload.cost_class(params)))
-        if isinstance(study.dataset, FileDataset):
-            state.data_ref = self._ref(study.name, lambda: self.data.study_frames[study.name])
-        elif config.id in self.data.config_data_key:
-            key = self.data.config_data_key[config.id]
-            state.data_ref = self._ref(f"workload:{key}", lambda: self.data.workload_frames[key])
+        key = self._data_key(config)
+        if key is not None:
+            if key not in self.refs:
+                self.refs[key] = self.put(self._frame(key))
+            state.data_ref = self.refs[key]
+            self.readers[key] -= 1
+            if self.readers[key] == 0:
+                del self.refs[key]
         state.cursor = aggregate.done.missing(config.units)
         return state
 
-    def _ref(self, key: str, frame: Callable[[], pd.DataFrame]) -> Any:
-        if key not in self.refs:
-            self.refs[key] = self.put(frame())
-        return self.refs[key]
+    def _data_key(self, config: Configuration) -> str | None:
+        """``study:NAME`` for a study's file dataset, ``workload:KEY`` for a dataset its workload
+        names, None when it reads none (data drawn per trial)."""
+        if isinstance(self.spec.study(config.study).dataset, FileDataset):
+            return f"study:{config.study}"
+        if config.id in self.data.config_data_key:
+            return f"workload:{self.data.config_data_key[config.id]}"
+        return None
+
+    def _frame(self, key: str) -> pd.DataFrame:
+        kind, _, name = key.partition(":")
+        return self.data.study_frames[name] if kind == "study" else self.data.workload_frames[name]
 
 
 def prepare_states(
@@ -203,8 +220,10 @@ def prepare_states(
 ) -> dict[str, ConfigState]:
     """The state of every configuration not already logged in ``results``, built at once (for
     tools that run configurations themselves; ``privlab run`` builds them as it reaches them)."""
-    builder = StateBuilder(spec, root_seed=root_seed, data=data, put=put, checkpoint=checkpoint)
-    return {config.id: builder.build(config) for config in configurations_to_run(spec, results)}
+    configurations = configurations_to_run(spec, results)
+    builder = StateBuilder(spec, root_seed=root_seed, data=data, put=put, checkpoint=checkpoint,
+                           configurations=configurations)
+    return {config.id: builder.build(config) for config in configurations}
 
 
 def warm_up_workloads(configurations: Iterable[Configuration], *, say: Callable[[str], None] | None = None) -> None:

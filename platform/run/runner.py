@@ -211,7 +211,7 @@ class _Driver:
             preparing = time.perf_counter()
             self.to_run = configurations_to_run(spec, self.configuration_log.results)
             self.builder = StateBuilder(spec, root_seed=self.parent.root_seed, data=data, put=backend.put,
-                                        checkpoint=checkpoint)
+                                        checkpoint=checkpoint, configurations=self.to_run)
             # A checkpointed configuration's state is built now, so that every later checkpoint
             # keeps its progress; the others are built as the scheduler reaches them.
             self.states = {c.id: self.builder.build(c) for c in self.to_run if self.builder.has_progress(c)}
@@ -407,8 +407,9 @@ class _Driver:
         state.finished = True
         self.configuration_log.log_configuration(state)
         # Logged: its entry and child run hold its results. The driver lets go of its state (its
-        # ledger, accumulators, worker context and hold on its data in Ray's object store), so a
-        # grid's driver keeps only the finished configurations' entries, not their states.
+        # ledger, accumulators, worker context and hold on its data in Ray's object store: once
+        # the last state that reads a frame is let go, Ray may free it), so a grid's driver keeps
+        # only the finished configurations' entries, not their states.
         del self.states[state.config.id]
         state.aggregate.drop_samples()
         state.data_ref = None
