@@ -93,16 +93,18 @@ def tune_child(work: str, folder: Path) -> int:
     from ray import tune
     from ray.air.integrations.mlflow import MLflowLoggerCallback
 
-    from privlab.platform.run.configuration_state import load_run_data, prepare_states
+    from privlab.platform.run.configuration_state import StateBuilder, configurations_to_run, load_run_data
     from privlab.platform.experiment.spec import load_spec
     from privlab.platform.execution.worker_tasks import run_trial_range
 
     spec_path, sets = spec_of(work, folder)
     spec = load_spec(spec_path, sets)
     data = load_run_data(spec)
-    states = prepare_states(spec, root_seed=spec.seed, data=data, put=lambda frame: frame, results={},
-                            checkpoint=None)
-    contexts = {cid: (s.context, s.config.units, s.data_ref) for cid, s in states.items()}
+    configurations = configurations_to_run(spec, {})
+    builder = StateBuilder(spec, root_seed=spec.seed, data=data, put=lambda frame: frame, checkpoint=None,
+                           configurations=configurations)
+    states = [builder.build(config) for config in configurations]
+    contexts = {s.config.id: (s.context, s.config.units, s.data_ref) for s in states}
 
     def trainable(config: dict, contexts: dict) -> None:
         context, units, frame = contexts[config["config_id"]]

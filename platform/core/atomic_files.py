@@ -35,6 +35,7 @@ def atomic_text_file(path: str | Path) -> Iterator[TextIO]:
 
 
 def write_text_atomically(path: str | Path, text: str) -> None:
+    """``text`` to ``path``, whole or not at all."""
     with atomic_text_file(path) as stream:
         stream.write(text)
 

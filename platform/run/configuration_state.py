@@ -157,10 +157,6 @@ class StateBuilder:
             return 0
         return IntervalSet(tuple(r) for r in self.partial[config.id]["done"]).covered()
 
-    def compute_seconds(self, config: Configuration) -> float:
-        """Compute seconds the checkpoint holds for ``config``'s merged units."""
-        return float(self.partial[config.id]["compute_seconds"]) if config.id in self.partial else 0.0
-
     def build(self, config: Configuration) -> ConfigState:
         workload = registry.get_workload(config.workload)
         params = registry.build_params(workload.Params, config.params, where=config.id)
@@ -207,23 +203,6 @@ class StateBuilder:
     def _frame(self, key: str) -> pd.DataFrame:
         kind, _, name = key.partition(":")
         return self.data.study_frames[name] if kind == "study" else self.data.workload_frames[name]
-
-
-def prepare_states(
-    spec: ExperimentSpec,
-    *,
-    root_seed: int,
-    data: RunData,
-    put: Any,
-    results: dict[str, list[dict[str, Any]]],
-    checkpoint: Mapping[str, Any] | None,
-) -> dict[str, ConfigState]:
-    """The state of every configuration not already logged in ``results``, built at once (for
-    tools that run configurations themselves; ``privlab run`` builds them as it reaches them)."""
-    configurations = configurations_to_run(spec, results)
-    builder = StateBuilder(spec, root_seed=root_seed, data=data, put=put, checkpoint=checkpoint,
-                           configurations=configurations)
-    return {config.id: builder.build(config) for config in configurations}
 
 
 def warm_up_workloads(configurations: Iterable[Configuration], *, say: Callable[[str], None] | None = None) -> None:
