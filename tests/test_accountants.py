@@ -262,7 +262,8 @@ def test_a_privacy_loss_grid_too_large_keeps_its_basic_guarantee_or_is_refused()
     entropies = [PrivacyEvent(name=f"h{i}", mechanism="laplace", epsilon=0.0167, sensitivity=1.0,
                               noise_scale=1.0 / 0.0167, scope="data/structure") for i in range(124)]
     ledger = Ledger(epsilon_cap=None, delta_cap=None, accountant="pld", delta_slack=DELTA)
-    ledger.declare_partition("data", ["data/structure", "data/seeds"], by_position=True)
+    ledger.declare_partition("data", ["data/structure", "data/seeds"],
+                             split=PositionalSplit.permuted(10, [5, 5], rng=np.random.default_rng(0)))
     for event in entropies:
         ledger.spend(event)
     structure = ledger.total()
@@ -314,9 +315,14 @@ def test_flat_records_become_typed_leaves() -> None:
 def test_a_typed_record_round_trips_and_keeps_its_basic_guarantee() -> None:
     tree = Composed((SelfComposed(EpsilonDeltaEvent(0.1, 1e-9, "Thm 1"), 40), ParallelByPosition(
         (LaplaceEvent(1.0, 5.0), Subsampled(LaplaceEvent(1.0, 2.0), 0.5)))))
-    record = PrivacyEvent.from_dp_event(tree, name="t", scope="s")
-    assert (record.epsilon, record.delta) == basic_guarantee(tree) and record.mechanism == "composed"
     assert event_from_dict(tree.to_dict()) == tree
+    # A record may not carry a parallel block: only the ledger composes in parallel, over a split it holds.
+    with pytest.raises(LedgerError, match="parallel_by_position tree is not accepted in a record"):
+        PrivacyEvent.from_dp_event(tree, name="t", scope="s")
+    sequential = Composed((SelfComposed(EpsilonDeltaEvent(0.1, 1e-9, "Thm 1"), 40), LaplaceEvent(1.0, 5.0),
+                           Subsampled(LaplaceEvent(1.0, 2.0), 0.5)))
+    record = PrivacyEvent.from_dp_event(sequential, name="t", scope="s")
+    assert (record.epsilon, record.delta) == basic_guarantee(sequential) and record.mechanism == "composed"
     assert PrivacyEvent.from_dict(record.to_dict()) == record
     gaussian = PrivacyEvent.from_dp_event(GaussianEvent(1.0, 5.0), name="g")
     assert gaussian.epsilon is None and PrivacyEvent.from_dict(gaussian.to_dict()) == gaussian
@@ -347,9 +353,10 @@ def test_the_ledger_basic_total_is_the_reference_composition_bit_for_bit() -> No
     rng = np.random.default_rng(29)
     for _ in range(20):
         ledger = Ledger(epsilon_cap=None, delta_cap=None, neighbouring="add_remove")
-        ledger.declare_partition("data", ["a", "b", "c"], split=PositionalSplit.contiguous(9, [3, 3, 3]))
-        ledger.declare_partition("a", ["a1", "a2"])
-        ledger.declare_partition("data", ["x", "y"])
+        split_rng = np.random.default_rng(0)
+        ledger.declare_partition("data", ["a", "b", "c"], split=PositionalSplit.independent(9, 3, rng=split_rng))
+        ledger.declare_partition("a", ["a1", "a2"], split=PositionalSplit.independent(9, 2, rng=split_rng))
+        ledger.declare_partition("data", ["x", "y"], split=PositionalSplit.independent(9, 2, rng=split_rng))
         scopes = ["data", "a", "b", "c", "a1", "a2", "x", "y", "other"]
         for i in range(int(rng.integers(1, 60))):
             ledger.charge(name=f"q{i}", mechanism="laplace", epsilon=float(rng.uniform(1e-3, 0.3)),
@@ -411,12 +418,13 @@ def test_a_split_by_value_moves_a_replaced_record_and_is_refused() -> None:
     changed = [k for k, (p, q) in enumerate(zip(by_value(data), by_value(neighbour))) if not np.array_equal(p, q)]
     assert changed == [0, 1]  # both parts change: max over parts would under-count
     ledger = Ledger(epsilon_cap=1.0)
-    with pytest.raises(LedgerError, match="only when the parts are cut by record position"):
+    with pytest.raises(LedgerError, match="parallel composition needs the split that cut the parts"):
         ledger.declare_partition("data", ["low", "high"])
     with pytest.raises(TypeError, match="split .* must be a PositionalSplit"):
         ledger.declare_partition("data", ["low", "high"], split=by_value)  # type: ignore[arg-type]
     with pytest.raises(LedgerError, match="one scope per part of the split"):
-        ledger.declare_partition("data", ["low", "high"], split=PositionalSplit.contiguous(9, [3, 3, 3]))
+        ledger.declare_partition("data", ["low", "high"],
+                                 split=PositionalSplit.permuted(9, [3, 3, 3], rng=np.random.default_rng(0)))
     assert ledger.partitions == ()
 
 
@@ -429,7 +437,9 @@ def test_positional_parts_compose_in_parallel_under_replace_one() -> None:
             ledger.charge(name=f"{scope}{i}", mechanism="laplace", epsilon=0.25, scope=scope)
     assert ledger.total().epsilon == 1.0
     again = Ledger.from_json(ledger.to_json())
-    assert again.total() == ledger.total() and again.to_dict()["partitions"][0]["basis"] == "position"
+    assert again.total() == ledger.total() and again.to_dict() == ledger.to_dict()
+    redrawn = again.split_of("data", ["data/a", "data/b"])
+    assert np.array_equal(redrawn.positions(0), ledger.split_of("data", ["data/a", "data/b"]).positions(0))
     text = ledger.render_table()
-    assert "partition data (position): data/a | data/b" in text
+    assert "partition data (permuted split of n=100): data/a | data/b" in text
     assert "parallel over 2 parts:" in text and "laplace" in text

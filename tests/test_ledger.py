@@ -19,7 +19,13 @@ from privlab.platform.dp import composition
 from privlab.platform.dp.basic_totals import Budget
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.plan_conformance import check_conforms
+from privlab.platform.dp.positional_split import PositionalSplit
 from privlab.platform.dp.privacy_event import PrivacyEvent
+
+
+def _split(parts: int = 2, n: int = 10) -> PositionalSplit:
+    """A split drawn from a seeded stream, valid under both relations (independent draws)."""
+    return PositionalSplit.independent(n, parts, rng=np.random.default_rng(0))
 
 
 def _laplace(epsilon: float, **kw: object) -> PrivacyEvent:
@@ -278,7 +284,7 @@ def test_private_selection_live_births_example() -> None:
 def test_parallel_partition_plus_parent() -> None:
     # parts a, b disjoint: max(1, 2) = 2; plus the parent's own 0.5 sequentially: 2.5.
     ledger = Ledger(neighbouring="add_remove", epsilon_cap=3.0)
-    ledger.declare_partition("data", ["a", "b"])
+    ledger.declare_partition("data", ["a", "b"], split=_split())
     ledger.charge(name="x", mechanism="laplace", epsilon=1.0, scope="a")
     ledger.charge(name="y", mechanism="laplace", epsilon=2.0, scope="b")
     assert ledger.total() == Budget(2.0, 0.0)
@@ -291,8 +297,8 @@ def test_nested_partitions() -> None:
     # a    = own 0.25 + max(a1 = 1.0, a2 = 0.25) = 1.25
     # data = own 0.5 + max(a = 1.25, b = 1.125) = 1.75; raising b to 1.5 makes it 0.5 + 1.5.
     ledger = Ledger(neighbouring="add_remove", epsilon_cap=None)
-    ledger.declare_partition("data", ["a", "b"])
-    ledger.declare_partition("a", ["a1", "a2"])
+    ledger.declare_partition("data", ["a", "b"], split=_split())
+    ledger.declare_partition("a", ["a1", "a2"], split=_split())
     for scope, eps in [("a1", 1.0), ("a2", 0.25), ("a", 0.25), ("b", 1.125), ("data", 0.5)]:
         ledger.charge(name=scope, mechanism="laplace", epsilon=eps, scope=scope)
     assert ledger.total().epsilon == 1.75
@@ -303,8 +309,8 @@ def test_nested_partitions() -> None:
 def test_two_partitions_of_one_scope_add_up() -> None:
     # by age {young, old}: max(1, 0.5) = 1; by region {north, south}: max(0.25, 0.75) = 0.75.
     ledger = Ledger(neighbouring="add_remove", epsilon_cap=None)
-    ledger.declare_partition("data", ["young", "old"])
-    ledger.declare_partition("data", ["north", "south"])
+    ledger.declare_partition("data", ["young", "old"], split=_split())
+    ledger.declare_partition("data", ["north", "south"], split=_split())
     for scope, eps in [("young", 1.0), ("old", 0.5), ("north", 0.25), ("south", 0.75)]:
         ledger.charge(name=scope, mechanism="laplace", epsilon=eps, scope=scope)
     assert ledger.total().epsilon == 1.75
@@ -332,7 +338,7 @@ def test_declare_partition_validates(parts: object, error: type, message: str) -
     ledger = Ledger(neighbouring="add_remove", epsilon_cap=None)
     ledger.charge(name="x", mechanism="laplace", epsilon=1.0, scope="used")
     with pytest.raises(error, match=re.escape(message)):
-        ledger.declare_partition("data", parts)  # type: ignore[arg-type]
+        ledger.declare_partition("data", parts, split=_split())  # type: ignore[arg-type]
     assert ledger.partitions == ()
 
 
@@ -470,7 +476,7 @@ def test_spend_rejects_non_events() -> None:
 
 def test_check_plan_does_not_mutate() -> None:
     ledger = Ledger(neighbouring="add_remove", epsilon_cap=1.0)
-    ledger.declare_partition("data", ["a", "b"])
+    ledger.declare_partition("data", ["a", "b"], split=_split())
     ledger.charge(name="spent", mechanism="laplace", epsilon=0.9)
     before = ledger.to_json()
     plan = [_laplace(0.5, scope="a"), _laplace(0.75, scope="b"), _laplace(0.25)]
@@ -484,7 +490,7 @@ def test_check_plan_does_not_mutate() -> None:
 
 def test_fresh_keeps_configuration_only() -> None:
     ledger = Ledger(neighbouring="add_remove", epsilon_cap=2.0, delta_cap=1e-5, accountant="advanced", delta_slack=1e-6)
-    ledger.declare_partition("data", ["a", "b"])
+    ledger.declare_partition("data", ["a", "b"], split=_split())
     ledger.charge(name="x", mechanism="laplace", epsilon=0.1, scope="a")
     fresh = ledger.fresh()
     assert len(fresh) == 0
@@ -492,7 +498,7 @@ def test_fresh_keeps_configuration_only() -> None:
     assert (fresh.epsilon_cap, fresh.delta_cap, fresh.accountant, fresh.delta_slack) == (
         2.0, 1e-5, "advanced", 1e-6,
     )
-    fresh.declare_partition("a", ["a1", "a2"])
+    fresh.declare_partition("a", ["a1", "a2"], split=_split())
     assert len(ledger.partitions) == 1
 
 
@@ -501,8 +507,8 @@ def test_fresh_keeps_configuration_only() -> None:
 
 def _full_ledger() -> Ledger:
     ledger = Ledger(neighbouring="add_remove", epsilon_cap=5.0, delta_cap=1e-4, accountant="advanced", delta_slack=1e-6)
-    ledger.declare_partition("data", ["a", "b"])
-    ledger.declare_partition("a", ["a1", "a2"])
+    ledger.declare_partition("data", ["a", "b"], split=_split())
+    ledger.declare_partition("a", ["a1", "a2"], split=_split())
     ledger.charge(
         name="mean", mechanism="laplace", epsilon=0.1 + 0.2, sensitivity=1 / 3,
         noise_scale=1 / 0.3, scope="a1", step="fit",
@@ -543,7 +549,7 @@ def test_equality() -> None:
     assert other != Ledger(neighbouring="add_remove", epsilon_cap=2.0)
     assert other != Ledger(neighbouring="add_remove", epsilon_cap=1.0, delta_cap=1e-6)
     partitioned = Ledger(neighbouring="add_remove", epsilon_cap=1.0)
-    partitioned.declare_partition("data", ["a", "b"])
+    partitioned.declare_partition("data", ["a", "b"], split=_split())
     assert other != partitioned
     spent = Ledger(neighbouring="add_remove", epsilon_cap=1.0)
     spent.charge(name="x", mechanism="laplace", epsilon=0.1)
@@ -553,7 +559,7 @@ def test_equality() -> None:
 
 def test_render_table_contains_events_and_totals() -> None:
     ledger = Ledger(neighbouring="add_remove", epsilon_cap=3.0, delta_slack=1e-5)
-    ledger.declare_partition("data", ["a", "b"])
+    ledger.declare_partition("data", ["a", "b"], split=_split())
     ledger.charge(name="x", mechanism="laplace", epsilon=1.0, scope="a", step="s1",
                   sensitivity=1.0, noise_scale=1.0)
     ledger.charge(name="y", mechanism="laplace", epsilon=2.0, scope="b", step="s2")
@@ -565,7 +571,7 @@ def test_render_table_contains_events_and_totals() -> None:
     assert "total (basic, enforced): ε = 2.28093, δ = 0" in table
     assert "total (advanced, δ''=1e-05)" in table
     assert "cap: ε = 3, δ = 0" in table
-    assert "partition data (membership): a | b" in table
+    assert "partition data (independent split of n=10): a | b" in table
     lines = table.splitlines()
     assert lines[0].split()[:5] == ["#", "step", "name", "mechanism", "scope"]
     assert "(no events)" in Ledger(neighbouring="add_remove", epsilon_cap=None).render_table()
@@ -620,7 +626,7 @@ def test_render_table_fills_effective_epsilon_for_every_event() -> None:
 def test_replace_one_is_the_default_and_refuses_rules_that_do_not_hold_for_it() -> None:
     ledger = Ledger(epsilon_cap=2.0)
     assert ledger.neighbouring == "replace_one" and ledger.fresh().neighbouring == "replace_one"
-    with pytest.raises(LedgerError, match="parallel composition holds for replace_one neighbours only when the parts are cut by record position"):
+    with pytest.raises(LedgerError, match="parallel composition needs the split that cut the parts"):
         ledger.declare_partition("data", ["a", "b"])
     with pytest.raises(LedgerError, match="amplification by subsampling does not hold"):
         ledger.spend(PrivacyEvent(name="z", mechanism="laplace", epsilon=1.0, sampling_rate=0.1))

@@ -83,6 +83,10 @@ class DPDFClassifier(ClassifierMixin, PrivateEstimator, BaseEstimator):
         See the module docstring.
     """
 
+    standalone_neighbouring: ClassVar[str] = "add_remove"
+    """The relation of the ledger a plain scikit-learn fit charges: every tree sees every row (no
+    partition), so the paper's add/remove-one sensitivities hold."""
+
     name: ClassVar[str] = "dpdf_classifier"
     Params: ClassVar[type | None] = None
     release_safe: ClassVar[bool] = False

@@ -57,7 +57,9 @@ def run_arguments(est: PrivateEstimator, ledger: Ledger | None, source: RandomSo
 
     Without a source the fit draws from ``SeededSource(default_rng(random_state))`` (nothing is
     drawn from it before the plan is accepted) and, without a ledger too, charges a fresh one
-    capped at ``epsilon`` with add/remove-one neighbours.
+    capped at ``epsilon`` with the estimator's ``standalone_neighbouring`` relation (replace-one
+    for the forests whose disjoint trees are a permutation of positions, which composes in
+    parallel under replace-one only: :mod:`privlab.platform.dp.positional_split`).
 
     Raises:
         TypeError: a wrong-typed ledger or source, or a source without a ledger.
@@ -67,6 +69,7 @@ def run_arguments(est: PrivateEstimator, ledger: Ledger | None, source: RandomSo
     if source is None:
         source = SeededSource(np.random.default_rng(getattr(est, "random_state", None)))
         if ledger is None:
-            ledger, created = Ledger(epsilon_cap=epsilon, neighbouring="add_remove"), True
+            ledger = Ledger(epsilon_cap=epsilon, neighbouring=getattr(est, "standalone_neighbouring", "replace_one"))
+            created = True
     est._check_protocol_arguments(ledger, source)
     return ledger, source, created  # type: ignore[return-value]

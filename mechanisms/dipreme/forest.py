@@ -13,7 +13,9 @@ learned state in attributes ending in ``_``) and a scikit-learn estimator (``Bas
   draw comes from ``source``;
 * as a plain scikit-learn estimator, pass neither: the fit draws from
   ``SeededSource(numpy.random.default_rng(random_state))`` and charges a fresh ledger capped at
-  ``epsilon`` with add/remove-one neighbours (the paper's relation), exposed as ``ledger_``. A
+  ``epsilon`` with replace-one neighbours, exposed as ``ledger_`` (the paper states add/remove-one,
+  but its disjoint trees, a permutation cut at ``n``-dependent sizes, compose in parallel under
+  replace-one only: :mod:`privlab.platform.dp.positional_split`; every Δ is doubled for it). A
   ledger alone is charged the same way. A source without a ledger is refused: a run's draws
   are charged to the run's ledger.
 
@@ -45,9 +47,13 @@ Privacy:
     looking at the data), and gets all of ε. A replace-one neighbour changes the record at one
     position, which lies in exactly one part: only that tree's output distribution changes,
     and it is ε-DP for that change, so the forest is ε-DP (parallel composition, McSherry 2009,
-    Theorem 4; the add/remove-one argument is the usual one). The fit declares that partition on
-    the ledger (``ledger.declare_partition(scope, parts, split=...)``), which accepts it under
-    both relations. ``partition="full"``: every tree sees every row and gets ε/T (sequential).
+    Theorem 4). The fit declares that partition on the ledger
+    (``ledger.declare_partition(scope, parts, split=...)``), which accepts it under replace-one
+    only: under add/remove-one the sizes move with ``n`` and every tree can change
+    (:mod:`privlab.platform.dp.positional_split`), so a disjoint private forest on an add/remove
+    ledger is refused before anything is drawn. Without a ledger the fit charges a fresh
+    replace-one ledger. ``partition="full"``: every tree sees every row and gets ε/T
+    (sequential), under either relation.
 
 References:
     Consul, Williamson & Dagli, "Differentially Private Median Forests for Regression and
@@ -87,6 +93,10 @@ __all__ = ["DPERTClassifier", "DPERTRegressor", "DiPriMeClassifier", "DiPriMeReg
 
 class _Forest(PrivateEstimator, BaseEstimator, abc.ABC):
     """Shared fitting: validation, plan, protocol, growth, leaves. Subclasses set the flags."""
+
+    standalone_neighbouring: ClassVar[str] = "replace_one"
+    """The relation of the ledger a plain scikit-learn fit charges: a disjoint forest's trees are a
+    permutation of positions, which composes in parallel under replace-one only."""
 
     Params: ClassVar[type | None] = None
     release_safe: ClassVar[bool] = False
@@ -173,7 +183,7 @@ class _Forest(PrivateEstimator, BaseEstimator, abc.ABC):
             X: (n, p) features inside the public ``feature_bounds`` / ``categories``.
             y: targets inside ``target_bounds`` (regression) or class labels.
             ledger: charged with the plan (and the disjoint forest's partition of ``scope``);
-                default a fresh ledger capped at ``epsilon`` with add/remove-one neighbours
+                default a fresh ledger capped at ``epsilon`` with replace-one neighbours
                 (exposed as ``ledger_``), allowed only without ``source``.
             scope: the ledger scope of the data.
             source: the run's random source; default ``SeededSource`` on ``random_state``.
@@ -212,8 +222,9 @@ class _Forest(PrivateEstimator, BaseEstimator, abc.ABC):
         forest_index, predeclared = forest_slot(ledger, scope, T) if partitioned else (0, False)
         plan = self.planned_events(p, neighbouring=ledger.neighbouring, scope=scope, n_classes=n_classes,
                                    forest_index=forest_index)
-        rows = RowDraw(n, T, source, purpose=f"{self.name}.rows")
-        declared = [(scope, forest_part_names(scope, T, forest_index), rows)] if partitioned and not predeclared else []
+        names = forest_part_names(scope, T, forest_index)
+        rows = RowDraw(n, T, source, purpose=f"{self.name}.rows", held=ledger.split_of(scope, names) if predeclared else None)
+        declared = [(scope, names, rows)] if partitioned and not predeclared else []
 
         def run() -> None:
             pairs = rows_of(rows()) if self._disjoint() else all_rows(n, T)

@@ -3,7 +3,8 @@
 ``partition="disjoint"``: tree t sees part t of a uniformly random permutation of the positions
 ``0 … n−1`` cut at public sizes (:func:`tree_sizes`), a
 :class:`~privlab.platform.dp.positional_split.PositionalSplit` the fit declares on the ledger
-(parallel composition, valid under replace-one and add/remove-one); ``partition="full"``: every
+(parallel composition, valid under replace-one only: see that module for why a permutation cut at
+``n``-dependent sizes is not a parallel split under add/remove-one); ``partition="full"``: every
 tree sees every row. The permutation comes from ``source.generator`` (public randomness).
 """
 
@@ -12,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from privlab.platform.dp.ledger import Ledger
-from privlab.platform.dp.positional_split import PositionalSplit
+from privlab.platform.core.errors import LedgerError
+from privlab.platform.dp.positional_split import PositionalSplit, SplitPlan
 from privlab.platform.dp.randomness import RandomSource
 
 __all__ = ["RowDraw", "all_rows", "assign_rows", "forest_part_names", "forest_slot", "positional_split", "rows_are_disjoint",
@@ -55,11 +57,23 @@ def forest_slot(ledger: Ledger, scope: str, n_estimators: int) -> tuple[int, boo
 
 class RowDraw:
     """The disjoint forest's :func:`positional_split`, drawn from ``source.generator(purpose)``
-    when first asked for — after the preflight, so a refused fit draws nothing."""
+    when first asked for — after the preflight, so a refused fit draws nothing — or the split the
+    ledger already holds for the forest's parts (``held``), which must be drawn for ``n`` rows."""
 
-    def __init__(self, n: int, n_estimators: int, source: RandomSource, *, purpose: str) -> None:
+    def __init__(self, n: int, n_estimators: int, source: RandomSource, *, purpose: str,
+                 held: PositionalSplit | SplitPlan | None = None) -> None:
+        if held is not None:
+            if not isinstance(held, PositionalSplit):
+                raise LedgerError(f"the ledger's partition of the forest's trees is only planned ({held!r}); fit on a "
+                                  "trial's ledger (Ledger.for_trial()), which the fit declares the drawn split on")
+            held.check_record_count(n, what="the training data")
         self._n, self._n_estimators, self._source, self._purpose = n, n_estimators, source, purpose
-        self._split: PositionalSplit | None = None
+        self._split: PositionalSplit | None = held
+
+    @property
+    def plan(self) -> SplitPlan:
+        """The kind of split drawn (for a preflight before the draw)."""
+        return SplitPlan("permuted")
 
     def __call__(self) -> PositionalSplit:
         if self._split is None:

@@ -190,14 +190,14 @@ def planned_events(params: ForestStudyParams) -> list[PrivacyEvent]:
         len(params.columns), neighbouring=NEIGHBOURING, scope="data", n_classes=n_classes)
 
 
-def planned_partitions(params: ForestStudyParams) -> list[tuple[str, tuple[str, ...]]]:
-    """The positional partition of a disjoint private forest: its trees' parts of ``"data"``,
-    cut by a seeded permutation of the training rows' positions when the trial fits."""
+def planned_partitions(params: ForestStudyParams) -> list[tuple[str, tuple[str, ...], SplitPlan]]:
+    """The partition of a disjoint private forest: its trees' parts of ``"data"``, cut by a
+    seeded permutation of the training rows' positions that the trial's fit draws and declares."""
     if params.method not in ("dipreme", "dpert") or params.partition != "disjoint" or params.n_estimators < 2:
         return []
     from privlab.mechanisms.dipreme.tree_rows import forest_part_names
 
-    return [("data", tuple(forest_part_names("data", params.n_estimators)))]
+    return [("data", tuple(forest_part_names("data", params.n_estimators)), SplitPlan("permuted"))]
 
 
 @register_workload
@@ -212,7 +212,7 @@ class ForestStudy(Workload):
     def plan(self, params: ForestStudyParams) -> list[PrivacyEvent]:
         return planned_events(params)
 
-    def partitions(self, params: ForestStudyParams) -> list[tuple[str, tuple[str, ...]]]:
+    def partitions(self, params: ForestStudyParams) -> list[tuple[str, tuple[str, ...], SplitPlan]]:
         return planned_partitions(params)
 
     def data_key(self, params: ForestStudyParams) -> str:

@@ -78,7 +78,7 @@ def generative_model_accuracy(model: PlausibleDeniabilityModel, records: np.ndar
     if conditioning not in CONDITIONINGS:
         raise ValueError(f"conditioning ({conditioning!r}) must be one of {list(CONDITIONINGS)}")
     if not model.is_fitted:
-        raise NotFittedError(f"{type(model).__name__} is not fitted; call fit(structure_data, parameter_data=..., ...) "
+        raise NotFittedError(f"{type(model).__name__} is not fitted; call fit(data, split=..., ...) "
                              "before measuring its accuracy")
     sizes = model.domain_.sizes
     codes = _nonempty(coded_table(records, sizes, name="records"))

@@ -24,9 +24,9 @@ Privacy:
     from the public split sizes; scopes ``data/structure`` and ``data/parameters``) and, with
     Test 2, one event composing Theorem 1 over all ``candidates`` runs of Mechanism 1 (scope
     ``data/seeds``, :func:`.privacy_tests.generation_event`). The three scopes are a positional
-    partition of ``data`` (:data:`SPLIT_PARTITION`, declared by the workloads and by
-    :func:`fit_split_model`): the split is a seeded permutation of record positions, so the
-    parts compose in parallel under replace-one. The fit charges its own ledger and is checked
+    partition of ``data`` (:data:`SPLIT_PARTITION`, planned by the workloads' ``partitions`` and
+    declared with the split it draws by :func:`fit_split_model`): the split is a seeded
+    permutation of record positions, so the parts compose in parallel under replace-one. The fit charges its own ledger and is checked
     against the model part of the plan.
 
 References:
@@ -56,6 +56,7 @@ from privlab.platform.core.errors import SpecError
 from privlab.platform.core.validation import ConstrainedParams, Interval, Unconstrained
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.plan_conformance import check_conforms
+from privlab.platform.dp.positional_split import SplitPlan
 from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import SeededSource
 
@@ -218,7 +219,10 @@ class GenerationParams(ConstrainedParams):
 
 
 SPLIT_PARTITION = ("data", part_scopes("data"))
-"""D_T, D_P and D_S as a positional partition of the data (:func:`.split.split_dataset`)."""
+"""D_T, D_P and D_S as a partition of the data, cut by :func:`.split.split_dataset`'s permutation."""
+
+SPLIT_PLAN = SplitPlan("permuted")
+"""The kind of split each trial draws for :data:`SPLIT_PARTITION` (a workload's ``partitions``)."""
 
 
 TOY_SEED = 20170501
@@ -276,11 +280,10 @@ def fit_split_model(params: GenerationParams, table: CodedTable, rng: np.random.
     if ledger is None:
         ledger = Ledger(epsilon_cap=None, delta_cap=None, accountant=params.accountant,
                         delta_slack=None if params.accountant == "basic" else params.delta_slack)
-    if not ledger.has_partition(*SPLIT_PARTITION):
-        ledger.declare_partition(*SPLIT_PARTITION, by_position=True)  # split_dataset cuts by position
+    ledger.declare_partition(*SPLIT_PARTITION, split=split.positions)  # D_T, D_P, D_S: the split just drawn
     before = len(ledger.events)
     model = PlausibleDeniabilityModel(params.model_params()).fit(
-        split.structure, parameter_data=split.parameters, domain=table.domain, ledger=ledger,
+        table.codes, split=split.positions, domain=table.domain, ledger=ledger,
         source=SeededSource(rng), buckets=bucket_map(table.domain, params.buckets))
     check_conforms(ledger.events[before:], model_plan(params, table), who="pd model fit", exact_sensitivity=True)
     return split, model, ledger

@@ -6,12 +6,17 @@ order (eq. 2), which is synthesis with ω = m and no seed. Seed-based synthesis 
 tests (:mod:`.synthesis`, :mod:`.privacy_tests`) use the fitted model with D_S.
 
 Privacy:
-    (ε, δ)-DP for replace-one neighbours of the whole dataset with the split sizes public. D_T
-    and D_P are disjoint parts cut by record position (:mod:`.split`), declared on the ledger as
-    a positional partition of ``scope`` into ``scope/structure`` and ``scope/parameters`` (with
-    ``scope/seeds`` when the caller declared the three-way split), so they compose in parallel:
-    the structure's K₁ Laplace releases on D_T compose to ε, and so do the m releases on D_P
-    (:mod:`.accounting`; δ = ``delta_slack`` for every accountant but ``"basic"``).
+    (ε, δ)-DP for replace-one neighbours of the whole dataset with the split sizes public, when
+    the model cuts D_T and D_P itself: ``fit(data, split=...)`` takes the whole data and a
+    :class:`~privlab.platform.dp.positional_split.PositionalSplit` drawn from the record count
+    and a random stream (:mod:`.split`), declares it on the ledger as the partition of ``scope``
+    into ``scope/structure``, ``scope/parameters`` (and ``scope/seeds`` for a three-part split),
+    and reads each half through it, so the halves compose in parallel: the structure's K₁
+    Laplace releases on D_T compose to ε, and so do the m releases on D_P (:mod:`.accounting`;
+    δ = ``delta_slack`` for every accountant but ``"basic"``). Halves the caller cut
+    (``fit(D_T, parameter_data=D_P)``) are not known to be disjoint by position (a split by a
+    column's value moves a changed record between them), so they compose sequentially (2ε) and
+    the fit says so (:class:`~privlab.platform.core.errors.SequentialCompositionWarning`).
     Sensitivities: Δ_H = h(1/n_T) nats per entropy (:mod:`.entropy`), 2 per count table
     (:mod:`.parameters`). Everything else is post-processing. Release-safe: every DP draw is the
     source's own Laplace sampler; the Dirichlet draws are post-processing from ``source.generator``.
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Self
 
@@ -38,14 +44,15 @@ from privlab.mechanisms.plausible_deniability.structure import (
     Bucketing, Structure, correlations, dependency_order, entropy_queries, greedy_parents, noisy_entropies)
 from privlab.mechanisms.tabular import bayesian_network
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, Domain
-from privlab.platform.core.errors import SpecError
+from privlab.platform.core.errors import LedgerError, SequentialCompositionWarning, SpecError
 from privlab.platform.core.validation import ConstrainedParams, Interval, Options
 from privlab.platform.dp.estimator import PrivateEstimator
 from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.positional_split import PositionalSplit
 from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
 
-__all__ = ["PlausibleDeniabilityModel", "PlausibleDeniabilityModelParams", "declare_model_split", "part_scopes"]
+__all__ = ["PlausibleDeniabilityModel", "PlausibleDeniabilityModelParams", "part_scopes"]
 
 DEFAULT_DELTA_SLACK = 2.0**-30
 
@@ -56,21 +63,6 @@ PARTS = ("structure", "parameters", "seeds")
 def part_scopes(scope: str = "data") -> tuple[str, str, str]:
     """The ledger scopes of D_T, D_P and D_S under ``scope``."""
     return tuple(f"{scope}/{part}" for part in PARTS)  # type: ignore[return-value]
-
-
-def declare_model_split(ledger: Ledger, scope: str = "data") -> None:
-    """Make sure ``ledger`` splits ``scope`` by position into D_T and D_P (and possibly D_S).
-
-    A workload's ledger already holds the three-way split (its ``partitions``); a ledger that
-    holds neither gets the two-way one. Either way the model's halves compose in parallel.
-
-    Privacy:
-        :mod:`.split` cuts a uniformly random permutation of record positions, drawn without
-        looking at the data, at public sizes: a replaced record stays in its part.
-    """
-    three, two = part_scopes(scope), part_scopes(scope)[:2]
-    if not (ledger.has_partition(scope, three) or ledger.has_partition(scope, two)):
-        ledger.declare_partition(scope, two, by_position=True)
 
 
 POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
@@ -156,35 +148,45 @@ class PlausibleDeniabilityModel(PrivateEstimator):
 
     # --- fit -----------------------------------------------------------------------------------
 
-    def fit(self, structure_data: pd.DataFrame, *, parameter_data: pd.DataFrame, domain: Domain, ledger: Ledger,
-            source: RandomSource, buckets: Mapping[str, Sequence[int]] | None = None, scope: str = "data") -> Self:
+    def fit(self, data: pd.DataFrame, *, split: PositionalSplit | None = None,
+            parameter_data: pd.DataFrame | None = None, domain: Domain, ledger: Ledger, source: RandomSource,
+            buckets: Mapping[str, Sequence[int]] | None = None, scope: str = "data") -> Self:
         """Learn the structure from D_T and the conditional tables from D_P.
 
         Args:
-            structure_data: D_T, integer codes over ``domain``.
-            parameter_data: D_P, integer codes over ``domain``: disjoint from D_T, the two cut
-                from the data by record position independently of the values (:mod:`.split`).
+            data: integer codes over ``domain``: the whole data, cut by ``split``; or, with
+                ``parameter_data``, D_T itself.
+            split: a :class:`~privlab.platform.dp.positional_split.PositionalSplit` of ``data``'s
+                positions into D_T, D_P (and D_S), drawn without looking at the data
+                (:func:`.split.split_dataset`'s ``positions``). The model reads D_T and D_P
+                through it and declares it on the ledger (unless the ledger already holds this
+                very split for ``scope``), so the halves compose in parallel.
+            parameter_data: D_P, when the caller cut the halves itself: they then compose
+                sequentially (module docstring), with a warning that says so.
             domain: The public domain.
             ledger: Charged with :meth:`planned_events`; its accountant (and, for every accountant
-                but ``"basic"``, its ``delta_slack``) must be the params'. Unless it already splits ``scope`` by
-                position into :func:`part_scopes`, the fit declares ``scope/structure`` and
-                ``scope/parameters`` as a positional partition of ``scope``.
+                but ``"basic"``, its ``delta_slack``) must be the params'.
             source: DP noise (Laplace) and the Dirichlet stream.
             buckets: Public bucketisation ``{attribute: bucket of each code}`` (eq. 7).
             scope: The ledger scope of the data; the events go to its parts (:func:`part_scopes`).
 
         Raises:
-            TypeError: a wrong-typed ledger, source or domain.
+            TypeError: a wrong-typed ledger, source, domain or split.
             SchemaError: data not over ``domain``, or a bad bucketisation.
-            SpecError: the ledger's accounting differs from the params', or D_T too small.
+            SpecError: both or neither of ``split`` and ``parameter_data``, the ledger's accounting
+                differs from the params', or D_T too small.
+            LedgerError: the split was drawn for another record count, has other than 2 or 3 parts,
+                or the ledger splits ``scope`` by another split.
             BudgetExceededError: the plan does not fit the ledger (nothing drawn).
             ModeError: never (the model is release-safe).
         """
         self._check_protocol_arguments(ledger, source)
         if not isinstance(domain, Domain):
             raise TypeError(f"domain ({domain!r}) must be a Domain")
-        structure = domain.validate(structure_data, what="D_T (structure data)").to_numpy(dtype=CODE_DTYPE)
-        parameters = domain.validate(parameter_data, what="D_P (parameter data)").to_numpy(dtype=CODE_DTYPE)
+        if (split is None) == (parameter_data is None):
+            raise SpecError("fit takes the whole data with split=PositionalSplit (D_T and D_P cut by the model, in "
+                            "parallel) or D_T with parameter_data=D_P (cut by the caller, composed sequentially): "
+                            "give exactly one of split and parameter_data")
         p = self.params
         if ledger.accountant != p.accountant:
             raise SpecError(f"accountant ({p.accountant!r}) must be the ledger's ({ledger.accountant!r}) so that "
@@ -192,8 +194,14 @@ class PlausibleDeniabilityModel(PrivateEstimator):
                             "and [budget] accountant to the same name")
         if p.accountant != "basic" and ledger.delta_slack != p.delta_slack:
             raise SpecError(f"delta_slack ({p.delta_slack!r}) must be the ledger's ({ledger.delta_slack!r})")
+        if split is not None:
+            structure_frame, parameter_frame, partitions = self._cut(data, split, ledger, scope)
+        else:
+            structure_frame, parameter_frame, partitions = data, parameter_data, []
+            self._check_unsplit(ledger, scope)
+        structure = domain.validate(structure_frame, what="D_T (structure data)").to_numpy(dtype=CODE_DTYPE)
+        parameters = domain.validate(parameter_frame, what="D_P (parameter data)").to_numpy(dtype=CODE_DTYPE)
         plan = self.planned_events(domain, len(structure), len(parameters), buckets=buckets, scope=scope)
-        declare_model_split(ledger, scope)
         bucketing = Bucketing.build(domain, buckets)
         eps = [e.epsilon for e in plan]
 
@@ -211,13 +219,46 @@ class PlausibleDeniabilityModel(PrivateEstimator):
             self.domain_ = domain
             self.bucketing_ = bucketing
 
-        return self._charged_fit(plan, ledger=ledger, source=source, run=run)
+        return self._charged_fit(plan, ledger=ledger, source=source, run=run, partitions=partitions)
+
+    @staticmethod
+    def _cut(data: pd.DataFrame, split: PositionalSplit, ledger: Ledger,
+             scope: str) -> tuple[pd.DataFrame, pd.DataFrame, list[tuple[str, tuple[str, ...], PositionalSplit]]]:
+        """D_T and D_P read through ``split``, and the partition to declare (none when the ledger
+        already holds this split for ``scope``)."""
+        if not isinstance(split, PositionalSplit):
+            raise TypeError(f"split ({split!r}) must be a PositionalSplit (split_dataset(...).positions)")
+        if not isinstance(data, pd.DataFrame):
+            raise TypeError(f"data ({type(data).__name__}) must be a pandas DataFrame of codes")
+        split.check_record_count(len(data), what="data")
+        if split.n_parts not in (2, 3):
+            raise LedgerError(f"split ({split!r}) must have 2 parts (D_T, D_P) or 3 (D_T, D_P, D_S)")
+        names = part_scopes(scope)[:split.n_parts]
+        held = ledger.split_of(scope, names)
+        if held is not None and held is not split:
+            raise LedgerError(f"the ledger splits {scope!r} into {list(names)} by another split ({held!r}); fit with "
+                              "the split the ledger holds")
+        halves = tuple(data.iloc[split.members(k)].reset_index(drop=True) for k in (0, 1))
+        return halves[0], halves[1], ([] if held is not None else [(scope, names, split)])
+
+    @staticmethod
+    def _check_unsplit(ledger: Ledger, scope: str) -> None:
+        """Halves cut by the caller compose sequentially: refuse a ledger that would compose them
+        in parallel, and say that they do not."""
+        names = part_scopes(scope)
+        if any(ledger.has_partition(scope, names[:k]) for k in (2, 3)):
+            raise LedgerError(f"the ledger splits {scope!r} into D_T and D_P by a drawn split, but fit was given "
+                              "halves cut by the caller: fit(data, split=...) with that split instead")
+        warnings.warn(SequentialCompositionWarning(
+            f"D_T and D_P were cut by the caller, not by a split the ledger can check, so they compose sequentially "
+            f"({names[0]!r} and {names[1]!r} each spend the model's ε: 2ε in all); pass the whole data with "
+            "split=split_dataset(...).positions for parallel composition"), stacklevel=3)
 
     # --- use -----------------------------------------------------------------------------------
 
     @property
     def m(self) -> int:
-        self._require_fitted("fit(structure_data, parameter_data=..., ...)")
+        self._require_fitted("fit(data, split=..., ...)")
         return len(self.domain_)
 
     def conditional(self, attribute: int, record: np.ndarray) -> np.ndarray:
@@ -232,7 +273,7 @@ class PlausibleDeniabilityModel(PrivateEstimator):
             NotFittedError: before ``fit``.
             ValueError: ``n`` < 0.
         """
-        self._require_fitted("fit(structure_data, parameter_data=..., ...)")
+        self._require_fitted("fit(data, split=..., ...)")
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
             raise ValueError(f"n ({n!r}) must be an int >= 0")
         records = np.zeros((int(n), self.m), dtype=CODE_DTYPE)
@@ -244,7 +285,7 @@ class PlausibleDeniabilityModel(PrivateEstimator):
 
     def describe(self) -> dict[str, Any]:
         """Loggable summary: each attribute's parents and σ, by name."""
-        self._require_fitted("fit(structure_data, parameter_data=..., ...)")
+        self._require_fitted("fit(data, split=..., ...)")
         names = self.domain_.names
         return {"order": [names[i] for i in self.structure_.order],
                 "parents": {names[i]: [names[j] for j in pa] for i, pa in enumerate(self.structure_.parents)}}

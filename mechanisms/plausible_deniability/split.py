@@ -1,13 +1,13 @@
 """The seeded, disjoint split of a coded dataset into D_T, D_P, D_S and a test set (item 1).
 
 Privacy:
-    The split is a uniformly random permutation of record *positions*, drawn independently
-    of the data, cut at public sizes from the spec. So n_T, n_P and n_S are public, and under
-    replace-one neighbours (the relation of :mod:`.entropy`) the replaced record stays at its
-    position, hence in the same part: D_T feeds structure learning (Section 3.3), D_P
-    parameter learning (3.4), D_S the seeds of synthesis and the privacy test (3.2, 2), and
-    the test set only evaluation. The permutation is not private, but it is kept with the run
-    (``DataSplit.sizes``) so the split can be logged and reproduced.
+    The split is a :class:`~privlab.platform.dp.positional_split.PositionalSplit`: a uniformly
+    random permutation of record *positions*, drawn independently of the data, cut at public
+    sizes from the spec (``DataSplit.positions``, which the ledger holds and redraws). So n_T,
+    n_P and n_S are public, and under replace-one neighbours (the relation of :mod:`.entropy`)
+    the replaced record stays at its position, hence in the same part: D_T feeds structure
+    learning (Section 3.3), D_P parameter learning (3.4), D_S the seeds of synthesis and the
+    privacy test (3.2, 2), and the test set (the positions in no part) only evaluation.
 
 References:
     Bindschaedler, Shokri & Gunter (VLDB 2017), Section 3 (three non-overlapping subsets) and
@@ -26,6 +26,7 @@ import pandas as pd
 from privlab.mechanisms.tabular.domain import Domain
 from privlab.platform.core.errors import SpecError
 from privlab.platform.core.validation import ConstrainedParams, Interval
+from privlab.platform.dp.positional_split import PositionalSplit
 
 __all__ = ["DataSplit", "SplitSizes", "split_dataset"]
 
@@ -75,12 +76,14 @@ class SplitSizes(ConstrainedParams):
 
 @dataclasses.dataclass(frozen=True)
 class DataSplit:
-    """The four disjoint parts (frames of codes with a fresh 0..n−1 index) and their sizes."""
+    """The four disjoint parts (frames of codes with a fresh 0..n−1 index), their sizes, and the
+    split that cut them (parts: D_T, D_P, D_S; the test set is drawn from the positions in none)."""
 
     structure: pd.DataFrame
     parameters: pd.DataFrame
     seeds: pd.DataFrame
     test: pd.DataFrame
+    positions: PositionalSplit
 
     @property
     def sizes(self) -> dict[str, int]:
@@ -111,9 +114,8 @@ def split_dataset(data: pd.DataFrame, *, sizes: SplitSizes, domain: Domain, rng:
         raise TypeError(f"rng ({rng!r}) must be a numpy.random.Generator")
     sizes.check_fits(len(data))
     codes = domain.validate(data, what="plausible-deniability split")
-    order = rng.permutation(len(codes))
-    cuts = np.cumsum([sizes.structure, sizes.parameters, sizes.seeds])
-    test_end = len(codes) if sizes.test is None else int(cuts[-1]) + sizes.test
-    bounds = [0, *map(int, cuts), test_end]
-    parts = [codes.iloc[order[a:b]].reset_index(drop=True) for a, b in zip(bounds, bounds[1:])]
-    return DataSplit(*parts)
+    split = PositionalSplit.permuted(len(codes), [sizes.structure, sizes.parameters, sizes.seeds], rng=rng)
+    rest = split.unassigned()
+    test = rest if sizes.test is None else rest[:sizes.test]
+    parts = [codes.iloc[rows].reset_index(drop=True) for rows in (*(split.members(k) for k in range(3)), test)]
+    return DataSplit(*parts, positions=split)

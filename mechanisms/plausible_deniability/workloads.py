@@ -11,8 +11,8 @@
 Spec parameters: :mod:`.generation_params`.
 
 Privacy:
-    A configuration's ledger holds the positional split of ``data`` into D_T, D_P and D_S
-    (:meth:`partitions`) and its ``plan``: the model's K steps (scopes ``data/structure`` and
+    A configuration's ledger is a plan: the split of ``data`` into D_T, D_P and D_S each trial
+    draws (:meth:`partitions`, declared with the drawn split by the trial's fit) and its ``plan``: the model's K steps (scopes ``data/structure`` and
     ``data/parameters``; the spec's ``[budget]`` must use the model's ``accountant``, default
     ``"best"``, with the model's ``delta_slack``) and, with Test 2, one event composing Theorem 1
     over all ``candidates`` runs of Mechanism 1 (scope ``data/seeds``; see
@@ -38,13 +38,14 @@ import pandas as pd
 from privlab.mechanisms.plausible_deniability.batched import BatchTester, draw_batch, laplace_from_uniform
 from privlab.mechanisms.plausible_deniability.dataset import CodedTable
 from privlab.mechanisms.plausible_deniability.generation_params import (
-    SPLIT_PARTITION, GenerationParams, check_against_table, coded_table, fit_split_model, run_plan)
+    SPLIT_PARTITION, SPLIT_PLAN, GenerationParams, check_against_table, coded_table, fit_split_model, run_plan)
 from privlab.mechanisms.plausible_deniability.privacy_tests import PrivacyTestParams
 from privlab.mechanisms.plausible_deniability.synthesis import SynthesisParams
 from privlab.mechanisms.tabular.domain import CODE_DTYPE
 from privlab.platform.core.errors import SpecError
 from privlab.platform.core.validation import BOOLEAN, Interval, Unconstrained
 from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.positional_split import SplitPlan
 from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import SeededSource
 from privlab.platform.experiment.registry import ActorPoolWorkload, MetricKind, Pattern, Workload, register_workload
@@ -85,8 +86,8 @@ class PlausibleDeniabilityGeneration(ActorPoolWorkload):
     def data_files(self, params: GenerationParams) -> tuple[str, ...]:
         return () if params.toy_records is not None else params.data_paths()
 
-    def partitions(self, params: GenerationParams) -> list[tuple[str, tuple[str, ...]]]:
-        return [SPLIT_PARTITION]
+    def partitions(self, params: GenerationParams) -> list[tuple[str, tuple[str, ...], SplitPlan]]:
+        return [(*SPLIT_PARTITION, SPLIT_PLAN)]
 
     def plan(self, params: GenerationParams) -> list[PrivacyEvent]:
         table = coded_table(params)
@@ -180,8 +181,8 @@ class PlausibleDeniabilityEvaluation(Workload):
     def data_files(self, params: EvaluationParams) -> tuple[str, ...]:
         return PlausibleDeniabilityGeneration.data_files(self, params)  # type: ignore[arg-type]
 
-    def partitions(self, params: EvaluationParams) -> list[tuple[str, tuple[str, ...]]]:
-        return [SPLIT_PARTITION]
+    def partitions(self, params: EvaluationParams) -> list[tuple[str, tuple[str, ...], SplitPlan]]:
+        return [(*SPLIT_PARTITION, SPLIT_PLAN)]
 
     def plan(self, params: EvaluationParams) -> list[PrivacyEvent]:
         table = coded_table(params)

@@ -106,3 +106,8 @@ class VerificationError(PrivlabError, ValueError):
 
 class InputError(PrivlabError, ValueError):
     """Bad command-line input (exit code 2)."""
+
+
+class SequentialCompositionWarning(UserWarning):
+    """Steps a caller might expect to compose in parallel compose sequentially, because the parts
+    were not cut by a split the ledger can check; the ledger's total says what was spent."""

@@ -306,9 +306,12 @@ class Composed(DpEvent):
 
 @dataclass(frozen=True)
 class ParallelByPosition(DpEvent):
-    """Each part runs on its own disjoint part of the records, cut by record position (or by a
-    permutation drawn without looking at the data): (max ε_k, max δ_k)-DP under replace-one and
-    add/remove-one alike (:mod:`privlab.platform.dp.positional_split`)."""
+    """Each part runs on its own disjoint part of the records: (max ε_k, max δ_k)-DP when the
+    parts were cut by a split that supports it under the relation
+    (:mod:`privlab.platform.dp.positional_split`). Only a ledger builds one, from the partitions
+    declared on it with their splits; a :class:`~privlab.platform.dp.privacy_event.PrivacyEvent`
+    refuses one in its tree, so no caller can assert parallel composition the ledger did not
+    check."""
 
     kind: ClassVar[str] = "parallel_by_position"
     parts: tuple[DpEvent, ...]

@@ -57,17 +57,26 @@ import copy
 import dataclasses
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Protocol, Self
 
-from privlab.platform.core.errors import ModeError, NotFittedError
+from privlab.platform.core.errors import LedgerError, ModeError, NotFittedError
 from privlab.platform.core.validation import ConstraintSpec, validate_parameters
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.plan_conformance import check_conforms
-from privlab.platform.dp.positional_split import PositionalSplit
+from privlab.platform.dp.positional_split import PositionalSplit, SplitPlan
 from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
 
-__all__ = ["PrivateEstimator"]
+__all__ = ["PrivateEstimator", "SplitDraw"]
+
+
+class SplitDraw(Protocol):
+    """Draws a fit's split when called (after the preflight); ``plan`` names its kind."""
+
+    @property
+    def plan(self) -> SplitPlan: ...
+
+    def __call__(self) -> PositionalSplit: ...
 
 
 INPUT_DESCRIPTION = ("n_features_in_", "feature_names_in_")
@@ -248,7 +257,7 @@ class PrivateEstimator:
         source: RandomSource,
         run: Callable[[], None],
         exact_sensitivity: bool = True,
-        partitions: Sequence[tuple[str, Sequence[str], PositionalSplit | Callable[[], PositionalSplit]]] = (),
+        partitions: Sequence[tuple[str, Sequence[str], PositionalSplit | SplitDraw]] = (),
     ) -> Self:
         """Check, run and verify one fit (module docstring, steps 1–4).
 
@@ -261,12 +270,14 @@ class PrivateEstimator:
             exact_sensitivity: Whether recorded sensitivities must equal the plan's exactly
                 (``False`` lets a step record a smaller, data-independent actual value).
             partitions: ``(parent, parts, split)`` for each partition of the data the fit
-                composes in parallel: parts cut by record position with a
-                :class:`~privlab.platform.dp.positional_split.PositionalSplit` drawn without
-                looking at the data, or a function that draws it. They are part of the
-                preflight (a split still to be drawn is declared by position: the ledger's
-                accounting depends only on the parts and the positional basis); after it the splits are drawn and declared on ``ledger``,
-                before ``run``, so a refused fit declares and draws nothing.
+                composes in parallel: the
+                :class:`~privlab.platform.dp.positional_split.PositionalSplit` that cut the parts,
+                drawn without looking at the data, or a :class:`SplitDraw` that draws one. They
+                are part of the preflight (a split still to be drawn by its ``plan``: the
+                ledger's accounting depends only on the parts and the kind of split); after it
+                the splits are drawn and declared on ``ledger``, before ``run``, so a refused fit
+                declares and draws nothing, and the preflight's clearance holds only for the
+                partitions it composed.
 
         Returns:
             ``self``, fitted.
@@ -281,7 +292,7 @@ class PrivateEstimator:
         self._check_protocol_arguments(ledger, source)
         plan = list(plan)
         partitions = list(partitions)
-        ledger.preflight(plan, partitions=[(parent, parts, split if isinstance(split, PositionalSplit) else None)
+        ledger.preflight(plan, partitions=[(parent, parts, split if isinstance(split, PositionalSplit) else split.plan)
                                            for parent, parts, split in partitions])
         self._clear_fitted()
         for parent, parts, split in partitions:
@@ -303,6 +314,9 @@ class PrivateEstimator:
         """
         if not isinstance(ledger, Ledger):
             raise TypeError(f"ledger ({ledger!r}) must be a privlab Ledger")
+        if ledger.is_plan:
+            raise LedgerError(f"{self.name}: the ledger is a plan (a partition only planned, not drawn); fit on a "
+                              "trial's ledger (plan.for_trial()) and declare the split the trial draws")
         if not isinstance(source, RandomSource):
             raise TypeError(f"source ({source!r}) must be a RandomSource (SeededSource or SecureSource)")
         if source.mode == "release" and not self.release_safe:

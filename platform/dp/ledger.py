@@ -26,17 +26,18 @@ from privlab.platform.dp import accountants, composition
 from privlab.platform.dp.accountants import ScopeNode
 from privlab.platform.dp.basic_totals import BasicTotals, Budget
 from privlab.platform.dp.dp_events import DpEvent, render_tree
-from privlab.platform.dp.positional_split import PositionalSplit
+from privlab.platform.dp.positional_split import NeighbouringRelation, PositionalSplit, SplitPlan, split_from_dict
 from privlab.platform.dp.privacy_event import SENSITIVITY_NOTE, DetailValue, PrivacyEvent, ledger_text
 
-__all__ = ["ACCOUNTANTS", "CAP_RELATIVE_TOLERANCE", "Ledger"]
+__all__ = ["ACCOUNTANTS", "CAP_RELATIVE_TOLERANCE", "Ledger", "NeighbouringRelation"]
 
 ACCOUNTANTS = accountants.SELECTABLE
 """Accountant names :class:`Ledger` accepts (:mod:`privlab.platform.dp.accountants`)."""
-NEIGHBOURING = ("replace_one", "add_remove")
-"""Neighbouring relations a ledger's guarantee can be stated for."""
-PARTITION_BASES = ("membership", "position")
-"""How a partition's parts were cut: by membership (add/remove-one only) or by record position."""
+NEIGHBOURING = tuple(r.value for r in NeighbouringRelation)
+"""Neighbouring relations a ledger's guarantee can be stated for (:class:`NeighbouringRelation`)."""
+
+Split = PositionalSplit | SplitPlan
+"""What a partition is declared with: the drawn split, or (in a plan) the kind to be drawn."""
 
 CAP_RELATIVE_TOLERANCE = 1e-12
 """A total may exceed its cap by this relative amount (float summation error, not budget)."""
@@ -58,6 +59,12 @@ def _effective_cell(event: PrivacyEvent) -> str:
     return f"{event.effective_epsilon:.6g} (p={event.sampling_rate:.6g})"
 
 
+def _split_label(split: Split) -> str:
+    if isinstance(split, SplitPlan):
+        return f"{split.kind} split, planned: each trial draws it"
+    return f"{split.kind} split of n={split.n}"
+
+
 class Ledger:
     """A run's privacy events, caps, neighbouring relation and accountant.
 
@@ -66,10 +73,17 @@ class Ledger:
     * Events are grouped by ``scope`` (the data they touched); each is a typed event tree
       (:attr:`PrivacyEvent.typed`). Scopes that are not a declared part are top-level and
       compose sequentially with each other, which is conservative when they overlap.
-    * :meth:`declare_partition` splits a scope into disjoint parts. Each partition of a scope
-      contributes the parallel composition of its parts (the worst part), computed recursively,
-      so partitions nest; that composes sequentially with the scope's own events. A scope can
-      have several partitions (e.g. by age and by region); they add up.
+    * :meth:`declare_partition` splits a scope into disjoint parts, with the
+      :class:`~privlab.platform.dp.positional_split.PositionalSplit` that cut them (checked
+      against the neighbouring relation, and recorded so it is redrawn when the ledger is read
+      back). Each partition of a scope contributes the parallel composition of its parts (the
+      worst part), computed recursively, so partitions nest; that composes sequentially with
+      the scope's own events. A scope can have several partitions; they add up.
+    * A partition declared with a :class:`~privlab.platform.dp.positional_split.SplitPlan` (the
+      kind of split a trial will draw) makes the ledger a *plan* (:attr:`is_plan`): what a
+      research configuration's trials will spend, each of which must declare the drawn split
+      (:meth:`for_trial` gives their ledger; the runner checks them). A plan is never charged by
+      an estimator's fit.
     * How events compose is the accountant's (:mod:`privlab.platform.dp.accountants`): ``"basic"``
       (sequential), ``"advanced"`` (Dwork–Roth 3.20 per scope, each scope with events paying
       δ'' once, keeping its basic total where that is no larger), ``"pld"``, ``"rdp"`` and
@@ -96,9 +110,10 @@ class Ledger:
         delta_slack: δ'' in (0, 1): advanced composition's δ'', and the δ at which the curve
             accountants read their ε. Required by every accountant but ``"basic"``; optional with
             ``"basic"`` (then :meth:`totals_by_accountant` reports the others too).
-        neighbouring: the neighbouring relation the run's guarantee is stated for:
-            ``"replace_one"`` (the default: every privlab mechanism's sensitivities are derived
-            for it, with n public) or ``"add_remove"``.
+        neighbouring: the neighbouring relation the run's guarantee is stated for, a
+            :class:`NeighbouringRelation` or its name: ``"replace_one"`` (the default: every
+            privlab mechanism's sensitivities are derived for it, with n public) or
+            ``"add_remove"``.
 
     Raises:
         TypeError: an argument has the wrong kind of value.
@@ -107,11 +122,12 @@ class Ledger:
     Privacy:
         The totals bound the whole run's privacy loss under the ledger's neighbouring relation.
         Sequential, advanced and curve composition hold for both relations. Parallel composition
-        holds for both when the parts were cut by record position
-        (:class:`~privlab.platform.dp.positional_split.PositionalSplit`), and for add/remove-one
-        only when cut by membership; amplification by subsampling as computed holds for
-        add/remove-one only. A replace-one ledger refuses what does not hold for it
-        (:class:`LedgerError`) instead of under-counting.
+        holds only over a split the ledger holds and that supports it under the relation
+        (:mod:`privlab.platform.dp.positional_split`: a permutation cut at sizes under
+        replace-one, independent per-record draws under both); amplification by subsampling as
+        computed holds for add/remove-one only. Every spend leaves the ledger either within its
+        caps with the event recorded or unchanged with a refusal; what does not hold is refused
+        (:class:`LedgerError`) instead of under-counted.
 
     References:
         Dwork & Roth (2014), Theorems 3.16 and 3.20; McSherry (SIGMOD 2009), Theorem 4;
@@ -128,10 +144,9 @@ class Ledger:
         delta_cap: float | None = 0.0,
         accountant: str = "basic",
         delta_slack: float | None = None,
-        neighbouring: str = "replace_one",
+        neighbouring: NeighbouringRelation | str = NeighbouringRelation.REPLACE_ONE,
     ) -> None:
-        if neighbouring not in NEIGHBOURING:
-            raise LedgerError(f"neighbouring ({neighbouring!r}) must be one of {list(NEIGHBOURING)}")
+        neighbouring = NeighbouringRelation.parse(neighbouring)
         if epsilon_cap is not None:
             epsilon_cap = check_real("epsilon_cap", epsilon_cap)
             if not (math.isfinite(epsilon_cap) and epsilon_cap > 0.0):
@@ -166,13 +181,15 @@ class Ledger:
         self._delta_slack = delta_slack
         self._neighbouring = neighbouring
         self._partitions: list[tuple[str, tuple[str, ...]]] = []
-        self._partition_basis: list[str] = []
+        self._splits: list[Split] = []
         self._events: list[PrivacyEvent] = []
         self._basic = BasicTotals()
         self._typed: list[DpEvent] = []  # each event's typed tree, in order
         self._has_basic = True  # whether every event has a pure-ε (basic) guarantee
+        self._viable = self._applicable_names()  # accountants that can account for every event
         self._cache: dict[str, tuple[int, Budget]] = {}  # accountant -> (events seen, total)
         self._cleared: collections.deque[PrivacyEvent] = collections.deque()  # a preflighted plan's rest
+        self._cleared_shape: tuple[tuple[str, tuple[str, ...], str], ...] = ()  # the partitions it assumed
 
     # --- properties -------------------------------------------------------------------------
 
@@ -197,7 +214,7 @@ class Ledger:
         return self._delta_slack
 
     @property
-    def neighbouring(self) -> str:
+    def neighbouring(self) -> NeighbouringRelation:
         return self._neighbouring
 
     @property
@@ -206,58 +223,80 @@ class Ledger:
         return tuple(self._partitions)
 
     @property
+    def is_plan(self) -> bool:
+        """Whether a partition is only planned (a :class:`SplitPlan`): the ledger then records
+        what trials will spend, each on a ledger of its own (:meth:`for_trial`) that declares
+        the drawn split."""
+        return any(isinstance(split, SplitPlan) for split in self._splits)
+
+    def split_of(self, parent: str, parts: Sequence[str]) -> Split | None:
+        """The split ``parent`` is declared split into ``parts`` with (in order), or ``None``."""
+        for (p, ps), split in zip(self._partitions, self._splits, strict=True):
+            if p == parent and ps == tuple(parts):
+                return split
+        return None
+
+    @property
     def events(self) -> tuple[PrivacyEvent, ...]:
         """Recorded events, in order."""
         return tuple(self._events)
 
     # --- recording --------------------------------------------------------------------------
 
-    def declare_partition(self, parent: str, parts: Sequence[str], *, split: PositionalSplit | None = None,
+    def declare_partition(self, parent: str, parts: Sequence[str], *, split: Split | None = None,
                           by_position: bool = False) -> None:
-        """Declare ``parts`` as disjoint subsets of scope ``parent`` (parallel composition).
+        """Declare ``parts`` as disjoint subsets of scope ``parent``, cut by ``split`` (parallel composition).
 
         Args:
             parent: the scope split; it may have events, be a part itself, or be new.
             parts: at least two distinct new scope names (not yet used by any event or
-                partition), so a partition is declared before anything is spent on its parts.
-            split: the :class:`~privlab.platform.dp.positional_split.PositionalSplit` that made the
-                parts, one part per name. Required under replace-one neighbours; without it the
-                partition is taken to be by membership (valid for add/remove-one only).
-            by_position: declare, without the split object at hand, that the parts are or will be
-                cut by record position independently of the values (a workload's plan declares
-                the split its trials draw later; :meth:`privlab.platform.experiment.registry.Workload.partitions`).
+                partition), one per part of ``split``, so a partition is declared before
+                anything is spent on its parts.
+            split: the :class:`~privlab.platform.dp.positional_split.PositionalSplit` that cut
+                the parts (drawn from ``n`` and a random stream alone; recorded, and redrawn
+                when the ledger is read back), or a
+                :class:`~privlab.platform.dp.positional_split.SplitPlan` naming the kind a trial
+                will draw, which makes this ledger a plan (:attr:`is_plan`).
+            by_position: refused when true: a promise that parts were cut by position is not a
+                split the ledger can check (kept so such a call gets a reason, not a silent
+                acceptance).
 
         Raises:
             TypeError: a name is not a str, ``parts`` is not a sequence of names, or ``split``
-                is not a :class:`PositionalSplit`.
-            LedgerError: fewer than two parts, duplicates, a part name already in use, a split
-                with another number of parts, or no positional split under replace-one.
+                is not a split.
+            LedgerError: no split, a split that does not support parallel composition under the
+                ledger's relation (a permutation under add/remove), fewer than two parts,
+                duplicates, a part name already in use, the partition declared twice, or a
+                split with another number of parts.
 
         Privacy:
-            Declaring a partition asserts that every record of ``parent`` is in exactly one part.
-            Under add/remove-one that suffices (McSherry's Theorem 4). Under replace-one it
-            holds only when the parts are cut by record position, independently of the values
-            (:mod:`privlab.platform.dp.positional_split`): the replaced record then stays in its
-            part. A wrong declaration under-counts the budget.
+            See :mod:`privlab.platform.dp.positional_split` for why each kind of split
+            composes in parallel under which relation, and why a split by values does not.
         """
         self._check_partition(parent, parts, split=split, by_position=by_position)
-        self._add_partition(parent, tuple(parts), "position" if split is not None or by_position else "membership")
+        self._add_partition(parent, tuple(parts), split)  # type: ignore[arg-type]
 
-    def _check_partition(self, parent: str, parts: Sequence[str], *, split: PositionalSplit | None,
-                         by_position: bool) -> None:
+    def _check_partition(self, parent: str, parts: Sequence[str], *, split: Split | None,
+                         by_position: bool = False) -> None:
         """Raise unless :meth:`declare_partition` may declare this partition here (its checks)."""
         ledger_text("parent", parent)
-        if split is not None and not isinstance(split, PositionalSplit):
-            raise TypeError(f"split ({split!r}) must be a PositionalSplit (a split by record position)")
-        if not isinstance(by_position, bool):
-            raise TypeError(f"by_position ({by_position!r}) must be a bool")
-        if split is None and not by_position and self._neighbouring != "add_remove":
+        if by_position is not False:
             raise LedgerError(
-                f"partition of {parent!r}: parallel composition holds for {self._neighbouring} neighbours "
-                "only when the parts are cut by record position, independently of the values (a replaced "
-                "record could otherwise move from one part to another); pass split=PositionalSplit(...), "
-                "charge the parts sequentially, or state the guarantee for add/remove neighbours "
-                "(neighbouring='add_remove')")
+                f"partition of {parent!r}: by_position=True is not accepted: parallel composition needs the "
+                "split that cut the parts, so the ledger can check it and redraw it; draw one with "
+                "PositionalSplit.permuted(n, sizes, rng=...) (replace-one) or PositionalSplit.independent(n, parts, "
+                "rng=...) (either relation) and pass split=..., or charge the parts sequentially (no partition)")
+        if split is None:
+            raise LedgerError(
+                f"partition of {parent!r}: parallel composition needs the split that cut the parts (split=...), "
+                "drawn from the record count and a random stream alone (PositionalSplit.permuted or .independent); "
+                "a split by record values does not compose in parallel under replace-one neighbours, and a split "
+                "the ledger cannot check is not accepted under either; charge the parts sequentially instead")
+        if not isinstance(split, (PositionalSplit, SplitPlan)):
+            raise TypeError(f"split ({split!r}) must be a PositionalSplit (drawn) or a SplitPlan (planned)")
+        reason = split.refusal(self._neighbouring)
+        if reason is not None:
+            raise LedgerError(f"partition of {parent!r}: {reason}")
         if isinstance(parts, str) or not isinstance(parts, Sequence):
             raise TypeError(f"parts ({parts!r}) must be a sequence of scope names")
         for part in parts:
@@ -268,9 +307,11 @@ class Ledger:
             raise LedgerError(f"parts ({list(parts)!r}) must be distinct")
         if parent in parts:
             raise LedgerError(f"parts ({list(parts)!r}) must not contain the parent ({parent!r})")
-        if split is not None and split.n_parts != len(parts):
+        if isinstance(split, PositionalSplit) and split.n_parts != len(parts):
             raise LedgerError(f"parts ({list(parts)!r}) must name one scope per part of the split "
                               f"({split.n_parts} parts)")
+        if self.split_of(parent, parts) is not None:
+            raise LedgerError(f"partition of {parent!r} into {list(parts)!r} is already declared; declare it once")
         known = self._scope_names()
         used = [p for p in parts if p in known]
         if used:
@@ -279,16 +320,19 @@ class Ledger:
                 "partition); declare partitions before spending on their parts"
             )
 
-    def has_partition(self, parent: str, parts: Sequence[str], *, basis: str = "position") -> bool:
-        """Whether ``parent`` is declared split into exactly ``parts`` (in order) on ``basis``."""
-        return any(p == parent and tuple(ps) == tuple(parts) and b == basis
-                   for (p, ps), b in zip(self._partitions, self._partition_basis, strict=True))
+    def has_partition(self, parent: str, parts: Sequence[str]) -> bool:
+        """Whether ``parent`` is declared split into exactly ``parts`` (in order), drawn or planned."""
+        return self.split_of(parent, parts) is not None
 
-    def _add_partition(self, parent: str, parts: tuple[str, ...], basis: str) -> None:
+    def _add_partition(self, parent: str, parts: tuple[str, ...], split: Split) -> None:
         self._partitions.append((parent, parts))
-        self._partition_basis.append(basis)
+        self._splits.append(split)
         self._basic.declare(parent, parts)
         self._cache.clear()
+
+    def _partition_shape(self) -> tuple[tuple[str, tuple[str, ...], str], ...]:
+        """The partitions as composition sees them: names and the kind of each split."""
+        return tuple((p, ps, split.kind) for (p, ps), split in zip(self._partitions, self._splits, strict=True))
 
     def spend(self, event: PrivacyEvent) -> PrivacyEvent:
         """Record ``event`` if the run stays within its caps, else raise without recording.
@@ -311,45 +355,71 @@ class Ledger:
         """
         if not isinstance(event, PrivacyEvent):
             raise TypeError(f"event ({event!r}) must be a PrivacyEvent")
-        if event.sampling_rate is not None and self._neighbouring != "add_remove":
+        if event.sampling_rate is not None and self._neighbouring != NeighbouringRelation.ADD_REMOVE:
             raise LedgerError(
                 f"event {event.name!r}: amplification by subsampling does not hold as computed for "
                 f"{self._neighbouring} neighbours; charge the step without sampling_rate, or state the "
                 "guarantee for add/remove neighbours (neighbouring='add_remove')")
         typed = event.typed
-        self._check_supported(event, typed)
-        cleared = bool(self._cleared) and self._cleared[0] == event
-        undo = self._basic.snapshot(event.scope)
-        self._record(event, typed)
+        viable = self._viable_with(event, typed)
+        # Cleared by preflight only while the ledger is as preflight composed it: the plan's next
+        # event, on the partitions it assumed (a partition planned but not declared would
+        # otherwise be composed in parallel without ever being declared).
+        cleared = (bool(self._cleared) and self._cleared[0] == event
+                   and self._partition_shape() == self._cleared_shape)
+        undo = (self._basic.snapshot(event.scope), self._has_basic, self._viable)
+        self._record(event, typed, viable)
         if cleared:  # preflight showed the whole plan fits; every prefix of it does too
             self._cleared.popleft()
             return event
         self._cleared.clear()
-        refusal = self._cap_refusal(event)
+        try:
+            refusal = self._cap_refusal(event)
+        except BaseException:
+            self._unrecord(undo)
+            raise
         if refusal is not None:
-            self._events.pop()
-            self._typed.pop()
-            self._has_basic = all(e.epsilon is not None for e in self._events)
-            self._basic.restore(undo)
-            self._cache.clear()
+            self._unrecord(undo)
             raise BudgetExceededError(refusal)
         return event
 
-    def _check_supported(self, event: PrivacyEvent, typed: DpEvent) -> None:
-        names = self._applicable_names() if self._accountant == "best" else (self._accountant,)
-        reasons = [(name, accountants.refusal(typed, name, neighbouring=self._neighbouring)) for name in names]
-        if all(reason is not None for _, reason in reasons):
-            name, reason = reasons[0]
-            raise LedgerError(f"event {event.name!r} on scope {event.scope!r}: the {name} accountant refuses "
-                              f"{reason}; choose another [budget] accountant")
+    def _viable_with(self, event: PrivacyEvent, typed: DpEvent) -> tuple[str, ...]:
+        """The accountants that can account for every recorded event and ``event``; raise when the
+        enforced one cannot (or, under ``"best"``, when none can)."""
+        if self._accountant != "best":
+            reason = accountants.refusal(typed, self._accountant, neighbouring=self._neighbouring)
+            if reason is not None:
+                raise LedgerError(f"event {event.name!r} on scope {event.scope!r}: the {self._accountant} accountant "
+                                  f"refuses {reason}; choose another [budget] accountant")
+        reasons = {name: accountants.refusal(typed, name, neighbouring=self._neighbouring) for name in self._viable}
+        viable = tuple(name for name in self._viable if reasons[name] is None)
+        if self._accountant == "best" and not viable:
+            why = "; ".join(f"{name}: {reason}" for name, reason in reasons.items())
+            earlier = [n for n in self._applicable_names() if n not in self._viable]
+            raise LedgerError(
+                f"event {event.name!r} on scope {event.scope!r}: no accountant can account for this ledger with it "
+                f"({why}{'; refused by an earlier event: ' + ', '.join(earlier) if earlier else ''}); "
+                "choose an accountant that composes every step of the run")
+        return viable
+
+    def _unrecord(self, undo: tuple[Any, bool, tuple[str, ...]]) -> None:
+        """Take back the event :meth:`_record` just added (a refusal leaves the ledger unchanged)."""
+        snapshot, has_basic, viable = undo
+        self._events.pop()
+        self._typed.pop()
+        self._has_basic = has_basic
+        self._viable = viable
+        self._basic.restore(snapshot)
+        self._cache.clear()
 
     def _applicable_names(self) -> tuple[str, ...]:
         """Accountants this ledger can compute (every one but basic needs δ'')."""
         return accountants.ACCOUNTANTS if self._delta_slack is not None else ("basic",)
 
-    def _record(self, event: PrivacyEvent, typed: DpEvent) -> None:
+    def _record(self, event: PrivacyEvent, typed: DpEvent, viable: tuple[str, ...]) -> None:
         self._events.append(event)
         self._typed.append(typed)
+        self._viable = viable
         if event.epsilon is None:
             self._has_basic = False
         else:
@@ -468,35 +538,43 @@ class Ledger:
 
     # --- planning and totals ----------------------------------------------------------------
 
-    def check_plan(self, events: Sequence[PrivacyEvent]) -> Budget:
-        """The total a fresh copy of this ledger reaches after spending ``events`` in order.
+    def check_plan(self, events: Sequence[PrivacyEvent], *,
+                   partitions: Sequence[tuple[str, Sequence[str], Split]] = ()) -> Budget:
+        """The total a fresh copy of this ledger reaches after declaring ``partitions`` and
+        spending ``events`` in order.
 
         Events already recorded here are not counted; ``self`` is not changed.
 
         Raises:
             TypeError: an item is not a :class:`PrivacyEvent`.
-            LedgerError: the accountant cannot account for an event.
+            LedgerError: the accountant cannot account for an event, or a partition is refused.
             BudgetExceededError: some event of the plan would exceed a cap.
         """
         trial = self.fresh()
+        for parent, parts, split in partitions:
+            trial.declare_partition(parent, parts, split=split)
         trial._replay(events)
         return trial.total()
 
     def preflight(self, plan: Sequence[PrivacyEvent], *,
-                  partitions: Sequence[tuple[str, Sequence[str], PositionalSplit | None]] = ()) -> None:
+                  partitions: Sequence[tuple[str, Sequence[str], Split]] = ()) -> None:
         """Raise now unless ``plan`` fits on top of what is spent; ``self`` is not changed.
 
         The one "does this plan fit before anything is spent" check: the recorded events, then
         ``plan``, are composed on a fresh copy, so a mechanism of several steps is refused
         before its first release rather than part-way through. A plan that fits is remembered:
-        spending exactly its events next, in order, needs no second check (every accountant's
-        total only grows as events are added, so every prefix of a plan that fits fits too).
+        spending exactly its events next, in order, on a ledger that by then holds exactly the
+        partitions the preflight composed (the ones here declared), needs no second check (every
+        accountant's total only grows as events are added, so every prefix of a plan that fits
+        fits too). Any other spend is checked in full.
 
         Args:
             plan: the events about to be spent, in order.
-            partitions: ``(parent, parts, split)`` of each positional partition the caller will
-                declare before spending the plan (``split`` ``None``: drawn later, by position);
-                they are checked against this ledger and counted in the trial.
+            partitions: ``(parent, parts, split)`` of each partition the caller will declare
+                before spending the plan: the drawn split, or a
+                :class:`~privlab.platform.dp.positional_split.SplitPlan` of the kind it will
+                draw after the preflight. They are checked against this ledger and counted in the
+                trial.
 
         Raises:
             TypeError: an item is not a :class:`PrivacyEvent`.
@@ -504,12 +582,14 @@ class Ledger:
                 would refuse a partition.
             BudgetExceededError: the plan does not fit (the message names the first step over).
         """
+        self._cleared.clear()
         trial = self.fresh()
         for parent, parts, split in partitions:
-            self._check_partition(parent, parts, split=split, by_position=split is None)
-            trial.declare_partition(parent, parts, split=split, by_position=split is None)
+            self._check_partition(parent, parts, split=split)
+            trial.declare_partition(parent, parts, split=split)
         trial._replay([*self._events, *plan])
         self._cleared = collections.deque(plan)
+        self._cleared_shape = trial._partition_shape()
 
     def _replay(self, events: Sequence[PrivacyEvent]) -> None:
         """Spend ``events``: recorded together and checked once, or, when they do not fit, one by
@@ -522,6 +602,7 @@ class Ledger:
                 self.spend(event)
             return
         self._cleared = collections.deque(events)
+        self._cleared_shape = self._partition_shape()
         try:
             for event in events:
                 self.spend(event)
@@ -533,17 +614,27 @@ class Ledger:
                 replay.spend(event)  # raises at the first step over a cap
 
     def fresh(self) -> Ledger:
-        """A ledger with the same caps, accountant, neighbouring relation and partitions, and no events."""
-        copy = Ledger(
-            epsilon_cap=self._epsilon_cap,
-            delta_cap=self._delta_cap,
-            accountant=self._accountant,
-            delta_slack=self._delta_slack,
-            neighbouring=self._neighbouring,
-        )
-        for (parent, parts), basis in zip(self._partitions, self._partition_basis, strict=True):
-            copy._add_partition(parent, parts, basis)
+        """A ledger with the same caps, accountant, neighbouring relation and partitions (drawn and
+        planned), and no events."""
+        copy = self._empty_copy()
+        for (parent, parts), split in zip(self._partitions, self._splits, strict=True):
+            copy._add_partition(parent, parts, split)
         return copy
+
+    def for_trial(self) -> Ledger:
+        """The ledger one trial of this plan charges: same caps, accountant and relation, the
+        drawn partitions, and none of the planned ones, which the trial declares with the split it
+        draws (a trial that spends on a planned part without declaring it composes that part
+        sequentially; the runner then refuses the trial)."""
+        copy = self._empty_copy()
+        for (parent, parts), split in zip(self._partitions, self._splits, strict=True):
+            if isinstance(split, PositionalSplit):
+                copy._add_partition(parent, parts, split)
+        return copy
+
+    def _empty_copy(self) -> Ledger:
+        return Ledger(epsilon_cap=self._epsilon_cap, delta_cap=self._delta_cap, accountant=self._accountant,
+                      delta_slack=self._delta_slack, neighbouring=self._neighbouring)
 
     def total(self, accountant: str | None = None) -> Budget:
         """The run's (ε, δ) under ``accountant`` (default: the enforced one).
@@ -565,6 +656,9 @@ class Ledger:
             raise LedgerError(f"delta_slack (None) must be set on the ledger for the {accountant} accountant")
         if accountant == "best":
             options = self.totals_by_accountant()
+            if not options:
+                raise LedgerError(f"no accountant can compose this ledger's {len(self._events)} events together; "
+                                  "choose an accountant that composes every step of the run")
             within = {n: b for n, b in options.items() if not self._over(b.delta, self._delta_cap)}
             pool = within or options
             result = min(pool.values(), key=lambda b: (b.epsilon, b.delta))
@@ -581,7 +675,7 @@ class Ledger:
         them need δ'' but ``"basic"``)."""
         out = {}
         for name in self._applicable_names():
-            if all(accountants.refusal(t, name, neighbouring=self._neighbouring) is None for t in self._typed):
+            if name in self._viable:
                 try:
                     out[name] = self._compose(name)
                 except LedgerError:  # e.g. a privacy-loss grid too large to build: not applicable here
@@ -653,9 +747,9 @@ class Ledger:
             "delta_cap": self._delta_cap,
             "accountant": self._accountant,
             "delta_slack": self._delta_slack,
-            "neighbouring": self._neighbouring,
-            "partitions": [{"parent": p, "parts": list(parts), "basis": basis}
-                           for (p, parts), basis in zip(self._partitions, self._partition_basis, strict=True)],
+            "neighbouring": self._neighbouring.value,
+            "partitions": [{"parent": p, "parts": list(parts), "split": split.to_dict()}
+                           for (p, parts), split in zip(self._partitions, self._splits, strict=True)],
             "events": [e.to_dict() for e in self._events],
         }
 
@@ -669,7 +763,8 @@ class Ledger:
 
         Raises:
             TypeError: ``d`` or a part of it has the wrong kind of value.
-            LedgerError: unknown or missing keys, or a malformed event or partition.
+            LedgerError: unknown or missing keys, a malformed event or partition, or a partition
+                whose split cannot be redrawn or does not hold under the recorded relation.
             BudgetExceededError: the recorded events exceed the recorded caps.
         """
         if not isinstance(d, Mapping):
@@ -689,15 +784,16 @@ class Ledger:
             # Ledgers written before the relation was recorded were documented for add/remove.
             neighbouring=d.get("neighbouring", "add_remove"),
         )
+        if not isinstance(d["partitions"], Sequence) or isinstance(d["partitions"], str):
+            raise TypeError(f"partitions ({d['partitions']!r}) must be a list of partitions")
         for partition in d["partitions"]:
-            if not isinstance(partition, Mapping) or not {"parent", "parts"} <= set(partition) <= \
-                    {"parent", "parts", "basis"}:
-                raise LedgerError(f"partition ({partition!r}) must have keys parent, parts (and basis)")
-            basis = partition.get("basis", "membership")
-            if basis not in PARTITION_BASES:
-                raise LedgerError(f"partition basis ({basis!r}) must be one of {list(PARTITION_BASES)}")
-            # A recorded positional split is replayed by its basis: its positions are not kept.
-            ledger.declare_partition(partition["parent"], partition["parts"], by_position=basis == "position")
+            if not isinstance(partition, Mapping) or set(partition) != {"parent", "parts", "split"}:
+                raise LedgerError(
+                    f"partition ({partition!r}) must have keys parent, parts and split: a partition is composed in "
+                    "parallel only with the split that cut it, recorded so it can be redrawn (a partition recorded "
+                    "by its basis alone, as privlab wrote before it checked splits, cannot be re-derived and is not "
+                    "trusted)")
+            ledger.declare_partition(partition["parent"], partition["parts"], split=split_from_dict(partition["split"]))
         if not isinstance(d["events"], Sequence) or isinstance(d["events"], str):
             raise TypeError(f"events ({d['events']!r}) must be a list of events")
         ledger._replay([PrivacyEvent.from_dict(event) for event in d["events"]])
@@ -742,8 +838,8 @@ class Ledger:
         out += [line(r) for r in rows] or ["(no events)"]
         out += [f"#{i} sensitivity: {dict(e.details)[SENSITIVITY_NOTE]}"
                 for i, e in enumerate(self._events, start=1) if SENSITIVITY_NOTE in dict(e.details)]
-        out += [f"partition {p} ({basis}): {' | '.join(parts)}"
-                for (p, parts), basis in zip(self._partitions, self._partition_basis, strict=True)]
+        out += [f"partition {p} ({_split_label(split)}): {' | '.join(parts)}"
+                for (p, parts), split in zip(self._partitions, self._splits, strict=True)]
         out += ["", "as typed events (how the accountants see the run):", *self._render_tree(), ""]
         for name, budget in self.totals_by_accountant().items():
             label = name if name == "basic" else f"{name}, δ''={self._delta_slack:.6g}"
@@ -794,7 +890,7 @@ class Ledger:
         return (
             f"Ledger(epsilon_cap={self._epsilon_cap!r}, delta_cap={self._delta_cap!r}, "
             f"accountant={self._accountant!r}, delta_slack={self._delta_slack!r}, "
-            f"events={len(self._events)})"
+            f"events={len(self._events)}{', plan' if self.is_plan else ''})"
         )
 
 

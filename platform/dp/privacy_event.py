@@ -22,6 +22,7 @@ from privlab.platform.dp.dp_events import (
     EpsilonDeltaEvent,
     ExponentialEvent,
     LaplaceEvent,
+    ParallelByPosition,
     PrivateSelectionEvent,
     Subsampled,
     basic_guarantee,
@@ -35,6 +36,10 @@ DetailValue = int | float | str
 SENSITIVITY_NOTE = "sensitivity_is"
 """A detail that says what an event's recorded sensitivity is when that needs saying: a plan's
 worst case over data-dependent public inputs (e.g. the candidate) or the value actually used."""
+
+
+def _holds_parallel(event: DpEvent) -> bool:
+    return isinstance(event, ParallelByPosition) or any(_holds_parallel(child) for child in event.children())
 
 
 def ledger_text(name: str, value: object, *, empty_ok: bool = False) -> str:
@@ -137,6 +142,12 @@ class PrivacyEvent:
         ledger_text("step", self.step, empty_ok=True)
         if self.dp_event is not None and not isinstance(self.dp_event, DpEvent):
             raise TypeError(f"dp_event ({self.dp_event!r}) must be a DpEvent")
+        if self.dp_event is not None and _holds_parallel(self.dp_event):
+            raise LedgerError(
+                f"event {self.name!r}: a {ParallelByPosition.kind} tree is not accepted in a record: parallel "
+                "composition holds only over a split the ledger can check; declare the partition on the ledger "
+                "with the split that cut it (Ledger.declare_partition(parent, parts, split=...)) and spend each "
+                "part's steps on its part's scope")
         basic = None if self.dp_event is None else basic_guarantee(self.dp_event)
         if self.dp_event is not None and basic is None:
             if self.epsilon is not None:

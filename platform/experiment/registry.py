@@ -30,6 +30,7 @@ from privlab.platform.core.errors import SpecError
 from privlab.platform.core.errors import LedgerError
 from privlab.platform.core.plugins import Registry, build
 from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.positional_split import PositionalSplit, SplitPlan
 from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import SeededSource
 
@@ -79,18 +80,20 @@ class Expectation:
 
 def check_declared_partitions(workload: Workload, params: Any, ledger: Ledger, *, who: str) -> None:
     """Raise unless a trial's ``ledger`` holds exactly the partitions the workload plans
-    (:meth:`Workload.partitions`), each by record position.
+    (:meth:`Workload.partitions`), each with a split the trial drew, of the planned kind.
 
     Raises:
-        LedgerError: the trial declared a partition it did not plan, or one by membership.
+        LedgerError: the trial declared a partition it did not plan, left a planned one
+            undeclared, or declared one with another kind of split or none drawn.
     """
-    planned = [(parent, tuple(parts)) for parent, parts in workload.partitions(params)]
-    declared = ledger.to_dict()["partitions"]
-    if [(d["parent"], tuple(d["parts"])) for d in declared] != planned or \
-            any(d["basis"] != "position" for d in declared):
-        raise LedgerError(f"{who} holds partitions {[(d['parent'], d['basis']) for d in declared]} but planned "
-                          f"{[parent for parent, _ in planned]} (by position); a trial must declare no partition "
-                          "its workload's partitions() does not name")
+    planned = [(parent, tuple(parts), plan.kind) for parent, parts, plan in workload.partitions(params)]
+    declared = [(parent, tuple(parts), getattr(ledger.split_of(parent, parts), "kind", None))
+                for parent, parts in ledger.partitions]
+    drawn = all(isinstance(ledger.split_of(parent, parts), PositionalSplit) for parent, parts in ledger.partitions)
+    if declared != planned or not drawn:
+        raise LedgerError(f"{who} holds partitions {[(p, k) for p, _, k in declared]} but planned "
+                          f"{[(p, k) for p, _, k in planned]}, each with a split the trial draws; a trial must declare "
+                          "exactly its workload's partitions() with the splits it cut its data by")
 
 
 class Workload(abc.ABC):
@@ -126,25 +129,27 @@ class Workload(abc.ABC):
         and against what every trial actually charged). Empty for non-private workloads."""
         return []
 
-    def partitions(self, params: Any) -> list[tuple[str, tuple[str, ...]]]:
-        """The positional partitions a trial's ledger holds before its plan is charged, each
-        ``(parent scope, part scopes)``: the workload's promise that every trial cuts those parts
-        by record position, independently of the values (a seeded permutation of positions, e.g.
-        a DiPriMe forest's trees), so they compose in parallel under either neighbouring
-        relation. The runner declares them on the ledgers it checks the plan on and on every
-        trial's ledger, and checks that a trial declared no other. Default: none.
+    def partitions(self, params: Any) -> list[tuple[str, tuple[str, ...], SplitPlan]]:
+        """The partitions each trial cuts its data into, each ``(parent scope, part scopes, plan)``
+        with the :class:`~privlab.platform.dp.positional_split.SplitPlan` of the split it draws
+        (e.g. a DiPriMe forest's trees, a permutation of positions). The runner composes them in
+        parallel in the configuration's plan; each trial must declare them on its ledger with the
+        split it drew (:meth:`privlab.platform.dp.ledger.Ledger.declare_partition`), which the
+        runner checks (:func:`check_declared_partitions`). Default: none.
 
         Privacy:
-            A replaced record stays at its position, hence in one part (McSherry 2009,
-            Theorem 4; :mod:`privlab.platform.dp.positional_split`).
+            Parallel composition holds over the drawn split only as
+            :mod:`privlab.platform.dp.positional_split` argues for its kind and the run's relation;
+            the ledger refuses a plan whose kind does not hold.
         """
         return []
 
     def declare_partitions(self, params: Any, ledger: Ledger) -> Ledger:
-        """Declare :meth:`partitions` on ``ledger`` (fresh, nothing spent) and return it; the trial
-        draws its own split when it runs, so each is declared by position (``by_position``)."""
-        for parent, parts in self.partitions(params):
-            ledger.declare_partition(parent, parts, by_position=True)
+        """Declare :meth:`partitions` as planned on ``ledger`` (fresh, nothing spent) and return
+        it: the ledger is then the configuration's plan (``Ledger.is_plan``); each trial charges
+        ``ledger.for_trial()`` and declares the splits it draws."""
+        for parent, parts, plan in self.partitions(params):
+            ledger.declare_partition(parent, parts, split=plan)
         return ledger
 
     def cost_class(self, params: Any) -> str:

@@ -174,7 +174,7 @@ class StateBuilder:
             root_seed=self.root_seed,
             study_key=config.study_key,
             config_key=config.config_key,
-            ledger_template=ledger.fresh(),
+            ledger_template=ledger.for_trial(),
         )
         aggregate = (ConfigAggregate.from_state(self.partial[config.id]) if config.id in self.partial
                      else context.empty_aggregate())
