@@ -441,5 +441,5 @@ def test_positional_parts_compose_in_parallel_under_replace_one() -> None:
     redrawn = again.split_of("data", ["data/a", "data/b"])
     assert np.array_equal(redrawn.positions(0), ledger.split_of("data", ["data/a", "data/b"]).positions(0))
     text = ledger.render_table()
-    assert "partition data (permuted split of n=100): data/a | data/b" in text
+    assert "partition data (permuted split): data/a | data/b" in text
     assert "parallel over 2 parts:" in text and "laplace" in text

@@ -165,8 +165,9 @@ def test_ledger_command(finished_run: dict, finished_uri: str, capsys: pytest.Ca
     # D_T and D_P are a positional split: each half's steps compose sequentially to exactly ε = 1.
     for step in ("pd.structure", "pd.parameters"):
         assert math.fsum(e["epsilon"] for e in model if e["step"] == step) == pytest.approx(1.0, rel=1e-12)
-    assert ledgers["seeds-000"]["partitions"] == [
-        {"parent": "data", "parts": ["data/structure", "data/parameters", "data/seeds"], "basis": "position"}]
+    [partition] = ledgers["seeds-000"]["partitions"]  # the configuration's plan: each trial draws its split
+    assert partition == {"parent": "data", "parts": ["data/structure", "data/parameters", "data/seeds"],
+                         "split": {"kind": "permuted", "planned": True}}
     event = ledgers["mean-000"]["events"][0]
     assert event["mechanism"] == "laplace" and event["epsilon"] == 0.5
     assert event["sensitivity"] == pytest.approx(1 / 50) and event["noise_scale"] == pytest.approx(1 / 50 / 0.5)

@@ -19,13 +19,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from sklearn.base import clone
 
 from privlab.mechanisms.dipreme import (DiPriMeClassifier, DiPriMeRegressor, DPERTClassifier, DPERTRegressor,
                                         MedianForestClassifier)
 from privlab.mechanisms.dipreme.dpdf import DPDFClassifier
 from privlab.mechanisms.dipreme.fit_arguments import ForestNotFittedError
 from privlab.mechanisms.dipreme.tree_rows import assign_rows, rows_are_disjoint
-from privlab.platform.core.errors import BudgetExceededError, ModeError, NotFittedError, SchemaError
+from privlab.platform.core.errors import BudgetExceededError, LedgerError, ModeError, NotFittedError, SchemaError
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.randomness import SecureSource
 from privlab.platform.dp.transcript import TranscriptWriter
@@ -87,7 +88,12 @@ def test_a_fresh_ledger_is_charged_exactly_epsilon(name: str) -> None:
 @pytest.mark.parametrize("partition", ["disjoint", "full"])
 def test_disjoint_is_parallel_composition_only_when_rows_are_disjoint(name: str, partition: str) -> None:
     X, _, _ = _data()
-    ledger = Ledger(epsilon_cap=None, neighbouring="add_remove")
+    if partition == "disjoint":  # a permutation cut at n-dependent sizes: not parallel under add/remove
+        refusing = Ledger(epsilon_cap=None, neighbouring="add_remove")
+        with pytest.raises(LedgerError, match="not a parallel split under add/remove neighbours"):
+            BUILDERS[name](random_state=1, partition=partition).fit(X, _y(name), ledger=refusing, scope="train")
+        assert len(refusing) == 0 and refusing.partitions == ()
+    ledger = Ledger(epsilon_cap=None)
     est = BUILDERS[name](random_state=1, partition=partition).fit(X, _y(name), ledger=ledger, scope="train")
     T = est.n_estimators
     rows, trees = assign_rows(len(X), T, partition, np.random.default_rng(0))
@@ -114,12 +120,19 @@ def test_disjoint_on_a_replace_one_ledger_is_parallel_composition_over_a_positio
     ledger = Ledger(epsilon_cap=EPSILON)  # replace_one: parallel composition needs a split by position
     est = BUILDERS[name](random_state=1, partition="disjoint").fit(X, _y(name), ledger=ledger, scope="train")
     [partition] = ledger.to_dict()["partitions"]
-    assert partition["parent"] == "train" and partition["basis"] == "position"
+    assert partition["parent"] == "train" and partition["split"]["kind"] == "permuted"
+    assert partition["split"]["n"] == len(X)  # the drawn split, recorded so it can be redrawn
     assert len(partition["parts"]) == est.n_estimators
     assert ledger.total().epsilon == EPSILON  # not T·ε: the max over the trees
     assert {e.scope for e in ledger.events} == set(partition["parts"])
-    assert all(e.sensitivity == 2 * a.sensitivity for e, a in zip(
-        ledger.events, BUILDERS[name](random_state=1).fit(X, _y(name)).events_, strict=True))
+    standalone = BUILDERS[name](random_state=1).fit(X, _y(name))  # a plain scikit-learn fit: replace-one too
+    assert standalone.ledger_.neighbouring == "replace_one"
+    assert [e.sensitivity for e in ledger.events] == [a.sensitivity for a in standalone.events_]
+    # Every Δ is twice its add/remove-one value (compared where add/remove holds: every tree on every row).
+    full = BUILDERS[name](random_state=1, partition="full")
+    on_add_remove = full.fit(X, _y(name), ledger=Ledger(epsilon_cap=EPSILON, neighbouring="add_remove")).events_
+    on_replace_one = clone(full).fit(X, _y(name), ledger=Ledger(epsilon_cap=EPSILON)).events_
+    assert all(r.sensitivity == 2 * a.sensitivity for r, a in zip(on_replace_one, on_add_remove, strict=True))
 
 
 @pytest.mark.parametrize("name", PARTITIONED)
@@ -158,9 +171,10 @@ def test_the_recorded_split_follows_the_paper_and_charges_k_medians_sequentially
     assert [e.name for e in first_tree] == ["median_splits", "feature_choice", "leaf_counts", "leaf_sums"]
     assert by_name["median_splits"].epsilon == pytest.approx(EPSILON * 0.4 / 2)
     assert dict(by_name["median_splits"].details)["epsilon_per_median"] == pytest.approx(EPSILON * 0.4 / 2 / (3 * 2))
-    assert by_name["feature_choice"].sensitivity == 1.0  # B² with B = 1
-    assert by_name["median_splits"].sensitivity == 0.5
-    assert by_name["leaf_sums"].sensitivity == 0.5  # B/2 for centred targets
+    # The paper's add/remove-one sensitivities, doubled for the replace-one ledger a plain fit charges.
+    assert by_name["feature_choice"].sensitivity == 2 * 1.0  # B² with B = 1
+    assert by_name["median_splits"].sensitivity == 2 * 0.5
+    assert by_name["leaf_sums"].sensitivity == 2 * 0.5  # B/2 for centred targets
     assert by_name["leaf_counts"].epsilon == pytest.approx(EPSILON * 0.6 / 2)
     one = BUILDERS["dipreme_regressor"](random_state=0).set_params(max_features=1).fit(X, target)
     assert [e.name for e in one.events_[:3]] == ["median_splits", "leaf_counts", "leaf_sums"]
@@ -169,7 +183,7 @@ def test_the_recorded_split_follows_the_paper_and_charges_k_medians_sequentially
 @pytest.mark.parametrize("name", NAMES)
 def test_a_plan_over_the_cap_is_refused_before_anything_is_drawn(name: str) -> None:
     X, _, _ = _data()
-    ledger = Ledger(epsilon_cap=EPSILON, neighbouring="add_remove")
+    ledger = Ledger(epsilon_cap=EPSILON)
     ledger.charge(name="earlier", mechanism="laplace", epsilon=EPSILON / 2)
     rng = np.random.default_rng(1)
     state = rng.bit_generator.state

@@ -73,13 +73,18 @@ def test_leaf_class_counts_get_laplace_noise_of_the_recorded_scale(neighbouring:
     assert stats.kstest(noise, stats.laplace(scale=b).cdf).pvalue > P_MIN
 
 
+def _add_remove(epsilon: float) -> Ledger:
+    """The paper's relation, which holds for a forest whose trees all see every row (no split)."""
+    return Ledger(epsilon_cap=epsilon, neighbouring="add_remove")
+
+
 def test_dipreme_leaves_get_the_leaf_share_of_epsilon() -> None:
     rng = np.random.default_rng(8)
     X = rng.uniform(0, 1, (40, 1))
     y = (X[:, 0] > 0.3).astype(int)
     trees, epsilon, share = 300, 300.0, 0.25
     est = DiPriMeClassifier(epsilon=epsilon, max_depth=3, n_estimators=trees, split_fraction=share,
-                            feature_bounds=(0.0, 1.0), classes=[0, 1], partition="full", random_state=2).fit(X, y)
+                            feature_bounds=(0.0, 1.0), classes=[0, 1], partition="full", random_state=2).fit(X, y, ledger=_add_remove(epsilon))
     b = 1.0 / (epsilon / trees * (1 - share))
     assert [e.noise_scale for e in est.events_ if e.name == "leaf_class_counts"] == pytest.approx([b] * trees)
     assert stats.kstest(_leaf_noise(est, X, y), stats.laplace(scale=b).cdf).pvalue > P_MIN
@@ -91,7 +96,7 @@ def test_regression_leaves_get_laplace_counts_and_centred_sums_of_the_recorded_s
     y = np.clip(0.2 + 0.5 * X[:, 0] + rng.normal(0, 0.05, 30), 0.0, 1.0)
     trees, epsilon = 300, 600.0
     est = DPERTRegressor(epsilon=epsilon, max_depth=3, n_estimators=trees, feature_bounds=(0.0, 1.0),
-                         target_bounds=(0.0, 1.0), partition="full", random_state=4).fit(X, y)
+                         target_bounds=(0.0, 1.0), partition="full", random_state=4).fit(X, y, ledger=_add_remove(epsilon))
     b_count = {e.noise_scale for e in est.events_ if e.name == "leaf_counts"}
     b_sum = {e.noise_scale for e in est.events_ if e.name == "leaf_sums"}
     assert len(b_count) == len(b_sum) == 1
@@ -115,7 +120,7 @@ def test_a_fitted_forest_draws_its_root_medians_with_the_planned_epsilon() -> No
     trees, share = 400, 0.5
     epsilon = 1.2 * trees / share  # each tree's root median gets ε·b/T = 1.2
     est = DiPriMeClassifier(epsilon=epsilon, max_depth=1, n_estimators=trees, split_fraction=share,
-                            feature_bounds=(0.0, 10.0), classes=[0, 1], partition="full", random_state=9).fit(X, y)
+                            feature_bounds=(0.0, 10.0), classes=[0, 1], partition="full", random_state=9).fit(X, y, ledger=_add_remove(epsilon))
     per_median = [dict(e.details)["epsilon_per_median"] for e in est.events_ if e.name == "median_splits"]
     assert per_median == pytest.approx([1.2] * trees)
     index = np.searchsorted(values, est.trees_.threshold[:, 0])

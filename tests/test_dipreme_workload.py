@@ -71,8 +71,11 @@ def test_a_trial_charges_exactly_the_estimators_plan_on_the_replace_one_ledger(m
                                   "max_depth": 2})
     workload = ForestStudy()
     frame = workload.load_data(params)
-    # The runner's trial ledger: replace-one by default, with the workload's partitions declared.
-    ledger = workload.declare_partitions(params, Ledger(epsilon_cap=0.7))
+    # The runner's trial ledger: replace-one by default, for_trial() of the configuration's plan (which
+    # holds the workload's partitions as planned); the trial's fit declares the split it draws.
+    plan = workload.declare_partitions(params, Ledger(epsilon_cap=0.7))
+    assert plan.is_plan == (method in ("dipreme", "dpert"))
+    ledger = plan.for_trial()
     metrics = workload.run_trial(params, data=frame, source=SeededSource(np.random.default_rng(3)), ledger=ledger)
     assert list(ledger.events) == workload.plan(params)
     registry.check_declared_partitions(workload, params, ledger, who="test")
@@ -84,7 +87,7 @@ def test_a_trial_charges_exactly_the_estimators_plan_on_the_replace_one_ledger(m
         assert any(e.sensitivity == 2.0 and e.name == "leaf_class_counts" for e in ledger.events)
     if method in ("dipreme", "dpert"):  # disjoint trees: parallel over a positional split
         [partition] = ledger.to_dict()["partitions"]
-        assert partition["basis"] == "position" and len(partition["parts"]) == 3
+        assert partition["split"]["kind"] == "permuted" and len(partition["parts"]) == 3
         assert {e.scope for e in ledger.events} == set(partition["parts"])
     else:
         assert workload.partitions(params) == [] and ledger.partitions == ()
@@ -92,7 +95,12 @@ def test_a_trial_charges_exactly_the_estimators_plan_on_the_replace_one_ledger(m
     # Standalone, on a ledger without the partition, the fit declares the same one itself.
     alone = Ledger(epsilon_cap=0.7)
     workload.run_trial(params, data=frame, source=SeededSource(np.random.default_rng(3)), ledger=alone)
-    assert alone.events == ledger.events and alone.partitions == ledger.partitions
+    assert alone.events == ledger.events and alone.to_dict() == ledger.to_dict()
+    # A plan is never charged by a fit: a trial that forgot for_trial() is refused before anything is drawn.
+    if plan.is_plan:
+        with pytest.raises(LedgerError, match="the ledger is a plan"):
+            workload.run_trial(params, data=frame, source=SeededSource(np.random.default_rng(3)), ledger=plan)
+        assert len(plan) == 0
 
 
 def test_the_robot_task_is_the_papers_binary_one_and_depth_is_the_papers_where_stated() -> None:
@@ -117,9 +125,12 @@ def test_the_runner_checks_the_plan_with_its_partition_against_the_cap() -> None
     with pytest.raises(BudgetExceededError, match="over the cap"):
         without_partition.check_plan(workload.plan(params))
     extra = workload.declare_partitions(params, Ledger(epsilon_cap=None))
-    extra.declare_partition("other", ["a", "b"], split=PositionalSplit.contiguous(4, [2, 2]))
+    extra.declare_partition("other", ["a", "b"], split=PositionalSplit.permuted(4, [2, 2], rng=np.random.default_rng(0)))
     with pytest.raises(LedgerError, match="holds partitions"):  # a trial that declared one not planned
         registry.check_declared_partitions(workload, params, extra, who="a trial")
+    with pytest.raises(LedgerError, match="holds partitions"):  # planned, never drawn
+        registry.check_declared_partitions(workload, params, workload.declare_partitions(params, Ledger(epsilon_cap=None)),
+                                           who="a trial")
 
 
 def test_bad_study_parameters_are_refused_when_the_spec_is_built() -> None:

@@ -55,6 +55,7 @@ from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
 from privlab.platform.core.errors import BudgetExceededError, ModeError, NotFittedError, SchemaError
 from privlab.platform.dp.estimator import PrivateEstimator
 from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.positional_split import PositionalSplit
 from privlab.platform.dp.plan_conformance import ZCDP_FILTER, check_conforms
 from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource, SecureSource, SeededSource
@@ -165,19 +166,17 @@ def _continuous_case(build: Callable[[], PrivateEstimator], *, bounded: bool) ->
 
 
 def _plausible_deniability_case() -> Case:
-    """D_T is the first half of the data and D_P the second (the split itself is tested in
-    test_plausible_deniability_model.py); basic accounting, as the contract's ledgers are basic."""
-    def halves(data: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-        return data.iloc[: len(data) // 2], data.iloc[len(data) // 2:]
+    """D_T and D_P are the halves of a seeded permutation of the data's positions, which the model
+    reads through the split (the split itself is tested in test_plausible_deniability_model.py);
+    basic accounting, as the contract's ledgers are basic."""
+    def halves(n: int) -> PositionalSplit:
+        return PositionalSplit.permuted(n, [n // 2, n - n // 2], rng=np.random.default_rng(n))
 
     def fit(est: Any, data: pd.DataFrame, ledger: Ledger, source: RandomSource, scope: str) -> Any:
-        structure, parameters = halves(data)
-        return est.fit(structure, parameter_data=parameters, domain=DOMAIN, ledger=ledger, source=source,
-                       scope=scope)
+        return est.fit(data, split=halves(len(data)), domain=DOMAIN, ledger=ledger, source=source, scope=scope)
 
     def plan(est: Any, data: pd.DataFrame, scope: str) -> list[PrivacyEvent]:
-        structure, parameters = halves(data)
-        return est.planned_events(DOMAIN, len(structure), len(parameters), scope=scope)
+        return est.planned_events(DOMAIN, len(data) // 2, len(data) - len(data) // 2, scope=scope)
 
     base = _tabular_case("independent_marginals", {})
     return Case(
@@ -394,7 +393,7 @@ def test_the_ledger_receives_exactly_the_plan(name: str) -> None:
     _conforms(ledger.events, plan, exact_sensitivity=True)
     assert estimator.events_ == tuple(ledger.events)
     assert all(event.scope in _fit_scopes(ledger, "births") for event in plan)
-    assert all(partition["basis"] == "position" for partition in ledger.to_dict()["partitions"])
+    assert all(isinstance(ledger.split_of(parent, parts), PositionalSplit) for parent, parts in ledger.partitions)
     assert estimator.is_fitted and "not fitted" not in repr(estimator)
     # Public inputs only: the plan is the same for other data of the same shape.
     other = case.data().sample(frac=1.0, random_state=1).reset_index(drop=True)

@@ -571,7 +571,7 @@ def test_render_table_contains_events_and_totals() -> None:
     assert "total (basic, enforced): ε = 2.28093, δ = 0" in table
     assert "total (advanced, δ''=1e-05)" in table
     assert "cap: ε = 3, δ = 0" in table
-    assert "partition data (independent split of n=10): a | b" in table
+    assert "partition data (independent split): a | b" in table
     lines = table.splitlines()
     assert lines[0].split()[:5] == ["#", "step", "name", "mechanism", "scope"]
     assert "(no events)" in Ledger(neighbouring="add_remove", epsilon_cap=None).render_table()

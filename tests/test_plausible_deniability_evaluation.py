@@ -29,6 +29,7 @@ from privlab.mechanisms.plausible_deniability.structure import Bucketing, Struct
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
 from privlab.platform.core.errors import NotFittedError, SchemaError, SpecError
 from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.positional_split import PositionalSplit
 from privlab.platform.dp.randomness import SeededSource
 
 SIZES = (2, 3, 4, 2)
@@ -149,8 +150,8 @@ def test_the_model_accuracy_is_the_argmax_of_the_joint_probability_of_a_fitted_m
     c = ((b > 1) ^ (rng.random(800) < 0.2)).astype(np.int64)
     data = pd.DataFrame({"a": a, "b": b, "c": c})
     model = PlausibleDeniabilityModel(PlausibleDeniabilityModelParams(epsilon=50.0, accountant="basic", maxcost=8))
-    model.fit(data.iloc[:400], parameter_data=data.iloc[400:], domain=domain, ledger=Ledger(epsilon_cap=None),
-              source=SeededSource(np.random.default_rng(4)))
+    split = PositionalSplit.permuted(len(data), [400, len(data) - 400], rng=np.random.default_rng(5))
+    model.fit(data, split=split, domain=domain, ledger=Ledger(epsilon_cap=None), source=SeededSource(np.random.default_rng(4)))
     assert any(model.structure_.parents), "the test needs a model with edges"
     records = data.to_numpy()[:150]
 

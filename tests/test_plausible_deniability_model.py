@@ -22,6 +22,7 @@ from privlab.mechanisms.plausible_deniability.structure import Bucketing, entrop
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
 from privlab.platform.core.errors import BudgetExceededError, SchemaError, SpecError
 from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.positional_split import PositionalSplit
 from privlab.platform.dp.randomness import SeededSource
 
 DOMAIN = Domain(tuple(ColumnDomain(name=n, labels=tuple(f"{n}{i}" for i in range(k)))
@@ -52,13 +53,18 @@ class RecordingSource(SeededSource):
         return out
 
 
+
+def halves(n: int) -> PositionalSplit:
+    """D_T (500 records) and D_P (the rest), cut by a seeded permutation of the positions."""
+    return PositionalSplit.permuted(n, [500, n - 500], rng=np.random.default_rng(0))
+
 def fitted(seed: int = 2, *, epsilon: float = 1.0, source: SeededSource | None = None,
            estimator: str = "posterior_sample") -> tuple[PlausibleDeniabilityModel, Ledger]:
     data = coded()
     ledger = Ledger(epsilon_cap=epsilon, delta_cap=1e-6, accountant="best", delta_slack=SLACK)
     model = PlausibleDeniabilityModel(PlausibleDeniabilityModelParams(epsilon=epsilon, maxcost=20,
                                                                        estimator=estimator))
-    model.fit(data.iloc[:500], parameter_data=data.iloc[500:], domain=DOMAIN, ledger=ledger,
+    model.fit(data, split=halves(len(data)), domain=DOMAIN, ledger=ledger,
               source=source or SeededSource(np.random.default_rng(seed)), buckets=BUCKETS)
     return model, ledger
 
@@ -289,7 +295,7 @@ def test_bad_input_is_refused_before_any_work() -> None:
     def fit(params: dict[str, Any], buckets: Any = BUCKETS):
         def call(ledger: Ledger, source: SeededSource) -> None:
             model = PlausibleDeniabilityModel(PlausibleDeniabilityModelParams(**{"epsilon": 1.0, **params}))
-            model.fit(data.iloc[:500], parameter_data=data.iloc[500:], domain=DOMAIN, ledger=ledger,
+            model.fit(data, split=halves(len(data)), domain=DOMAIN, ledger=ledger,
                       source=source, buckets=buckets)
         return call
 

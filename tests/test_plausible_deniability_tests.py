@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,7 @@ from privlab.mechanisms.plausible_deniability.probability import (
 from privlab.mechanisms.plausible_deniability.streams import (
     CandidateStream, bounded, bounded_batch, lane_words)
 from privlab.mechanisms.plausible_deniability.synthesis import SynthesisParams, synthesize
-from privlab.platform.core.errors import BudgetExceededError, ModeError, SpecError
+from privlab.platform.core.errors import BudgetExceededError, LedgerError, ModeError, SpecError
 from privlab.platform.dp import composition
 from privlab.platform.dp.dp_events import EpsilonDeltaEvent, SelfComposed
 from privlab.platform.dp.randomness import SecureSource, SeededSource
@@ -37,6 +38,7 @@ from privlab.mechanisms.plausible_deniability.model import (
     PlausibleDeniabilityModel, PlausibleDeniabilityModelParams)
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain
 from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.positional_split import PositionalSplit
 
 DOMAIN = Domain(tuple(ColumnDomain(name=n, labels=tuple(f"{n}{i}" for i in range(k)))
                       for n, k in (("a", 3), ("b", 4), ("c", 2), ("d", 5))))
@@ -52,11 +54,16 @@ def coded(n: int, seed: int) -> pd.DataFrame:
     return pd.DataFrame({"a": a, "b": b, "c": c, "d": d})
 
 
+
+def halves(n: int) -> PositionalSplit:
+    """D_T (500 records) and D_P (the rest), cut by a seeded permutation of the positions."""
+    return PositionalSplit.permuted(n, [500, n - 500], rng=np.random.default_rng(0))
+
 def fitted(seed: int) -> PlausibleDeniabilityModel:
     data = coded(1200, 0)
     ledger = Ledger(epsilon_cap=1.0, delta_cap=1e-6, accountant="best", delta_slack=2.0**-30)
     model = PlausibleDeniabilityModel(PlausibleDeniabilityModelParams(epsilon=1.0, maxcost=20))
-    return model.fit(data.iloc[:500], parameter_data=data.iloc[500:], domain=DOMAIN, ledger=ledger,
+    return model.fit(data, split=halves(len(data)), domain=DOMAIN, ledger=ledger,
                      source=SeededSource(np.random.default_rng(seed)), buckets={"d": [0, 0, 1, 1, 2]})
 
 M = len(DOMAIN)
@@ -416,11 +423,11 @@ def test_bad_batch_size_is_refused(model, seeds) -> None:
 # --- the generation run's (ε, δ) in the ledger ------------------------------------------------
 
 
-def _fitted_with(ledger: Ledger, accountant: str) -> PlausibleDeniabilityModel:
+def _fitted_with(ledger: Ledger, accountant: str, split: PositionalSplit | None = None) -> PlausibleDeniabilityModel:
     data = coded(1200, 0)
     params = PlausibleDeniabilityModelParams(epsilon=1.0, maxcost=20, accountant=accountant)
     return PlausibleDeniabilityModel(params).fit(
-        data.iloc[:500], parameter_data=data.iloc[500:], domain=DOMAIN, ledger=ledger,
+        data, split=split or halves(len(data)), domain=DOMAIN, ledger=ledger,
         source=SeededSource(np.random.default_rng(1)), buckets={"d": [0, 0, 1, 1, 2]})
 
 
@@ -447,8 +454,9 @@ def test_ledger_total_is_model_plus_theorem1_basic() -> None:
 
 def test_with_the_three_way_positional_split_the_run_is_its_worst_part() -> None:
     ledger = Ledger(epsilon_cap=None, delta_cap=None, accountant="basic")
-    ledger.declare_partition(*SPLIT_PARTITION, by_position=True)
-    _fitted_with(ledger, "basic")
+    split = PositionalSplit.permuted(1200, [500, 500, 200], rng=np.random.default_rng(7))
+    ledger.declare_partition(*SPLIT_PARTITION, split=split)
+    _fitted_with(ledger, "basic", split)
     assert len(ledger.partitions) == 1  # the fit found the split and declared no other
     total = record_generation(ledger, PrivacyTestParams(k=50, gamma=4.0, epsilon0=1.0), t=10, invocations=3)
     eps_t, delta_t = 1.0 + math.log1p(4.0 / 10), math.exp(-1.0 * 40)
@@ -456,24 +464,32 @@ def test_with_the_three_way_positional_split_the_run_is_its_worst_part() -> None
     assert total.delta == pytest.approx(3 * (1 + math.exp(eps_t)) * delta_t, rel=1e-12)
 
 
-def test_ledger_total_is_model_plus_theorem1_advanced_add_remove() -> None:
+def test_ledger_total_is_model_plus_theorem1_advanced() -> None:
     slack = 2.0**-30
-    ledger = Ledger(epsilon_cap=None, delta_cap=None, accountant="advanced", delta_slack=slack,
-                    neighbouring="add_remove")
+    # The model's halves are a permutation cut at n-dependent sizes: not a parallel split under
+    # add/remove neighbours, so an add/remove ledger refuses the fit before anything is drawn.
+    refusing = Ledger(epsilon_cap=None, delta_cap=None, accountant="advanced", delta_slack=slack,
+                      neighbouring="add_remove")
+    with pytest.raises(LedgerError, match=re.escape("ln(2/3 + e²/3) = 1.141")):
+        _fitted_with(refusing, "advanced")
+    assert len(refusing) == 0 and refusing.partitions == ()
+    ledger = Ledger(epsilon_cap=None, delta_cap=None, accountant="advanced", delta_slack=slack)
     _fitted_with(ledger, "advanced")
+    # Theorem 1 under replace-one is its add/remove guarantee for a group of 2: (2ε_T, (1 + e^ε_T)δ_T).
     eps_t, delta_t = 0.5 + math.log1p(2.0 / 5), math.exp(-0.5 * 25)
     model = ledger.total()  # this small model's K steps: the basic split ε/K beats Theorem 3.20
     assert (model.epsilon, model.delta) == (1.0, 0.0)
-    # Two candidates: 2·ε_T beats Theorem 3.20, so the scope keeps its basic total.
+    # Two candidates: 2·ε per candidate beats Theorem 3.20, so the scope keeps its basic total.
     few = ledger.fresh()
     for event in ledger.events:
         few.spend(event)
     total = record_generation(few, PrivacyTestParams(k=30, gamma=2.0, epsilon0=0.5), t=5, invocations=2)
-    assert total.epsilon == pytest.approx(1.0 + 2 * eps_t, rel=1e-12)
-    assert total.delta == pytest.approx(2 * delta_t, rel=1e-12)
+    assert total.epsilon == pytest.approx(1.0 + 2 * (2 * eps_t), rel=1e-12)
+    assert total.delta == pytest.approx(2 * (1 + math.exp(eps_t)) * delta_t, rel=1e-12)
     # A million candidates at a small ε_T: the accountant composes the N = 10⁶ runs by Theorem 3.20.
     test = PrivacyTestParams(k=3000, gamma=1.01, epsilon0=0.01)
-    eps_s, delta_s = 0.01 + math.log1p(1.01 / 1000), math.exp(-0.01 * 2000)
+    base, base_delta = 0.01 + math.log1p(1.01 / 1000), math.exp(-0.01 * 2000)
+    eps_s, delta_s = 2 * base, (1 + math.exp(base)) * base_delta
     advanced = composition.advanced(epsilon=eps_s, delta=delta_s, k=10**6, delta_slack=slack)
     assert advanced[0] < 10**6 * eps_s
     total = record_generation(ledger, test, t=1000, invocations=10**6)

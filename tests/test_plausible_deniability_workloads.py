@@ -178,8 +178,9 @@ def test_the_ledger_holds_the_model_and_theorem1_over_every_candidate(
     assert details["invocations"] == 600 and details["per_candidate_epsilon"] == pytest.approx(eps_t)
     assert tests[0]["epsilon"] == pytest.approx(600 * eps_t)   # the record: basic composition over N
     assert tests[0]["scope"] == "data/seeds" and {e["scope"] for e in model} == {"data/structure", "data/parameters"}
-    assert entry["ledger"]["partitions"] == [
-        {"parent": "data", "parts": ["data/structure", "data/parameters", "data/seeds"], "basis": "position"}]
+    assert entry["ledger"]["partitions"] == [  # the plan; every trial declares the split it drew
+        {"parent": "data", "parts": ["data/structure", "data/parameters", "data/seeds"],
+         "split": {"kind": "permuted", "planned": True}}]
     # D_T, D_P and D_S are a positional split: the run is its worst part, here Theorem 1 over the
     # 600 candidates (basic beats Theorem 3.20 and the curves for these few, large steps).
     assert summary["epsilon_total"] == pytest.approx(600 * eps_t, rel=1e-9)

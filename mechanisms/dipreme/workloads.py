@@ -47,6 +47,7 @@ from privlab.mechanisms.dipreme.report import forest_report
 from privlab.platform.core.errors import SchemaError
 from privlab.platform.core.validation import ConstrainedParams, Interval, Options, Unconstrained, validate_parameters
 from privlab.platform.dp.ledger import Ledger
+from privlab.platform.dp.positional_split import SplitPlan
 from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import SeededSource
 from privlab.platform.experiment.registry import MetricKind, Pattern, Workload, register_workload

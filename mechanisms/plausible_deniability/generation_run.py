@@ -148,7 +148,7 @@ def write_bundle(out: Path, params: GenerationParams, generation: Generation, *,
               if key != "buckets" and not isinstance(value, (list, dict))}
     with atomic_directory(Path(out)) as staging:
         write_released(staging, generation.released)
-        (staging / "ledger.json").write_text(generation.ledger.to_json() + "\n", encoding="utf-8")
+        (staging / "ledger.json").write_text(generation.ledger.to_json(published=True) + "\n", encoding="utf-8")
         (staging / "ledger.txt").write_text(generation.ledger.render_table() + "\n", encoding="utf-8")
         (staging / "privacy-statement.md").write_text(_statement(params, generation), encoding="utf-8")
         (staging / "summary.json").write_text(json_text(summary), encoding="utf-8")

@@ -62,7 +62,7 @@ def _effective_cell(event: PrivacyEvent) -> str:
 def _split_label(split: Split) -> str:
     if isinstance(split, SplitPlan):
         return f"{split.kind} split, planned: each trial draws it"
-    return f"{split.kind} split of n={split.n}"
+    return f"{split.kind} split"
 
 
 class Ledger:
@@ -740,22 +740,28 @@ class Ledger:
 
     # --- serialization and display ----------------------------------------------------------
 
-    def to_dict(self) -> dict[str, Any]:
-        """Caps, accountant, partitions and events as JSON-ready data."""
+    def to_dict(self, *, published: bool = False) -> dict[str, Any]:
+        """Caps, accountant, partitions and events as JSON-ready data.
+
+        ``published``: for a document released beside data, each drawn split is written by its
+        kind only (its ``n`` and stream would disclose the record count); such a record cannot be
+        read back (:meth:`from_dict` refuses it).
+        """
         return {
             "epsilon_cap": self._epsilon_cap,
             "delta_cap": self._delta_cap,
             "accountant": self._accountant,
             "delta_slack": self._delta_slack,
             "neighbouring": self._neighbouring.value,
-            "partitions": [{"parent": p, "parts": list(parts), "split": split.to_dict()}
+            "partitions": [{"parent": p, "parts": list(parts),
+                            "split": split.public_dict() if published else split.to_dict()}
                            for (p, parts), split in zip(self._partitions, self._splits, strict=True)],
             "events": [e.to_dict() for e in self._events],
         }
 
-    def to_json(self, indent: int | None = 2) -> str:
+    def to_json(self, indent: int | None = 2, *, published: bool = False) -> str:
         """Strict JSON of :meth:`to_dict`; floats are written by ``repr`` and read back exactly."""
-        return json.dumps(self.to_dict(), indent=indent, allow_nan=False, ensure_ascii=False)
+        return json.dumps(self.to_dict(published=published), indent=indent, allow_nan=False, ensure_ascii=False)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Ledger:

@@ -112,6 +112,9 @@ _BIT_GENERATORS = ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937")
 
 _SEAL = object()
 
+WITHHELD = "the record count and the stream's state"
+"""What a published ledger leaves out of a drawn split's record."""
+
 
 def _kind(kind: object) -> str:
     if not isinstance(kind, str):
@@ -180,6 +183,9 @@ class SplitPlan:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "planned": True}
+
+    def public_dict(self) -> dict[str, Any]:
+        return self.to_dict()
 
 
 class PositionalSplit:
@@ -264,6 +270,11 @@ class PositionalSplit:
         """What redraws this split: kind, ``n``, sizes or weights, and the stream's state."""
         return copy.deepcopy(self._record)
 
+    def public_dict(self) -> dict[str, Any]:
+        """What a published ledger says of the split: its kind only (``n`` and the stream would
+        disclose the record count); such a record cannot be redrawn."""
+        return {"kind": self.kind, "withheld": WITHHELD}
+
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PositionalSplit:
         """Redraw a split from its :meth:`to_dict` record.
@@ -345,6 +356,9 @@ class PositionalSplit:
 def split_from_dict(d: Mapping[str, Any]) -> PositionalSplit | SplitPlan:
     """A partition's recorded split: a plan (``{"kind", "planned": true}``) or a drawn split,
     which is redrawn (:meth:`PositionalSplit.from_dict`)."""
+    if isinstance(d, Mapping) and "withheld" in d:
+        raise LedgerError(f"split ({dict(d)!r}) was published without {WITHHELD}; a published ledger cannot be "
+                          "read back as a ledger (read the run's own ledger, e.g. privlab ledger RUN_ID)")
     if isinstance(d, Mapping) and d.get("planned") is True:
         if set(d) != {"kind", "planned"}:
             raise LedgerError(f"planned split keys ({sorted(d)!r}) must be ['kind', 'planned']")
