@@ -13,8 +13,9 @@ assumed, ``from_dict`` of the result), are held to two properties:
   reports, is at least the oracle's ε at that δ. The oracle is dp_accounting's privacy-loss
   distribution of each event, built here from the event's own parameters with
   ``pessimistic_estimate=False`` (an *optimistic* discretisation, so a lower bound on the true
-  privacy curve), composed by convolution; a partition contributes its worst part, every choice
-  of one part per partition composed exactly. A generic (ε, δ) step is the worst (ε, δ)-DP pair
+  privacy curve), composed by convolution; a partition whose split composes in parallel under the
+  relation (the oracle's own rule) contributes its worst part, every choice of one part per
+  partition composed exactly, and any other partition's parts compose sequentially. A generic (ε, δ) step is the worst (ε, δ)-DP pair
   (dp_accounting's ``from_privacy_parameters``), which no valid accountant may undercut.
 
 ``benchmarks/accounting.py`` runs it at 10⁴ ledgers and prints ``under_reporting_cases_found``;
@@ -121,6 +122,14 @@ def _leaf_pld(leaf: DpEvent):  # type: ignore[no-untyped-def]
     raise TypeError(f"the oracle has no privacy curve for {leaf.label()}")
 
 
+def _composes_in_parallel(split: object, relation: NeighbouringRelation) -> bool:
+    """The oracle's own rule (not the ledger's): a permutation cut at sizes is a parallel split
+    under replace-one only; independent per-record draws under both; anything else is not, and
+    its parts compose sequentially."""
+    kind = getattr(split, "kind", None)
+    return kind == "independent" or (kind == "permuted" and relation == NeighbouringRelation.REPLACE_ONE)
+
+
 def _alternatives(ledger: Ledger) -> list[Counter]:
     """Every choice of one part per partition, as a multiset of leaf steps (the ledger's public
     state read directly: its events, scopes and partitions)."""
@@ -129,8 +138,9 @@ def _alternatives(ledger: Ledger) -> list[Counter]:
         by_scope.setdefault(event.scope, []).append(event.typed)
     children: dict[str, list[tuple[str, ...]]] = {}
     for parent, parts in ledger.partitions:
-        children.setdefault(parent, []).append(parts)
-    is_part = {p for _, parts in ledger.partitions for p in parts}
+        if _composes_in_parallel(ledger.split_of(parent, parts), ledger.neighbouring):
+            children.setdefault(parent, []).append(parts)
+    is_part = {p for parts_list in children.values() for parts in parts_list for p in parts}
 
     def scope(name: str) -> list[Counter]:
         own: Counter = Counter()
