@@ -22,7 +22,7 @@ from privlab.mechanisms.selection.private_selection import (
     private_selection,
 )
 from privlab.platform.core.errors import LedgerError
-from privlab.platform.dp.accountants import RDP_ORDERS
+from privlab.platform.dp.accountant_rdp import RDP_ORDERS
 from privlab.platform.dp.dp_events import (
     Composed,
     GaussianEvent,

@@ -178,7 +178,9 @@ class Options(Constraint):
     def __init__(self, kind: type, values: Sequence[Any] | set[Any] | frozenset[Any], *,
                  description: str | None = None) -> None:
         self.kind = kind
-        self.values = tuple(values) if isinstance(values, Sequence) else tuple(sorted(values, key=repr))
+        # A live sequence (the registered accountants, say) is kept as it is, so later plug-ins count.
+        self.values = (tuple(values) if isinstance(values, (list, tuple)) else values if isinstance(values, Sequence)
+                       else tuple(sorted(values, key=repr)))
         self.description = description
 
     def accepts_type(self, value: object) -> bool:

@@ -164,7 +164,7 @@ class Ledger:
             delta_slack = check_real("delta_slack", delta_slack)
             if not 0.0 < delta_slack < 1.0:
                 raise LedgerError(f"delta_slack ({delta_slack!r}) must be in (0, 1), or None")
-        if accountant != "basic":
+        if accountants.needs_delta_slack(accountant):
             if delta_slack is None:
                 raise LedgerError(
                     f"delta_slack (None) must be set for the {accountant} accountant (its δ'')"
@@ -414,7 +414,8 @@ class Ledger:
 
     def _applicable_names(self) -> tuple[str, ...]:
         """Accountants this ledger can compute (every one but basic needs δ'')."""
-        return accountants.ACCOUNTANTS if self._delta_slack is not None else ("basic",)
+        return tuple(name for name in accountants.ACCOUNTANTS
+                     if self._delta_slack is not None or not accountants.needs_delta_slack(name))
 
     def _record(self, event: PrivacyEvent, typed: DpEvent, viable: tuple[str, ...]) -> None:
         self._events.append(event)
@@ -652,7 +653,7 @@ class Ledger:
         accountant = self._accountant if accountant is None else accountant
         if accountant not in ACCOUNTANTS:
             raise LedgerError(f"accountant ({accountant!r}) must be one of {list(ACCOUNTANTS)}")
-        if accountant != "basic" and self._delta_slack is None:
+        if accountants.needs_delta_slack(accountant) and self._delta_slack is None:
             raise LedgerError(f"delta_slack (None) must be set on the ledger for the {accountant} accountant")
         if accountant == "best":
             options = self.totals_by_accountant()
@@ -848,7 +849,7 @@ class Ledger:
                 for (p, parts), split in zip(self._partitions, self._splits, strict=True)]
         out += ["", "as typed events (how the accountants see the run):", *self._render_tree(), ""]
         for name, budget in self.totals_by_accountant().items():
-            label = name if name == "basic" else f"{name}, δ''={self._delta_slack:.6g}"
+            label = f"{name}, δ''={self._delta_slack:.6g}" if accountants.needs_delta_slack(name) else name
             enforced = ", enforced" if name == self._accountant else ""
             out.append(
                 f"total ({label}{enforced}): ε = {budget.epsilon:.6g}, δ = {budget.delta:.6g}"
