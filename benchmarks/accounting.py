@@ -13,10 +13,15 @@ composition, and the ledger's cost per event.
   ledger whose scope is split into 100 positional parts (best of ``--repeats``), and
   ``ledger_spend_speedup_vs_recompute_1k``: against recomputing the total from scratch at every
   spend (the pre-issue-29 ledger's way), on the first 1,000 events.
+* ``under_reporting_cases_found``: random ledgers, splits, events, caps and spending paths
+  (``--ledgers``, default 10⁴) checked against an oracle that shares none of the ledger's code
+  (:mod:`privlab.platform.audit.ledger_property`): totals below dp_accounting's optimistic
+  privacy-loss distribution, or a refusal that changed the ledger. Must be 0.
 
 Needs ``../shared/data/adult_uci`` for the two Adult lines (they print ``skipped`` without it).
 
-    python benchmarks/accounting.py
+    python benchmarks/accounting.py            # 10⁴ random ledgers: minutes
+    python benchmarks/accounting.py --smoke    # seconds: every line, at a small scale
 """
 
 from __future__ import annotations
@@ -26,6 +31,9 @@ import os
 import time
 from pathlib import Path
 
+import numpy as np
+
+from privlab.platform.audit.ledger_property import check_ledgers
 from privlab.platform.dp import accountants
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.positional_split import PositionalSplit
@@ -68,7 +76,8 @@ def pd_adult_scales() -> dict[str, float] | None:
 def spend_events(n: int, parts: int) -> tuple[Ledger, list[PrivacyEvent]]:
     ledger = Ledger(epsilon_cap=1e6, delta_cap=1e-6, accountant="pld", delta_slack=1e-9)
     names = [f"data/part{i}" for i in range(parts)]
-    ledger.declare_partition("data", names, split=PositionalSplit.contiguous(10 * parts, [10] * parts))
+    split = PositionalSplit.permuted(10 * parts, [10] * parts, rng=np.random.default_rng(0))
+    ledger.declare_partition("data", names, split=split)
     events = [PrivacyEvent(name=f"q{i}", mechanism="laplace", epsilon=0.01, sensitivity=1.0, noise_scale=100.0,
                            scope=names[i % parts]) for i in range(n)]
     return ledger, events
@@ -100,7 +109,10 @@ def time_recompute(n: int, parts: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--ledgers", type=int, default=10_000, help="random ledgers the property check draws")
+    parser.add_argument("--smoke", action="store_true", help="a few seconds: 40 ledgers, 2,000 spends")
     args = parser.parse_args()
+    spends, ledgers = (2_000, 40) if args.smoke else (10_000, args.ledgers)
     print(f"load average at start: {os.getloadavg()[0]:.2f}")
 
     scales = pd_adult_scales()
@@ -110,11 +122,19 @@ def main() -> None:
         step = accountants.largest_step_epsilon(1.0, 135, accountant=name, delta_slack=SLACK)
         print(f"step ε for 135 Laplace steps at ε = 1, δ = 2⁻³⁰, {name:8s}: {step:.6f}")
 
-    spend = time_spend(10_000, 100, args.repeats)
+    spend = time_spend(spends, 100, args.repeats)
     incremental_1k = time_spend(1_000, 100, args.repeats)
     recompute_1k = time_recompute(1_000, 100)
     print(f"spend 1,000 events, incremental: {incremental_1k * 1e3:.1f} ms; recompute each time: "
           f"{recompute_1k * 1e3:.1f} ms")
+    began = time.perf_counter()
+    report = check_ledgers(ledgers, seed=2026)
+    checked = time.perf_counter() - began
+    print(f"property check: {report.cases} ledgers, {report.spends} spends ({report.refusals} refused), "
+          f"{report.totals_checked} totals against the oracle, {checked:.1f} s; invariant violations: "
+          f"{len(report.invariant_violations)}")
+    for line in (report.under_reporting + report.invariant_violations)[:10]:
+        print(f"  {line}")
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
     if scales is None:
         print("pd_count_noise_scale_adult: skipped (../shared/data/adult_uci is absent)")
@@ -124,7 +144,9 @@ def main() -> None:
             print(f"{key}: {value:.6g}" if isinstance(value, float) else f"{key}: {value}")
     print(f"pld_over_advanced_step_epsilon_k135: {pld_step / advanced_step:.4f}")
     print(f"ledger_spend_speedup_vs_recompute_1k: {recompute_1k / incremental_1k:.1f}")
-    print(f"ledger_spend_microseconds_per_event_10k: {spend / 10_000 * 1e6:.2f}")
+    print(f"ledger_spend_microseconds_per_event_10k: {spend / spends * 1e6:.2f}")
+    print(f"under_reporting_cases_found: {report.under_reporting_cases + len(report.invariant_violations)}")
+    print(f"property_check_ledgers: {report.cases}")
 
 
 if __name__ == "__main__":
