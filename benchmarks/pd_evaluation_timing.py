@@ -42,6 +42,7 @@ from privlab.mechanisms.plausible_deniability.model import (  # noqa: E402
     PlausibleDeniabilityModel, PlausibleDeniabilityModelParams)
 from privlab.mechanisms.tabular.domain import ColumnDomain, Domain  # noqa: E402
 from privlab.platform.dp.ledger import Ledger  # noqa: E402
+from privlab.platform.dp.positional_split import PositionalSplit  # noqa: E402
 from privlab.platform.dp.randomness import SeededSource  # noqa: E402
 
 ADULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "adult_uci" / "adult-train.csv"
@@ -91,10 +92,12 @@ def main() -> None:
     print(f"records {len(data)}, attributes {len(sizes)}, sizes {sizes}, one-hot width {sum(sizes)}")
     timings: dict[str, float] = {}
 
-    model = PlausibleDeniabilityModel(PlausibleDeniabilityModelParams(epsilon=1.0, maxcost=64))
+    params = PlausibleDeniabilityModelParams(epsilon=1.0, maxcost=64)
+    model = PlausibleDeniabilityModel(params)
+    halves = PositionalSplit.permuted(len(model_part), [2500, len(model_part) - 2500], rng=np.random.default_rng(3))
     timed("model_fit", timings, lambda: model.fit(
-        model_part.iloc[:2500], parameter_data=model_part.iloc[2500:], domain=domain,
-        ledger=Ledger(epsilon_cap=1.0, delta_cap=1e-6, accountant="advanced", delta_slack=2.0**-30),
+        model_part.reset_index(drop=True), split=halves, domain=domain,
+        ledger=Ledger(epsilon_cap=1.0, delta_cap=1e-6, accountant=params.accountant, delta_slack=params.delta_slack),
         source=SeededSource(np.random.default_rng(1))))
     synthetics = model.sample(15000, rng=np.random.default_rng(2))
 

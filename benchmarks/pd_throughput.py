@@ -66,10 +66,10 @@ def main() -> None:
     sizes = SplitSizes.from_fractions(len(data), structure=0.19, parameters=0.19, seeds=0.49)
     split = split_dataset(data, sizes=sizes, domain=domain, rng=rng)
     params = PlausibleDeniabilityModelParams(epsilon=1.0, maxcost=64)
-    ledger = Ledger(epsilon_cap=1.0, delta_cap=1e-6, accountant="advanced", delta_slack=params.delta_slack)
+    ledger = Ledger(epsilon_cap=1.0, delta_cap=1e-6, accountant=params.accountant, delta_slack=params.delta_slack)
     t0 = time.perf_counter()
     model = PlausibleDeniabilityModel(params).fit(
-        split.structure, parameter_data=split.parameters, domain=domain, ledger=ledger,
+        data, split=split.positions, domain=domain, ledger=ledger,
         source=SeededSource(np.random.default_rng(args.seed)),
         buckets={"education": [0] * 9 + list(range(1, 8))})
     print(f"model fit: {time.perf_counter() - t0:.2f} s, |D_S| = {len(split.seeds)}, order = "
