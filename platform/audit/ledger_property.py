@@ -48,7 +48,7 @@ from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.positional_split import NeighbouringRelation, PositionalSplit
 from privlab.platform.dp.privacy_event import PrivacyEvent
 
-__all__ = ["PropertyReport", "check_ledgers", "oracle_epsilon"]
+__all__ = ["PropertyReport", "check_ledgers", "check_ledgers_in_processes", "merge_reports", "oracle_epsilon"]
 
 ORACLE_INTERVAL = 1e-3
 """The oracle's privacy-loss discretisation; optimistic rounding keeps it a lower bound at any
@@ -158,6 +158,30 @@ def _alternatives(ledger: Ledger) -> list[Counter]:
     for top in tops:
         combined = [a + b for a, b in itertools.product(combined, scope(top))]
     return combined
+
+
+def merge_reports(reports: list[PropertyReport]) -> PropertyReport:
+    """One report of several ranges of cases."""
+    merged = PropertyReport()
+    for report in reports:
+        merged.cases += report.cases
+        merged.spends += report.spends
+        merged.refusals += report.refusals
+        merged.totals_checked += report.totals_checked
+        merged.under_reporting += report.under_reporting
+        merged.invariant_violations += report.invariant_violations
+    return merged
+
+
+def check_ledgers_in_processes(cases: int, *, seed: int = 0, processes: int = 2) -> PropertyReport:
+    """:func:`check_ledgers` over ``cases`` split into ``processes`` ranges run side by side
+    (the same cases, the same report, whatever the number of processes)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    bounds = np.linspace(0, cases, processes + 1).astype(int)
+    with ProcessPoolExecutor(max_workers=processes) as pool:
+        futures = [pool.submit(check_ledgers, int(b - a), seed=seed, first=int(a)) for a, b in zip(bounds, bounds[1:])]
+        return merge_reports([f.result() for f in futures])
 
 
 def oracle_epsilon(ledger: Ledger, delta: float) -> float:
@@ -273,10 +297,11 @@ def _check_totals(report: PropertyReport, ledger: Ledger, label: str) -> None:
                                           f"the oracle's lower bound is {truth!r}")
 
 
-def check_ledgers(cases: int, *, seed: int = 0) -> PropertyReport:
-    """Draw ``cases`` random ledgers and spending paths; check both properties on each."""
+def check_ledgers(cases: int, *, seed: int = 0, first: int = 0) -> PropertyReport:
+    """Draw ``cases`` random ledgers and spending paths (case ``first`` onwards, each from its
+    own stream ``[seed, case]``, so ranges can run apart and add up); check both properties."""
     report = PropertyReport()
-    for case in range(cases):
+    for case in range(first, first + cases):
         rng = np.random.default_rng([seed, case])
         ledger = _random_ledger(rng)
         label = f"case {case} ({ledger.accountant}, {ledger.neighbouring.value})"
