@@ -75,7 +75,13 @@ def needs_delta_slack(accountant: str) -> bool:
 
 def refusal(event: DpEvent, accountant: str, *, neighbouring: NeighbouringRelation | str) -> str | None:
     """Why ``accountant`` cannot account for ``event`` (``None`` when it can)."""
-    return accountant_named(accountant).refusal(event, relation=NeighbouringRelation.parse(neighbouring))
+    return _refusal(accountant, event, NeighbouringRelation.parse(neighbouring))
+
+
+@functools.lru_cache(maxsize=4096)
+def _refusal(accountant: str, event: DpEvent, relation: NeighbouringRelation) -> str | None:
+    """Cached: a ledger asks every accountant about every event it spends, and events repeat."""
+    return accountant_named(accountant).refusal(event, relation=relation)
 
 
 def _check(accountant: str, scopes: Sequence[ScopeNode], relation: NeighbouringRelation,

@@ -48,7 +48,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 MUTATIONS_FILE = Path(__file__).resolve().with_name("mutations.toml")
-COPIED = ("platform", "mechanisms", "tests", "pyproject.toml")
+COPIED = ("platform", "mechanisms", "tests", "experiments", "pyproject.toml")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "mlruns", "mlflow.db", ".privlab")
 SANITY_TESTS = ("tests/test_ledger.py",)
 CANARY = {
