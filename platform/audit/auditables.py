@@ -95,6 +95,16 @@ class EpsilonAuditable(Auditable):
         """The δ the mechanism claims for one release (0 for pure DP)."""
         return 0.0
 
+    def claimed_mu(self, params: Any) -> float | None:
+        """The μ of the Gaussian-DP guarantee the claim implies, or ``None`` when it implies none.
+
+        When given, the audit also bounds μ from the whole empirical trade-off curve
+        (:func:`~privlab.platform.audit.audit_statistics.mu_lower_bound`) and a bound above it is a
+        violation, as an ε bound above ``claimed_epsilon`` is. Default: ``None`` (μ is still
+        estimated and reported, for reading).
+        """
+        return None
+
     @abc.abstractmethod
     def plan(self, params: Any) -> list[PrivacyEvent]:
         """The DP steps one release charges (checked on both runs of every trial)."""
