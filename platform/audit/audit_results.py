@@ -165,14 +165,15 @@ def render_result(result: AuditResult, summary: Mapping[str, Any] | None = None)
 def describe_auditables() -> str:
     """``privlab audit --list``: name, kind, claim, parameters with their defaults."""
     blocks = []
+    width = max([14, *(len(name) + 2 for name in auditable_names())])
     for name in auditable_names():
         auditable = AUDITABLES.get(name)
         params = describe_params(auditable.Params, none="unlimited")
         kind = "sensitivity" if auditable.kind is AuditKind.SENSITIVITY else "ε"
         blocks.append(
-            f"{name:14s}{kind} audit: {auditable.description}\n"
-            f"{'':14s}claim: {auditable.claim}; {auditable.neighbouring} neighbours\n"
-            f"{'':14s}parameters: {', '.join(params) or '(none)'}\n"
-            f"{'':14s}default trials: {auditable.default_trials:,}"
+            f"{name:{width}s}{kind} audit: {auditable.description}\n"
+            f"{'':{width}s}claim: {auditable.claim}; {auditable.neighbouring} neighbours\n"
+            f"{'':{width}s}parameters: {', '.join(params) or '(none)'}\n"
+            f"{'':{width}s}default trials: {auditable.default_trials:,}"
         )
     return "\n\n".join(blocks)

@@ -370,3 +370,21 @@ def epsilon_lower_bound_split(scores_d: Sequence[float], scores_d_prime: Sequenc
     t = float(grid[np.unravel_index(int(np.argmax(values)), values.shape)[1]])
     return epsilon_lower_bound([(count_d >= t).sum()], [(count_dp >= t).sum()], count_d.size, [t],
                                confidence=confidence, delta=delta)
+
+
+def smallest_informative_trials(threshold_count: int, confidence: float, *, delta: float = 0.0) -> int:
+    """The fewest runs per side with which :func:`epsilon_lower_bound` can exceed 0 at all.
+
+    The most extreme counts (every run on one side in the event, none on the other) give
+    ``lower = t^(1/N)`` and ``upper = 1 − t^(1/N)`` with ``t = (1 − level)/2`` the interval's
+    tail at the Bonferroni level ``1 − (1 − confidence)/(2T)``; a positive bound needs
+    ``lower − δ > upper``. Fewer trials cannot give a bound whatever the mechanism does.
+    """
+    confidence = check_confidence(confidence)
+    tail = (1.0 - confidence) / (4 * threshold_count)
+    trials = 1
+    while tail ** (1.0 / trials) - delta <= 1.0 - tail ** (1.0 / trials):
+        trials += 1
+        if trials > 10**7:
+            raise ValueError(f"delta ({delta!r}) leaves no trial count that can give a bound")
+    return trials

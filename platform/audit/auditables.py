@@ -7,12 +7,14 @@ registers each auditable's trials workload); the modules that run audits build o
 from __future__ import annotations
 
 import abc
+import difflib
 import enum
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
+from privlab.platform.core.errors import RegistryError
 from privlab.platform.core.plugins import Registry
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.privacy_event import PrivacyEvent
@@ -133,8 +135,19 @@ AUDITABLES: Registry[type[Auditable]] = Registry("auditable", groups=("privlab.a
 
 
 def get_auditable(name: str) -> Auditable:
-    """A fresh instance of the auditable registered as ``name``."""
-    return AUDITABLES.get(name)()
+    """A fresh instance of the auditable registered as ``name``.
+
+    Raises:
+        RegistryError: no such auditable; the message names the close ones first.
+    """
+    try:
+        return AUDITABLES.get(name)()
+    except RegistryError as error:
+        close = difflib.get_close_matches(str(name), AUDITABLES.names(), n=3, cutoff=0.6)
+        if not close:
+            raise
+        raise RegistryError(f"unknown auditable {name!r}; did you mean {', '.join(map(repr, close))}? "
+                            f"{error}") from None
 
 
 def auditable_names() -> list[str]:
