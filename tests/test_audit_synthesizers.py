@@ -22,10 +22,18 @@ def test_every_registered_synthesizer_has_a_game():
     assert {f"synth_{name}" for name in synthesizer_names()} <= set(auditable_names())
 
 
-def test_worst_case_pair_differs_in_one_record_in_every_column():
-    d, d_prime = game.worst_case_pair(10, 3, 4)
+def test_worst_case_pair_differs_in_one_record_in_every_outlier_column():
+    params = get_auditable("synth_independent_marginals").Params(epsilon=1.0, n=10, columns=3, categories=4)
+    d, d_prime = game.worst_case_pair(params)
     assert (d.to_numpy() == 0).all()
     assert (d_prime.to_numpy()[0] == 3).all() and (d_prime.to_numpy()[1:] == 0).all()
+    params = get_auditable("synth_independent_marginals").Params(epsilon=1.0, n=10, columns=3, categories=4,
+                                                                 outlier_columns=2)
+    _, d_prime = game.worst_case_pair(params)
+    assert d_prime.to_numpy()[0].tolist() == [0, 3, 3]
+
+
+COMMON, TARGET = {"c0": 0, "c1": 0}, {"c0": 1, "c1": 1}
 
 
 def test_gaussian_whitebox_statistic_is_standard_normal_under_d_and_shifted_under_d_prime():
@@ -45,7 +53,7 @@ def test_gaussian_whitebox_statistic_is_standard_normal_under_d_and_shifted_unde
                 exact[0] = 100 - moved
                 exact[-1] = float(moved)
                 ms.append((clique, exact + rng.normal(0, sigma, exact.size), sigma))
-            out.append(game.whitebox_score(ms, gaussian=True, n=100, sizes=sizes))
+            out.append(game.whitebox_score(ms, gaussian=True, n=100, sizes=sizes, common=COMMON, target=TARGET))
         return np.array(out)
 
     on_d, on_d_prime = scores(False), scores(True)
@@ -57,11 +65,11 @@ def test_laplace_whitebox_statistic_is_the_bounded_log_likelihood_ratio():
     sizes = {"c0": 2}
     b = 2.0
     far = [(("c0",), np.array([100.0 + 50, -50.0]), b)]  # both cells far on D's side
-    assert game.whitebox_score(far, gaussian=False, n=100, sizes=sizes) == pytest.approx(-2 / b)
+    assert game.whitebox_score(far, gaussian=False, n=100, sizes=sizes, common=COMMON, target=TARGET) == pytest.approx(-2 / b)
     near = [(("c0",), np.array([99.0 - 50, 51.0]), b)]
-    assert game.whitebox_score(near, gaussian=False, n=100, sizes=sizes) == pytest.approx(2 / b)
+    assert game.whitebox_score(near, gaussian=False, n=100, sizes=sizes, common=COMMON, target=TARGET) == pytest.approx(2 / b)
     wrong_shape = [(("c0",), np.array([100.0]), b)]
-    assert game.whitebox_score(wrong_shape, gaussian=False, n=100, sizes=sizes) == game.DOMAIN_MISMATCH_SCORE
+    assert game.whitebox_score(wrong_shape, gaussian=False, n=100, sizes=sizes, common=COMMON, target=TARGET) == game.DOMAIN_MISMATCH_SCORE
 
 
 def test_fitted_measurements_are_the_released_noisy_tables():
@@ -117,8 +125,9 @@ def uri(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.mark.statistical
 def test_correct_privbayes_is_not_flagged_and_its_bound_is_positive(uri):
-    result = _audit(uri, "synth_privbayes", ["epsilon=1.0", 'hyperparameters=\'{"epsilon_split": 0.1, "degree": 1}\''],
-                    400, 3)
+    """One column: one table of ε, whose likelihood-ratio atoms at ±ε carry a quarter of the mass."""
+    result = _audit(uri, "synth_privbayes", ["epsilon=1.0", "columns=1",
+                                             'hyperparameters=\'{"epsilon_split": 0.1, "degree": 1}\''], 400, 3)
     assert not result.violation
     assert 0 < result.empirical <= 1.0
 
@@ -130,3 +139,22 @@ def test_privbayes_with_quarter_noise_is_flagged(uri, monkeypatch):
     result = _audit(uri, "synth_privbayes", ["epsilon=1.0", 'hyperparameters=\'{"epsilon_split": 0.1, "degree": 1}\''],
                     400, 3)
     assert result.violation and result.empirical > 1.0
+
+
+def test_privbayes_structure_ratio_is_zero_when_the_pair_moves_no_score_and_bounded_otherwise():
+    """Replaying the exponential mechanism: the log ratio of the released network is within
+    ±(structure ε) and is 0 when D and D′ give every candidate the same score."""
+    auditable = get_auditable("synth_privbayes")
+    hyper = '{"epsilon_split": 0.5, "degree": 1}'
+    for outliers in (None, 2):
+        params = auditable.Params(epsilon=1.0, columns=3, outlier_columns=outliers, hyperparameters=hyper)
+        d, d_prime = game.worst_case_pair(params)
+        ratios = []
+        for seed in range(30):
+            fitted = game._fit(params, d_prime, SeededSource(np.random.default_rng(seed)))
+            ratios.append(game.privbayes_structure_llr(fitted, d, d_prime))
+        assert all(abs(r) <= 0.5 + 1e-12 for r in ratios)
+        if outliers is None:  # every pair of columns equally correlated by the outlier: no ratio
+            assert all(abs(r) < 1e-12 for r in ratios)
+        else:
+            assert any(abs(r) > 1e-3 for r in ratios)

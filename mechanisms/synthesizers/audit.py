@@ -70,8 +70,8 @@ from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource
 
-__all__ = ["THREATS", "SynthesizerGameParams", "SynthesizerGame", "register_synthesizer_audits",
-           "whitebox_score", "worst_case_pair"]
+__all__ = ["STRUCTURE_VIEWS", "THREATS", "SynthesizerGameParams", "SynthesizerGame", "privbayes_structure_llr",
+           "register_synthesizer_audits", "whitebox_score", "worst_case_pair", "worst_case_records"]
 
 THREATS = ("whitebox", "blackbox")
 THRESHOLD_COUNT = 25
@@ -94,6 +94,9 @@ class SynthesizerGameParams:
         synthetic_records: Records the black-box adversary sees (default ``n``).
         hyperparameters: The synthesizer's hyperparameters as a JSON object, e.g.
             ``'{"iters": 50}'`` (default: its own defaults).
+        outlier_columns: In how many of the last columns the target differs from x₀ (default:
+            all). Fewer leaves the target correlated with nothing in some columns, so the pair
+            moves a structure choice too (which columns a Bayesian network links).
     """
 
     synthesizer: ClassVar[str] = ""
@@ -106,6 +109,7 @@ class SynthesizerGameParams:
     categories: int = 2
     synthetic_records: int | None = None
     hyperparameters: str = "{}"
+    outlier_columns: int | None = None
 
     def __post_init__(self) -> None:
         if not (isinstance(self.epsilon, (int, float)) and not isinstance(self.epsilon, bool)
@@ -116,6 +120,10 @@ class SynthesizerGameParams:
         for label, value, low in (("n", self.n, 2), ("columns", self.columns, 1), ("categories", self.categories, 2)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise SpecError(f"{label} ({value!r}) must be an integer ≥ {low}")
+        if self.outlier_columns is not None and (not isinstance(self.outlier_columns, int)
+                                                 or not 1 <= self.outlier_columns <= self.columns):
+            raise SpecError(f"outlier_columns ({self.outlier_columns!r}) must be an integer in [1, columns = "
+                            f"{self.columns}], or unset for all")
         if self.synthetic_records is not None and (not isinstance(self.synthetic_records, int)
                                                    or self.synthetic_records < 1):
             raise SpecError(f"synthetic_records ({self.synthetic_records!r}) must be an integer ≥ 1, or unset for n")
@@ -155,12 +163,21 @@ def worst_case_domain(columns: int, categories: int) -> Domain:
                                 for j in range(columns)])
 
 
-def worst_case_pair(n: int, columns: int, categories: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """D: ``n`` copies of x₀ = (0, …, 0); D′: the first replaced by x* = (k−1, …, k−1)."""
-    names = [f"c{j}" for j in range(columns)]
-    d = pd.DataFrame(np.zeros((n, columns), dtype=CODE_DTYPE), columns=names)
+def worst_case_records(params: SynthesizerGameParams) -> tuple[np.ndarray, np.ndarray]:
+    """``(x₀, x*)``: all zeros, and the last ``outlier_columns`` columns at their largest code."""
+    common = np.zeros(params.columns, dtype=CODE_DTYPE)
+    target = common.copy()
+    target[params.columns - (params.outlier_columns or params.columns):] = params.categories - 1
+    return common, target
+
+
+def worst_case_pair(params: SynthesizerGameParams) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """D: ``n`` copies of x₀; D′: the first of them replaced by the target x*."""
+    common, target = worst_case_records(params)
+    names = [f"c{j}" for j in range(params.columns)]
+    d = pd.DataFrame(np.tile(common, (params.n, 1)), columns=names)
     d_prime = d.copy()
-    d_prime.iloc[0] = categories - 1
+    d_prime.iloc[0] = target
     return d, d_prime
 
 
@@ -183,7 +200,7 @@ def declares_whitebox_view(cls: type[Synthesizer]) -> bool:
 
 
 def whitebox_score(measurements: Sequence[tuple[Sequence[str], np.ndarray, float]], *, gaussian: bool, n: int,
-                   sizes: Mapping[str, int]) -> float:
+                   sizes: Mapping[str, int], common: Mapping[str, int], target: Mapping[str, int]) -> float:
     """The likelihood-ratio statistic of D against D′ from the noisy marginals (module docstring).
 
     Args:
@@ -191,6 +208,8 @@ def whitebox_score(measurements: Sequence[tuple[Sequence[str], np.ndarray, float
         gaussian: Gaussian noise (σ = scale) or Laplace (b = scale).
         n: Records in D (all x₀).
         sizes: Each column's number of codes.
+        common, target: x₀'s and x*'s code in each column; a marginal on which they agree is
+            the same on D and D′ and is skipped.
     """
     numerator, information = 0.0, 0.0
     for clique, noisy, scale in measurements:
@@ -199,14 +218,55 @@ def whitebox_score(measurements: Sequence[tuple[Sequence[str], np.ndarray, float
             # The release's shape is not the public domain's: it was read off the data, and the
             # adversary reads it back (a perfect test); scored apart from every likelihood ratio.
             return DOMAIN_MISMATCH_SCORE
-        target = int(np.ravel_multi_index(tuple(s - 1 for s in shape), shape))
-        y_target, y_common = float(noisy[target]), float(noisy[0])
+        cell_target = int(np.ravel_multi_index(tuple(target[c] for c in clique), shape))
+        cell_common = int(np.ravel_multi_index(tuple(common[c] for c in clique), shape))
+        if cell_target == cell_common:
+            continue
+        y_target, y_common = float(noisy[cell_target]), float(noisy[cell_common])
         if gaussian:
             numerator += (y_target - (y_common - n)) / scale**2
             information += 2.0 / scale**2
         else:
             numerator += (abs(y_target) - abs(y_target - 1.0) + abs(y_common - n) - abs(y_common - n + 1.0)) / scale
-    return numerator / math.sqrt(information) if gaussian else numerator
+    if gaussian:
+        return numerator / math.sqrt(information) if information else 0.0
+    return numerator
+
+
+def privbayes_structure_llr(fitted: Any, d: pd.DataFrame, d_prime: pd.DataFrame) -> float | None:
+    """``log P_D′(network) − log P_D(network)`` of a fitted PrivBayes's released network under its
+    claimed exponential mechanism (the adversary knows D and D′ and replays each greedy step's
+    candidates and scores with the synthesizer's own code); ``None`` when a step scored a random
+    subset of its candidates (then its probabilities are not replayed).
+
+    The first attribute is a uniform data-independent draw and contributes nothing.
+    """
+    names = list(fitted.domain_.names)
+    sizes = fitted.domain_.sizes
+    index = {name: j for j, name in enumerate(names)}
+    nodes = [(index[child], tuple(index[p] for p in parents)) for child, parents in fitted.network_]
+    events = {e.name: e for e in fitted.events_}
+    structure = [events[f"privbayes/structure/{i + 2}"] for i in range(len(nodes) - 1)]
+    if not structure:
+        return 0.0
+    table_epsilon = events["privbayes/table/1"].epsilon
+    codes = {"d": d.to_numpy().T.astype(np.int64), "d_prime": d_prime.to_numpy().T.astype(np.int64)}
+    total = 0.0
+    for i, event in enumerate(structure, start=1):
+        candidates = fitted._candidates([c for c, _ in nodes[:i]], sizes, n=fitted.n_records_, table_epsilon=table_epsilon)
+        if len(candidates) > fitted.params.max_candidates:
+            return None
+        chosen = candidates.index(nodes[i])
+        log_p = {}
+        for side, side_codes in codes.items():
+            logits = event.epsilon * fitted._utilities(side_codes, candidates, sizes) / (2.0 * event.sensitivity)
+            log_p[side] = float(logits[chosen] - np.logaddexp.reduce(logits))
+        total += log_p["d_prime"] - log_p["d"]
+    return total
+
+
+STRUCTURE_VIEWS = {"privbayes": privbayes_structure_llr}
+"""Synthesizers whose released model structure the white-box adversary also scores (by name)."""
 
 
 class SynthesizerGame(EpsilonAuditable):
@@ -227,7 +287,7 @@ class SynthesizerGame(EpsilonAuditable):
         return issubclass(self._class(), ZcdpSynthesizer)
 
     def neighbours(self, params: SynthesizerGameParams, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:
-        return worst_case_pair(params.n, params.columns, params.categories)
+        return worst_case_pair(params)
 
     def claimed_epsilon(self, params: SynthesizerGameParams) -> float:
         return float(params.epsilon)
@@ -252,16 +312,27 @@ class SynthesizerGame(EpsilonAuditable):
         if params.threat == "blackbox":
             count = params.synthetic_records or params.n
             synthetic = fitted.sample(count, rng=source.rng)
-            target = np.full(params.columns, params.categories - 1)
+            _, target = worst_case_records(params)
             return float((synthetic.to_numpy() == target).all(axis=1).sum())
         measurements = getattr(fitted, "measurements_", None)
         if not isinstance(measurements, tuple):
             raise SpecError(f"synthesizer {self.synthesizer!r} documents measurements_ but its fit kept none; "
                             "audit it black-box: --set threat=blackbox")
-        sizes = {f"c{j}": params.categories for j in range(params.columns)}
-        return whitebox_score(measurements, gaussian=self._zcdp(), n=params.n, sizes=sizes)
+        names = [f"c{j}" for j in range(params.columns)]
+        common, target = (dict(zip(names, map(int, record), strict=True)) for record in worst_case_records(params))
+        score = whitebox_score(measurements, gaussian=self._zcdp(), n=params.n, sizes=dict.fromkeys(names, params.categories),
+                               common=common, target=target)
+        structure = STRUCTURE_VIEWS.get(self.synthesizer)
+        if structure is not None and score != DOMAIN_MISMATCH_SCORE:
+            d, d_prime = worst_case_pair(params)
+            structure_score = structure(fitted, d, d_prime)
+            score += structure_score or 0.0
+        return score
 
     def _laplace_total(self, params: SynthesizerGameParams) -> float:
+        """The largest log-likelihood ratio of the tables under the claim: their ε. (A scored
+        structure adds a continuous term; the grid stays on the tables' atoms, and the top event
+        takes everything above.)"""
         synthesizer = synthesizer_from_spec(params.synthesizer, synthesizer_hyperparameters(params), where="audit")
         events = synthesizer.planned_events(params.epsilon, worst_case_domain(params.columns, params.categories),
                                             params.n)
@@ -274,10 +345,13 @@ class SynthesizerGame(EpsilonAuditable):
             mu = self.claimed_mu(params)
             assert mu is not None
             return tuple(np.linspace(-1.5, mu + 1.5, THRESHOLD_COUNT))
-        # The log-likelihood ratio has atoms at sums of ±ε_m; a grid just below multiples of
-        # L/12 keeps float rounding from moving an atom across its threshold.
+        # Under the claim the log-likelihood ratio lies in [−L, L] with atoms at sums of ±ε_m;
+        # the grid runs just below multiples of L/6 (float rounding cannot move an atom across
+        # a threshold) over [−2L, 2L], so a release noisier-looking or more revealing than the
+        # claim allows lands in events of its own.
         total = self._laplace_total(params)
-        return tuple(total * j / _HALF_GRID - 1e-9 * max(total, 1.0) for j in range(-_HALF_GRID, _HALF_GRID + 1))
+        step = total / (_HALF_GRID / 2)
+        return tuple(step * j - 1e-9 * max(total, 1.0) for j in range(-_HALF_GRID, _HALF_GRID + 1))
 
     def event_label(self, params: SynthesizerGameParams, threshold: float, complement: bool) -> str:
         sign = "<" if complement else "≥"
