@@ -146,8 +146,8 @@ def get_auditable(name: str) -> Auditable:
         close = difflib.get_close_matches(str(name), AUDITABLES.names(), n=3, cutoff=0.6)
         if not close:
             raise
-        raise RegistryError(f"unknown auditable {name!r}; did you mean {', '.join(map(repr, close))}? "
-                            f"{error}") from None
+        hint = f"{name!r} (did you mean {', '.join(map(repr, close))}?);"
+        raise RegistryError(str(error).replace(f"{name!r};", hint, 1)) from None
 
 
 def auditable_names() -> list[str]:
