@@ -158,3 +158,26 @@ def test_privbayes_structure_ratio_is_zero_when_the_pair_moves_no_score_and_boun
             assert all(abs(r) < 1e-12 for r in ratios)
         else:
             assert any(abs(r) > 1e-3 for r in ratios)
+
+
+@pytest.mark.statistical
+def test_pair_search_keeps_the_most_distinguishable_candidate():
+    """One column puts all of ε on one table, whose likelihood-ratio atoms carry a quarter of the
+    mass; three columns split it three ways: the pilot must prefer one column."""
+    from privlab.platform.audit.pair_search import search_pairs
+
+    result = search_pairs("synth_independent_marginals", {"epsilon": 2.0}, [{"columns": 3}, {"columns": 1}],
+                          pilot_trials=300, seed=4)
+    assert result.best["columns"] == 1
+    assert result.candidates[1].epsilon_lower > result.candidates[0].epsilon_lower
+
+
+def test_pair_search_refuses_bad_requests():
+    from privlab.platform.audit.pair_search import search_pairs
+
+    with pytest.raises(SpecError, match="not an ε audit"):
+        search_pairs("pmse", {}, [{}], pilot_trials=10, seed=0)
+    with pytest.raises(SpecError, match="at least one candidate"):
+        search_pairs("synth_independent_marginals", {"epsilon": 1.0}, [], pilot_trials=10, seed=0)
+    with pytest.raises(SpecError, match="columns"):
+        search_pairs("synth_independent_marginals", {"epsilon": 1.0}, [{"columns": 0}], pilot_trials=10, seed=0)
