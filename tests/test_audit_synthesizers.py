@@ -181,3 +181,23 @@ def test_pair_search_refuses_bad_requests():
         search_pairs("synth_independent_marginals", {"epsilon": 1.0}, [], pilot_trials=10, seed=0)
     with pytest.raises(SpecError, match="columns"):
         search_pairs("synth_independent_marginals", {"epsilon": 1.0}, [{"columns": 0}], pilot_trials=10, seed=0)
+
+
+def test_add_remove_pair_adds_the_target():
+    params = get_auditable("synth_mst").Params(epsilon=1.0, delta=1e-2, n=10, columns=2, neighbouring="add-remove")
+    d, d_prime = game.worst_case_pair(params)
+    assert len(d) == 10 and len(d_prime) == 11
+    assert d_prime.iloc[0].tolist() == [1, 1] and (d_prime.iloc[1:].to_numpy() == d.to_numpy()).all()
+    with pytest.raises(SpecError, match="neighbouring"):
+        get_auditable("synth_mst").Params(epsilon=1.0, delta=1e-2, neighbouring="swap")
+
+
+def test_add_remove_gaussian_statistic_has_half_the_information():
+    rng = np.random.default_rng(1)
+    sizes = {"c0": 2}
+    on_d_prime = []
+    for _ in range(4000):
+        exact = np.array([100.0, 1.0])  # D′ = D plus the target: x₀'s cell unchanged
+        on_d_prime.append(game.whitebox_score([(("c0",), exact + rng.normal(0, 2.0, 2), 2.0)], gaussian=True, n=100,
+                                              sizes=sizes, common={"c0": 0}, target={"c0": 1}, replace=False))
+    assert np.mean(on_d_prime) == pytest.approx(0.5, abs=0.07)  # sqrt(1/σ²) = 1/2

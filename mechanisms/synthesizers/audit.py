@@ -74,6 +74,7 @@ __all__ = ["STRUCTURE_VIEWS", "THREATS", "SynthesizerGameParams", "SynthesizerGa
            "register_synthesizer_audits", "whitebox_score", "worst_case_pair", "worst_case_records"]
 
 THREATS = ("whitebox", "blackbox")
+RELATIONS = ("replace-one", "add-remove")
 THRESHOLD_COUNT = 25
 MAX_CELLS = 4096  # the largest domain (product of the sizes) the worst-case pair is built over
 _HALF_GRID = (THRESHOLD_COUNT - 1) // 2
@@ -97,6 +98,12 @@ class SynthesizerGameParams:
         outlier_columns: In how many of the last columns the target differs from x₀ (default:
             all). Fewer leaves the target correlated with nothing in some columns, so the pair
             moves a structure choice too (which columns a Bayesian network links).
+        neighbouring: ``"replace-one"`` (D′ replaces a copy of x₀ by x*; the synthesizers'
+            relation, n public) or ``"add-remove"`` (D′ is D plus x*, n + 1 records). The
+            synthesizers state no add/remove guarantee; that game compares with the same ε,
+            which their measurements satisfy there too (a count vector's ℓ1 and ℓ2 sensitivities
+            under add/remove, 1 and 1, are at most replace-one's, 2 and √2), so a bound above it
+            points at a step whose sensitivity depends on n.
     """
 
     synthesizer: ClassVar[str] = ""
@@ -110,6 +117,7 @@ class SynthesizerGameParams:
     synthetic_records: int | None = None
     hyperparameters: str = "{}"
     outlier_columns: int | None = None
+    neighbouring: str = "replace-one"
 
     def __post_init__(self) -> None:
         if not (isinstance(self.epsilon, (int, float)) and not isinstance(self.epsilon, bool)
@@ -117,6 +125,8 @@ class SynthesizerGameParams:
             raise SpecError(f"epsilon ({self.epsilon!r}) must be a finite number > 0")
         if self.threat not in THREATS:
             raise SpecError(f"threat ({self.threat!r}) must be one of {list(THREATS)}")
+        if self.neighbouring not in RELATIONS:
+            raise SpecError(f"neighbouring ({self.neighbouring!r}) must be one of {list(RELATIONS)}")
         for label, value, low in (("n", self.n, 2), ("columns", self.columns, 1), ("categories", self.categories, 2)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise SpecError(f"{label} ({value!r}) must be an integer ≥ {low}")
@@ -172,10 +182,13 @@ def worst_case_records(params: SynthesizerGameParams) -> tuple[np.ndarray, np.nd
 
 
 def worst_case_pair(params: SynthesizerGameParams) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """D: ``n`` copies of x₀; D′: the first of them replaced by the target x*."""
+    """D: ``n`` copies of x₀; D′: the first of them replaced by the target x* (replace-one) or
+    x* added before them (add/remove)."""
     common, target = worst_case_records(params)
     names = [f"c{j}" for j in range(params.columns)]
     d = pd.DataFrame(np.tile(common, (params.n, 1)), columns=names)
+    if params.neighbouring == "add-remove":
+        return d, pd.concat([pd.DataFrame([target], columns=names), d], ignore_index=True)
     d_prime = d.copy()
     d_prime.iloc[0] = target
     return d, d_prime
@@ -200,7 +213,8 @@ def declares_whitebox_view(cls: type[Synthesizer]) -> bool:
 
 
 def whitebox_score(measurements: Sequence[tuple[Sequence[str], np.ndarray, float]], *, gaussian: bool, n: int,
-                   sizes: Mapping[str, int], common: Mapping[str, int], target: Mapping[str, int]) -> float:
+                   sizes: Mapping[str, int], common: Mapping[str, int], target: Mapping[str, int],
+                   replace: bool = True) -> float:
     """The likelihood-ratio statistic of D against D′ from the noisy marginals (module docstring).
 
     Args:
@@ -210,6 +224,8 @@ def whitebox_score(measurements: Sequence[tuple[Sequence[str], np.ndarray, float
         sizes: Each column's number of codes.
         common, target: x₀'s and x*'s code in each column; a marginal on which they agree is
             the same on D and D′ and is skipped.
+        replace: D′ replaces a copy of x₀ (its cell −1, the target's +1); otherwise D′ adds x*
+            (the target's cell +1 alone, information 1/σ² instead of 2/σ²).
     """
     numerator, information = 0.0, 0.0
     for clique, noisy, scale in measurements:
@@ -224,10 +240,12 @@ def whitebox_score(measurements: Sequence[tuple[Sequence[str], np.ndarray, float
             continue
         y_target, y_common = float(noisy[cell_target]), float(noisy[cell_common])
         if gaussian:
-            numerator += (y_target - (y_common - n)) / scale**2
-            information += 2.0 / scale**2
+            numerator += (y_target - ((y_common - n) if replace else 0.0)) / scale**2
+            information += (2.0 if replace else 1.0) / scale**2
         else:
-            numerator += (abs(y_target) - abs(y_target - 1.0) + abs(y_common - n) - abs(y_common - n + 1.0)) / scale
+            numerator += (abs(y_target) - abs(y_target - 1.0)) / scale
+            if replace:
+                numerator += (abs(y_common - n) - abs(y_common - n + 1.0)) / scale
     if gaussian:
         return numerator / math.sqrt(information) if information else 0.0
     return numerator
@@ -276,7 +294,7 @@ class SynthesizerGame(EpsilonAuditable):
     """
 
     synthesizer: ClassVar[str]
-    neighbouring = "replace-one"
+    neighbouring = "replace-one"  # or add-remove: the neighbouring parameter
     default_trials = 2_000
     threshold_count = THRESHOLD_COUNT
 
@@ -321,7 +339,7 @@ class SynthesizerGame(EpsilonAuditable):
         names = [f"c{j}" for j in range(params.columns)]
         common, target = (dict(zip(names, map(int, record), strict=True)) for record in worst_case_records(params))
         score = whitebox_score(measurements, gaussian=self._zcdp(), n=params.n, sizes=dict.fromkeys(names, params.categories),
-                               common=common, target=target)
+                               common=common, target=target, replace=params.neighbouring == "replace-one")
         structure = STRUCTURE_VIEWS.get(self.synthesizer)
         if structure is not None and score != DOMAIN_MISMATCH_SCORE:
             d, d_prime = worst_case_pair(params)

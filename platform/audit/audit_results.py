@@ -90,7 +90,7 @@ def audit_result(auditable: Auditable, params: Any, metrics: Mapping[str, float]
                    f"(ε lower bound {bound.epsilon_lower:.4g} ≤ claimed {claimed:.6g}{mu_text})")
     other = "D" if bound.numerator == "D′" else "D′"
     details = {
-        "score": auditable.score, "neighbouring": auditable.neighbouring,
+        "score": auditable.score, "neighbouring": getattr(params, "neighbouring", auditable.neighbouring),
         "claimed_delta": auditable.claimed_delta(params), "estimate": bound.estimate,
         "event": auditable.event_label(params, bound.threshold, bound.complement),
         "numerator": bound.numerator, "denominator": other,
