@@ -38,13 +38,13 @@ from privlab.platform.run.runner import RunOptions
 ROOT = Path(__file__).resolve().parents[1]
 
 AUDITS = {  # figure name -> (auditable, settings, trials at full scale)
-    "mst_whitebox": ("synth_mst", ["epsilon=1.0", "delta=1e-2", "columns=2", "hyperparameters='{\"iters\": 1}'"], 6000),
+    "mst_whitebox": ("synth_mst", ["epsilon=1.0", "delta=1e-2", "columns=2", "hyperparameters='{\"iters\": 1}'"], 4000),
     "aim_whitebox": ("synth_aim", ["epsilon=1.0", "delta=1e-2", "columns=2",
-                                   "hyperparameters='{\"rounds\": 4, \"max_iters\": 1, \"workload_degree\": 2}'"], 3000),
+                                   "hyperparameters='{\"rounds\": 4, \"max_iters\": 1, \"workload_degree\": 2}'"], 600),
     "privbayes_whitebox": ("synth_privbayes", ["epsilon=1.0", "columns=1",
-                                               "hyperparameters='{\"epsilon_split\": 0.1, \"degree\": 1}'"], 20000),
+                                               "hyperparameters='{\"epsilon_split\": 0.1, \"degree\": 1}'"], 10000),
     "privbayes_whitebox_3_columns": ("synth_privbayes", ["epsilon=1.0", "columns=3",
-                                                         "hyperparameters='{\"epsilon_split\": 0.1, \"degree\": 1}'"], 20000),
+                                                         "hyperparameters='{\"epsilon_split\": 0.1, \"degree\": 1}'"], 10000),
 }
 
 
@@ -79,6 +79,19 @@ def run_one(name: str, auditable: str, settings: list[str], trials: int, store: 
     return record
 
 
+def replot(folder: Path) -> None:
+    """Re-render every ``audit_*.json`` of ``folder`` as its trade-off PNG (no audit runs)."""
+    for path in sorted(folder.glob("audit_*.json")):
+        record = json.loads(path.read_text())
+        points = tradeoff_points(record["events_d"], record["events_d_prime"], record["trials"], record["thresholds"],
+                                 confidence=0.95)
+        settings = ", ".join(s for s in record["settings"] if not s.startswith("hyper"))
+        (folder / f"tradeoff_{record['name']}.png").write_bytes(tradeoff_png(
+            points, title=f"{record['auditable']} ({settings}), {record['trials']:,} trials",
+            claimed_mu=record["claimed_mu"], mu_lower=record["mu_lower"], epsilon=record["claimed_epsilon"],
+            delta=record["claimed_delta"]))
+
+
 def planted(smoke: bool) -> tuple[int, int, int]:
     spec = importlib.util.spec_from_file_location("privlab_audit_check", ROOT / "tests" / "mutations" / "audit_check.py")
     assert spec is not None and spec.loader is not None
@@ -100,7 +113,11 @@ def main() -> None:
     parser.add_argument("--figures", type=Path, help="write trade-off PNGs and findings JSON here")
     parser.add_argument("--skip-planted", action="store_true", help="skip the planted-bug check")
     parser.add_argument("--only", nargs="+", choices=sorted(AUDITS), help="run only these audits")
+    parser.add_argument("--replot", type=Path, metavar="DIR", help="re-render DIR's trade-off PNGs from its JSON")
     args = parser.parse_args()
+    if args.replot:
+        replot(args.replot)
+        return
     print(f"load_average_1min_before: {load_average():.2f}")
     records = {}
     with tempfile.TemporaryDirectory(prefix="privlab-audit-bench-") as folder:

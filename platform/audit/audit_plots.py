@@ -14,7 +14,8 @@ def tradeoff_png(points: Sequence[TradeoffPoint], *, title: str, claimed_mu: flo
     """FPR against FNR of every test of the audit (empirical, and its upper confidence corner),
     with the GDP curves ``G_μ`` of the claim and of the audit's lower bound, and the (ε, δ)
     region's boundary when ``epsilon`` is given. A point below a claimed curve (its corner too)
-    would be a violation."""
+    would be a violation. Tests no better than chance (FPR + FNR ≥ 1, the reversed direction of
+    an informative one) are left out."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -34,6 +35,7 @@ def tradeoff_png(points: Sequence[TradeoffPoint], *, title: str, claimed_mu: flo
         e = np.exp(epsilon)
         bound = np.maximum.reduce([np.zeros_like(alpha), 1 - delta - e * alpha, np.exp(-epsilon) * (1 - delta - alpha)])
         ax.plot(alpha, bound, color="C1", lw=1.0, ls=":", label=f"claim: (ε, δ) = ({epsilon:.3g}, {delta:.3g})")
+    points = [p for p in points if p.fpr + p.fnr < 1.0]  # a test worse than chance constrains nothing
     fpr = np.array([p.fpr for p in points])
     fnr = np.array([p.fnr for p in points])
     ax.scatter(fpr, fnr, s=10, color="k", label="tests (empirical)", zorder=3)
