@@ -37,7 +37,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from privlab.mechanisms.dipreme.forest import DiPriMeRegressor, DPERTRegressor
 from privlab.platform.audit.registration import EpsilonAuditable, register_auditable
 from privlab.platform.core.errors import SpecError
 from privlab.platform.dp.ledger import Ledger
@@ -75,7 +74,7 @@ class ForestGameParams:
 class ForestGame(EpsilonAuditable):
     """The distinguishing game for one DP regression forest (module docstring)."""
 
-    estimator: ClassVar[type]
+    estimator: ClassVar[str]  # a class of mechanisms/dipreme/forest.py, imported when a game runs (scikit-learn)
     Params = ForestGameParams
     neighbouring = "replace-one"
     claim = "ε = epsilon, δ = 0"
@@ -84,7 +83,9 @@ class ForestGame(EpsilonAuditable):
     threshold_count = THRESHOLD_COUNT
 
     def _forest(self, params: ForestGameParams) -> Any:
-        return self.estimator(epsilon=params.epsilon, max_depth=params.max_depth, n_estimators=params.n_estimators,
+        from privlab.mechanisms.dipreme import forest
+
+        return getattr(forest, self.estimator)(epsilon=params.epsilon, max_depth=params.max_depth, n_estimators=params.n_estimators,
                               feature_bounds=(0.0, 1.0), target_bounds=(0.0, 1.0))
 
     def neighbours(self, params: ForestGameParams, rng: np.random.Generator) -> tuple[Any, Any]:
@@ -124,7 +125,7 @@ class ForestGame(EpsilonAuditable):
 class DiPriMeGame(ForestGame):
     __doc__ = ForestGame.__doc__
     name = "forest_dipreme"
-    estimator = DiPriMeRegressor
+    estimator = "DiPriMeRegressor"
     description = "distinguishing game, DiPriMe regression forest, outlier (1, 1) among (0, 0) records"
 
 
@@ -132,5 +133,5 @@ class DiPriMeGame(ForestGame):
 class DPERTGame(ForestGame):
     __doc__ = ForestGame.__doc__
     name = "forest_dp_ert"
-    estimator = DPERTRegressor
+    estimator = "DPERTRegressor"
     description = "distinguishing game, DP-ERT regression forest, outlier (1, 1) among (0, 0) records"
