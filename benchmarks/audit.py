@@ -113,6 +113,7 @@ def main() -> None:
     parser.add_argument("--figures", type=Path, help="write trade-off PNGs and findings JSON here")
     parser.add_argument("--skip-planted", action="store_true", help="skip the planted-bug check")
     parser.add_argument("--only", nargs="+", choices=sorted(AUDITS), help="run only these audits")
+    parser.add_argument("--trials", type=int, help="trials per side for every audit run (default: each one's own)")
     parser.add_argument("--replot", type=Path, metavar="DIR", help="re-render DIR's trade-off PNGs from its JSON")
     args = parser.parse_args()
     if args.replot:
@@ -124,7 +125,7 @@ def main() -> None:
         for name, (auditable, settings, trials) in AUDITS.items():
             if args.only and name not in args.only:
                 continue
-            records[name] = run_one(name, auditable, settings, 200 if args.smoke else trials,
+            records[name] = run_one(name, auditable, settings, 200 if args.smoke else args.trials or trials,
                                     Path(folder) / "mlflow.db", args.figures)
             record = records[name]
             print(f"audit_{name}_trials: {record['trials']}")

@@ -17,7 +17,15 @@ def test_bad_parameters_are_refused():
         get_auditable("pd_model").Params(epsilon=0.0)
 
 
-@pytest.mark.statistical
+def test_thresholds_are_fixed_by_public_parameters():
+    from privlab.mechanisms.plausible_deniability import audit as pd_audit
+
+    params = get_auditable("pd_model").Params(epsilon=1.0, columns=1, n_structure=20, n_parameters=20)
+    first = pd_audit._calibrated_thresholds(params)  # drawn from CALIBRATION_SEED: a function of the parameters
+    assert len(first) == pd_audit.THRESHOLD_COUNT and list(first) == sorted(first)
+
+
+@pytest.mark.slow
 def test_thresholds_come_from_public_parameters_and_the_correct_model_is_not_flagged(tmp_path):
     auditable = get_auditable("pd_model")
     params = auditable.Params(epsilon=1.0, columns=2)

@@ -31,7 +31,7 @@ def test_the_target_is_an_outlier_after_the_transformation_too():
     assert sum(on_dp) > sum(on_d)
 
 
-@pytest.mark.statistical
+@pytest.mark.slow
 def test_a_correct_flow_is_not_flagged(tmp_path):
     request = audit_run.prepare_audit("release_flow", settings=["epsilon_generation=1.0"], trials=100, seed=2)
     result, _ = audit_run.run_audit(request, RunOptions(serial=True, tracking_uri=f"sqlite:///{tmp_path / 'm.db'}",
