@@ -265,7 +265,7 @@ def test_list_shows_names_kinds_claims_and_parameters(capsys: pytest.CaptureFixt
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["audit", "nope"], "unknown auditable 'nope'; auditables: exponential, laplace, pmse"),
+        (["audit", "nope"], "unknown auditable 'nope'; auditables: exponential, forest_dipreme, forest_dp_ert, laplace"),
         (["audit"], "give an auditable NAME or --list"),
         (["audit", "laplace", "--set", "epsilon=1", "--set", "eps=2"],
          "unknown parameter 'eps'; parameters: epsilon, n, lower, upper"),

@@ -52,6 +52,8 @@ class IndependentMarginals(Synthesizer):
 
     Fitted attributes:
         marginals_: One probability vector per column, in domain order.
+        measurements_: ``((column,), noisy counts, Laplace scale)`` per column, as released
+            (before clipping): the white-box view an audit reads.
         model_: The equivalent edgeless :class:`BayesianNetworkModel`.
         domain_, epsilon_, n_records_, events_: see :meth:`Synthesizer.fit`.
 
@@ -92,14 +94,18 @@ class IndependentMarginals(Synthesizer):
         scope: str,
     ) -> None:
         marginals = []
+        measurements = []
         for j, (column, step) in enumerate(zip(domain, steps, strict=True)):
             counts = np.bincount(codes[j], minlength=column.size).astype(np.float64)
-            noisy = np.clip(self._laplace(step, counts, ledger=ledger, source=source, scope=scope), 0.0, None)
+            released = self._laplace(step, counts, ledger=ledger, source=source, scope=scope)
+            measurements.append(((column.name,), released, step.noise_scale))
+            noisy = np.clip(released, 0.0, None)
             total = noisy.sum()
             marginal = noisy / total if total > 0 else np.full(column.size, 1.0 / column.size)
             marginal.setflags(write=False)
             marginals.append(marginal)
         self.marginals_ = tuple(marginals)
+        self.measurements_ = tuple(measurements)
         self.model_ = BayesianNetworkModel(
             domain=domain,
             network=tuple((name, ()) for name in domain.names),

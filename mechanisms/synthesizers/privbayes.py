@@ -211,6 +211,9 @@ class PrivBayes(Synthesizer):
     Fitted attributes:
         model_: The :class:`BayesianNetworkModel` sampled from.
         network_: ``(column, parents)`` pairs in the order they were selected.
+        measurements_: ``(clique, noisy counts, Laplace scale)`` of every table released, the
+            clique being ``(*parents, child)`` and the counts row-major over it (first column
+            most significant), as MST's and AIM's: the white-box view an audit reads.
         domain_, epsilon_, n_records_, events_: see :meth:`Synthesizer.fit`.
 
     Privacy:
@@ -348,13 +351,16 @@ class PrivBayes(Synthesizer):
             utilities = self._utilities(codes, candidates, sizes)
             nodes.append(candidates[self._exponential(step, utilities, ledger=ledger, source=source, scope=scope)])
         conditionals = []
+        measurements = []
+        names = domain.names
         for (child, parents), step in zip(nodes, tables, strict=True):
             counts = _count_table(codes, child, parents, sizes, parent_index(codes, parents, sizes))
             noisy = self._laplace(step, counts, ledger=ledger, source=source, scope=scope)
             conditionals.append(_normalise_rows(noisy))
-        names = domain.names
+            measurements.append((tuple(names[j] for j in (*parents, child)), noisy.ravel(), step.noise_scale))
         network = tuple((names[child], tuple(names[p] for p in parents)) for child, parents in nodes)
         self.network_ = network
+        self.measurements_ = tuple(measurements)
         self.model_ = BayesianNetworkModel(domain=domain, network=network, conditionals=tuple(conditionals))
 
     def _utilities(

@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from privlab.platform.audit.audit_statistics import bound_from, clopper_pearson, thresholds_of
+from privlab.platform.audit.audit_statistics import bound_from, clopper_pearson, mu_bound_from, thresholds_of
 from privlab.platform.audit.auditables import AUDITABLES, Auditable, AuditKind, EpsilonAuditable, SensitivityAuditable, auditable_names
 from privlab.platform.core.plugins import describe_params
 from privlab.platform.experiment import registry
@@ -74,17 +74,23 @@ def audit_result(auditable: Auditable, params: Any, metrics: Mapping[str, float]
                            verdict=verdict, details=details, **common)
     assert isinstance(auditable, EpsilonAuditable)
     bound = bound_from(auditable, params, lambda name, stat: metrics[f"{name}_{stat}"])
+    mu = mu_bound_from(auditable, params, lambda name, stat: metrics[f"{name}_{stat}"])
     claimed = auditable.claimed_epsilon(params)
-    violation = bound.epsilon_lower > claimed
+    claimed_mu = auditable.claimed_mu(params)
+    epsilon_violation = bound.epsilon_lower > claimed
+    mu_violation = claimed_mu is not None and mu.mu_lower > claimed_mu
+    violation = epsilon_violation or mu_violation
     if violation:
-        verdict = (f"VIOLATION: ε ≥ {bound.epsilon_lower:.4g} > claimed {claimed:.6g} "
-                   f"with {_percent(confidence)} confidence")
+        found = [f"ε ≥ {bound.epsilon_lower:.4g} > claimed {claimed:.6g}"] if epsilon_violation else []
+        found += [f"μ ≥ {mu.mu_lower:.4g} > claimed μ {claimed_mu:.4g}"] if mu_violation else []
+        verdict = f"VIOLATION: {'; '.join(found)} with {_percent(confidence)} confidence"
     else:
+        mu_text = f"; μ lower bound {mu.mu_lower:.4g} ≤ claimed μ {claimed_mu:.4g}" if claimed_mu is not None else ""
         verdict = (f"no violation detected at {_percent(confidence)} "
-                   f"(ε lower bound {bound.epsilon_lower:.4g} ≤ claimed {claimed:.6g})")
+                   f"(ε lower bound {bound.epsilon_lower:.4g} ≤ claimed {claimed:.6g}{mu_text})")
     other = "D" if bound.numerator == "D′" else "D′"
     details = {
-        "score": auditable.score, "neighbouring": auditable.neighbouring,
+        "score": auditable.score, "neighbouring": getattr(params, "neighbouring", auditable.neighbouring),
         "claimed_delta": auditable.claimed_delta(params), "estimate": bound.estimate,
         "event": auditable.event_label(params, bound.threshold, bound.complement),
         "numerator": bound.numerator, "denominator": other,
@@ -92,6 +98,11 @@ def audit_result(auditable: Auditable, params: Any, metrics: Mapping[str, float]
         "denominator_successes": bound.denominator_successes, "denominator_upper": bound.denominator_upper,
         "tests": bound.tests, "interval_level": bound.interval_level,
         "thresholds": thresholds_of(auditable, params),
+        "claimed_mu": claimed_mu, "mu_lower": mu.mu_lower, "mu_estimate": mu.mu_estimate,
+        "mu_test": ("D′ when " + auditable.event_label(params, mu.threshold, mu.reversed)
+                    + f": FPR {mu.fpr:.4g} (≤ {mu.fpr_upper:.4g}), FNR {mu.fnr:.4g} (≤ {mu.fnr_upper:.4g})"),
+        "epsilon_tightness": bound.epsilon_lower / claimed,
+        "mu_tightness": None if not claimed_mu else mu.mu_lower / claimed_mu,
     }
     return AuditResult(trials=bound.trials, claimed=claimed, empirical=bound.epsilon_lower, violation=violation,
                        verdict=verdict, details=details, **common)
@@ -136,6 +147,12 @@ def render_result(result: AuditResult, summary: Mapping[str, Any] | None = None)
             ("method", f"{d['tests']} (event, direction) pairs fixed in advance; Clopper–Pearson at "
                        f"{_percent(d['interval_level'])} each (Bonferroni)"),
         ]
+        if "mu_lower" in d:
+            claim = f" of claimed μ {d['claimed_mu']:.4g} ({d['mu_tightness']:.3g})" if d.get("claimed_mu") else ""
+            rows += [
+                (f"GDP μ lower bound ({conf})", f"{d['mu_lower']:.4g}{claim}; point estimate {d['mu_estimate']:.4g}"),
+                ("μ attained by", f"{d['mu_test']} (same intervals as ε)"),
+            ]
     rows.append(("trials", f"{result.trials:,} neighbouring pairs" if result.kind is AuditKind.SENSITIVITY
                  else f"{result.trials:,} runs on D and {result.trials:,} on D′"))
     rows.append(("verdict", result.verdict))
@@ -148,14 +165,15 @@ def render_result(result: AuditResult, summary: Mapping[str, Any] | None = None)
 def describe_auditables() -> str:
     """``privlab audit --list``: name, kind, claim, parameters with their defaults."""
     blocks = []
+    width = max([14, *(len(name) + 2 for name in auditable_names())])
     for name in auditable_names():
         auditable = AUDITABLES.get(name)
         params = describe_params(auditable.Params, none="unlimited")
         kind = "sensitivity" if auditable.kind is AuditKind.SENSITIVITY else "ε"
         blocks.append(
-            f"{name:14s}{kind} audit: {auditable.description}\n"
-            f"{'':14s}claim: {auditable.claim}; {auditable.neighbouring} neighbours\n"
-            f"{'':14s}parameters: {', '.join(params) or '(none)'}\n"
-            f"{'':14s}default trials: {auditable.default_trials:,}"
+            f"{name:{width}s}{kind} audit: {auditable.description}\n"
+            f"{'':{width}s}claim: {auditable.claim}; {auditable.neighbouring} neighbours\n"
+            f"{'':{width}s}parameters: {', '.join(params) or '(none)'}\n"
+            f"{'':{width}s}default trials: {auditable.default_trials:,}"
         )
     return "\n\n".join(blocks)

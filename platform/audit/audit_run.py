@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privlab.platform.audit.audit_results import AuditResult, audit_result
-from privlab.platform.audit.audit_statistics import check_confidence
+from privlab.platform.audit.audit_statistics import check_confidence, smallest_informative_trials
 from privlab.platform.audit.auditables import (
     DEFAULT_CONFIDENCE,
     WORKLOAD_PREFIX,
     Auditable,
     AuditKind,
+    EpsilonAuditable,
     get_auditable,
 )
 from privlab.platform.core.errors import SpecError
@@ -67,6 +68,13 @@ def prepare_audit(name: str, *, settings: Sequence[str] = (), trials: int | None
     trials = auditable.default_trials if trials is None else trials
     if not isinstance(trials, int) or isinstance(trials, bool) or not 1 <= trials <= MAX_UNITS:
         raise SpecError(f"{where}: trials ({trials!r}) must be an integer between 1 and {MAX_UNITS:.0e}")
+    if auditable.kind is AuditKind.EPSILON:
+        assert isinstance(auditable, EpsilonAuditable)
+        smallest = smallest_informative_trials(auditable.threshold_count, confidence)
+        if trials < smallest:
+            raise SpecError(f"{where}: trials ({trials}) cannot give any ε bound at confidence {confidence}: the "
+                            f"smallest trial count that can give a bound is {smallest} (use --trials {smallest} or "
+                            "more; a useful bound needs far more)")
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
         raise SpecError(f"{where}: seed ({seed!r}) must be a non-negative integer")
     allowed = [f.name for f in dataclasses.fields(auditable.Params)]

@@ -13,7 +13,13 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from privlab.platform.audit.audit_results import audit_result, render_result
-from privlab.platform.audit.audit_statistics import bound_from, check_confidence, clopper_pearson, thresholds_of
+from privlab.platform.audit.audit_statistics import (
+    bound_from,
+    check_confidence,
+    clopper_pearson,
+    mu_bound_from,
+    thresholds_of,
+)
 from privlab.platform.audit.auditables import (
     DEFAULT_CONFIDENCE,
     WORKLOAD_PREFIX,
@@ -112,7 +118,7 @@ class _SensitivityAudit(_AuditWorkload):
 class _EpsilonAudit(_AuditWorkload):
     auditable: ClassVar[type[EpsilonAuditable]]
     derived_metrics = ("claimed_epsilon", "epsilon_lower_bound", "epsilon_estimate", "best_threshold",
-                       "violation_found")
+                       "claimed_mu", "mu_lower_bound", "mu_estimate", "violation_found")
 
     def __init__(self) -> None:
         # A workload instance serves one batch of trials of one configuration: compute the
@@ -148,11 +154,16 @@ class _EpsilonAudit(_AuditWorkload):
 
     def derive(self, params: Any, summary: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
         auditable = self.auditable()
-        bound = bound_from(auditable, params, lambda name, stat: summary[name].get(stat, 0.0))
+        metric = lambda name, stat: summary[name].get(stat, 0.0)  # noqa: E731
+        bound = bound_from(auditable, params, metric)
+        mu = mu_bound_from(auditable, params, metric)
         claimed = auditable.claimed_epsilon(params)
+        claimed_mu = auditable.claimed_mu(params)
+        violation = bound.epsilon_lower > claimed or (claimed_mu is not None and mu.mu_lower > claimed_mu)
         return {"claimed_epsilon": claimed, "epsilon_lower_bound": bound.epsilon_lower,
                 "epsilon_estimate": bound.estimate, "best_threshold": bound.threshold,
-                "violation_found": float(bound.epsilon_lower > claimed)}
+                "claimed_mu": math.nan if claimed_mu is None else claimed_mu, "mu_lower_bound": mu.mu_lower,
+                "mu_estimate": mu.mu_estimate, "violation_found": float(violation)}
 
 
 def audit_workload(auditable: type[Auditable]) -> type[Workload]:

@@ -7,12 +7,14 @@ registers each auditable's trials workload); the modules that run audits build o
 from __future__ import annotations
 
 import abc
+import difflib
 import enum
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
+from privlab.platform.core.errors import RegistryError
 from privlab.platform.core.plugins import Registry
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.privacy_event import PrivacyEvent
@@ -95,6 +97,16 @@ class EpsilonAuditable(Auditable):
         """The δ the mechanism claims for one release (0 for pure DP)."""
         return 0.0
 
+    def claimed_mu(self, params: Any) -> float | None:
+        """The μ of the Gaussian-DP guarantee the claim implies, or ``None`` when it implies none.
+
+        When given, the audit also bounds μ from the whole empirical trade-off curve
+        (:func:`~privlab.platform.audit.audit_statistics.mu_lower_bound`) and a bound above it is a
+        violation, as an ε bound above ``claimed_epsilon`` is. Default: ``None`` (μ is still
+        estimated and reported, for reading).
+        """
+        return None
+
     @abc.abstractmethod
     def plan(self, params: Any) -> list[PrivacyEvent]:
         """The DP steps one release charges (checked on both runs of every trial)."""
@@ -123,8 +135,19 @@ AUDITABLES: Registry[type[Auditable]] = Registry("auditable", groups=("privlab.a
 
 
 def get_auditable(name: str) -> Auditable:
-    """A fresh instance of the auditable registered as ``name``."""
-    return AUDITABLES.get(name)()
+    """A fresh instance of the auditable registered as ``name``.
+
+    Raises:
+        RegistryError: no such auditable; the message names the close ones first.
+    """
+    try:
+        return AUDITABLES.get(name)()
+    except RegistryError as error:
+        close = difflib.get_close_matches(str(name), AUDITABLES.names(), n=3, cutoff=0.6)
+        if not close:
+            raise
+        hint = f"{name!r} (did you mean {', '.join(map(repr, close))}?);"
+        raise RegistryError(str(error).replace(f"{name!r};", hint, 1)) from None
 
 
 def auditable_names() -> list[str]:
