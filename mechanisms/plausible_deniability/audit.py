@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,7 +44,7 @@ from privlab.mechanisms.plausible_deniability.model import PlausibleDeniabilityM
 from privlab.mechanisms.plausible_deniability.parameters import configuration_index
 from privlab.mechanisms.tabular.domain import CODE_DTYPE, ColumnDomain, Domain
 from privlab.platform.audit.registration import EpsilonAuditable, register_auditable
-from privlab.platform.core.errors import SpecError
+from privlab.platform.core.errors import SequentialCompositionWarning, SpecError
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import RandomSource, SeededSource
@@ -94,8 +95,13 @@ def _frame(params: PDModelGameParams, rows: int, target: bool) -> pd.DataFrame:
 def _fit_score(params: PDModelGameParams, parameter_data: pd.DataFrame, source: RandomSource) -> float:
     model = PlausibleDeniabilityModel(PlausibleDeniabilityModelParams(
         epsilon=params.epsilon, accountant="basic", alpha=params.alpha, estimator="posterior_mean"))
-    model.fit(_frame(params, params.n_structure, False), parameter_data=parameter_data, domain=_domain(params),
-              ledger=Ledger(epsilon_cap=None), source=source)
+    # The game fixes D_T and puts the difference in D_P, the placement a drawn split gives the target
+    # with probability n_P/n and the one that tells the tables' noise apart; it cuts the halves
+    # itself, so the model composes them sequentially on its (throwaway) ledger and says so.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SequentialCompositionWarning)
+        model.fit(_frame(params, params.n_structure, False), parameter_data=parameter_data, domain=_domain(params),
+                  ledger=Ledger(epsilon_cap=None), source=source)
     target = np.full(params.columns, params.categories - 1)
     score = 0.0
     for i, (table, parents) in enumerate(zip(model.tables_, model.structure_.parents, strict=True)):
