@@ -140,6 +140,7 @@ def _contract_in_subprocess(selection: str) -> subprocess.CompletedProcess[str]:
                            str(Path(__file__))], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_a_third_party_accountant_registered_by_entry_point_is_held_to_the_contract() -> None:
     valid = _contract_in_subprocess("example_padded")
     assert valid.returncode == 0, valid.stdout[-3000:] + valid.stderr[-2000:]
