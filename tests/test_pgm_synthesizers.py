@@ -81,9 +81,10 @@ def test_mst_plan_pins_sensitivities_noise_scales_and_the_three_thirds(epsilon: 
         assert event.mechanism == "gaussian" and event.sensitivity == pytest.approx(math.sqrt(2), rel=1e-15)
         assert event.noise_scale == pytest.approx(1 / math.sqrt(share), rel=1e-12)
         assert event.typed.rho == pytest.approx(share, rel=1e-12)
-    for event in select:  # ‖M(D) − M̂‖₁ moves by 2; ε²/2 = ρ/(3(d−1))
-        assert (event.mechanism, event.sensitivity) == ("exponential", 2.0)
-        assert event.epsilon == pytest.approx(math.sqrt(2 * rho / (3 * (d - 1))), rel=1e-12)
+    for event in select:  # ‖M(D) − M̂‖₁ moves by 2; bounded range: ε²/8 = ρ/(3(d−1))
+        assert (event.mechanism, event.sensitivity) == ("exponential_bounded_range", 2.0)
+        assert event.epsilon == pytest.approx(math.sqrt(8 * rho / (3 * (d - 1))), rel=1e-12)
+        assert event.typed.rho == pytest.approx(rho / (3 * (d - 1)), rel=1e-12)
     total = _zcdp_ledger(epsilon).check_plan(plan)
     assert epsilon * (1 - 1e-6) <= total.epsilon <= epsilon
 
@@ -117,6 +118,12 @@ def test_a_zcdp_filter_accepts_steps_within_its_rho_and_refuses_more() -> None:
     check_conforms([select, gaussian("m/round/1/measure", 0.4)], plan, who="m", exact_sensitivity=True)
     with pytest.raises(LedgerError, match="more than their zCDP filter"):
         check_conforms([select, gaussian("m/round/1/measure", 0.41)], plan, who="m", exact_sensitivity=True)
+    # A bounded-range choice at the same ε costs a quarter: ε²/8 = 0.025, so 0.475 fits and 0.48 does not.
+    bounded = PrivacyEvent(name="m/round/1/select", mechanism="exponential_bounded_range", epsilon=math.sqrt(2 * 0.1),
+                           step="m.fit")
+    check_conforms([bounded, gaussian("m/round/1/measure", 0.475)], plan, who="m", exact_sensitivity=True)
+    with pytest.raises(LedgerError, match="more than their zCDP filter"):
+        check_conforms([bounded, gaussian("m/round/1/measure", 0.48)], plan, who="m", exact_sensitivity=True)
     with pytest.raises(LedgerError, match="planned"):
         check_conforms([select, gaussian("other/1", 0.1)], plan, who="m", exact_sensitivity=True)
 
@@ -436,7 +443,7 @@ def test_a_release_mode_fit_replays_bit_identically_from_its_transcript(
         assert c1 == c2 and s1 == s2 and np.array_equal(y1, y2)
         assert np.array_equal(y1, np.round(y1))  # discrete Gaussian noise on counts
     assert [e.mechanism for e in first.events_] == [e.mechanism for e in again.events_]
-    assert {e.mechanism for e in first.events_} == {"discrete_gaussian", "permute_and_flip"}
+    assert {e.mechanism for e in first.events_} == {"discrete_gaussian", "exponential_rejection"}
 
 
 @needs_mbi

@@ -21,7 +21,8 @@ rdp        Rényi DP (Mironov 2017): each step's RDP curve on dp_accounting's or
            composes private selection by random stopping (``RandomStoppingEvent``: Papernot &
            Steinke 2022, :mod:`privlab.platform.dp.selection_accounting`).
 zcdp       Zero-concentrated DP (Bun & Steinke 2016): ρ = Δ²/2σ² for (discrete) Gaussian
-           noise, ε²/2 for a pure ε-DP step, summed, converted at δ'' (Canonne, Kamath & Steinke
+           noise, ε²/8 for an exponential-mechanism choice (bounded range), ε²/2 for any other
+           pure ε-DP step, summed, converted at δ'' (Canonne, Kamath & Steinke
            2020, Corollary 13).
 =========  ===================================================================================
 
@@ -71,6 +72,7 @@ from privlab.platform.dp.dp_events import (
     DiscreteLaplaceEvent,
     DpEvent,
     EpsilonDeltaEvent,
+    BoundedRangeEvent,
     ExponentialEvent,
     GaussianEvent,
     LaplaceEvent,
@@ -321,8 +323,8 @@ def _alternative_basic(alt: Alternative) -> tuple[float, float] | None:
 
 
 def _pure_epsilon(leaf: DpEvent) -> float | None:
-    if isinstance(leaf, (ExponentialEvent, RandomizedResponseEvent, PrivateSelectionEvent, LaplaceEvent,
-                         DiscreteLaplaceEvent)):
+    if isinstance(leaf, (ExponentialEvent, BoundedRangeEvent, RandomizedResponseEvent, PrivateSelectionEvent,
+                         LaplaceEvent, DiscreteLaplaceEvent)):
         return leaf.epsilon
     if isinstance(leaf, EpsilonDeltaEvent) and leaf.delta == 0.0:
         return leaf.epsilon
@@ -450,8 +452,8 @@ def _zcdp_epsilon(alt: Alternative, delta_slack: float) -> tuple[float, float]:
     out_eps: list[float] = []
     out_dels: list[float] = []
     for leaf, count in alt.items():
-        if isinstance(leaf, (GaussianEvent, DiscreteGaussianEvent)):
-            rho.append(count * leaf.rho)
+        if isinstance(leaf, (GaussianEvent, DiscreteGaussianEvent, BoundedRangeEvent)):
+            rho.append(count * leaf.rho)  # a bounded-range choice: ε²/8 (Cesar & Rogers 2021)
         elif (pure := _pure_epsilon(leaf)) is not None:
             rho.append(count * pure * pure / 2.0)  # Bun & Steinke, Proposition 1.4
         else:
