@@ -104,6 +104,18 @@ def test_aim_plan_is_the_one_way_measurements_then_a_filter_of_the_rest() -> Non
     assert dict(plan[4].details)["prefix"] == "aim/round/"
 
 
+@needs_mbi
+@pytest.mark.parametrize("name", ["mst", "aim"])
+def test_an_add_remove_ledger_is_refused_before_anything_is_spent(name: str) -> None:
+    """Replace-one sensitivities and the public n as the model's total: no add/remove guarantee."""
+    domain = _domain(3, 4, 2)
+    ledger = Ledger(epsilon_cap=1.0, delta_cap=DELTA, accountant="zcdp", delta_slack=DELTA, neighbouring="add_remove")
+    with pytest.raises(LedgerError, match="replace-one"):
+        synthesizer_from_spec(name, {}, where="t").fit(_data(domain), domain=domain, epsilon=1.0, ledger=ledger,
+                                                       source=SeededSource(np.random.default_rng(0)))
+    assert ledger.events == ()
+
+
 def test_a_zcdp_filter_accepts_steps_within_its_rho_and_refuses_more() -> None:
     plan = [zcdp_filter_event(prefix="m/round/", rho=0.5, scope="data", step="m.fit")]
 

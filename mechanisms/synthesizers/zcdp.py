@@ -205,6 +205,11 @@ class ZcdpSynthesizer(Synthesizer):
                 f"{self.name} measures with Gaussian noise and is budgeted in zCDP; its ledger's accountant is "
                 f"{ledger.accountant!r}: use [budget] accountant = \"zcdp\" with delta_slack (δ'') and a delta cap "
                 "at least delta_slack")
+        if ledger.neighbouring != "replace_one":
+            raise LedgerError(
+                f"{self.name}'s guarantee is for replace-one neighbours with the record count n public (its "
+                f"sensitivities are replace-one's and its model's total is n); the ledger states "
+                f"{ledger.neighbouring!r}: use neighbouring = \"replace_one\"")
         rho = self.rho_for(epsilon, ledger.delta_slack)
         self._read_at = ledger.delta_slack
         return self._zcdp_validated(rho, domain, n)  # type: ignore[return-value]
