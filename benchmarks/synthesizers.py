@@ -34,8 +34,9 @@ sequence through their own generators.
 
 Prints per fit, then ``name: value`` lines: ``{mst,aim}_error_over_reference_acs`` (mean records'
 error, privlab / reference), ``..._over_reference_replace_one_acs``, ``{mst,aim}_seconds_over_
-reference_acs`` (mean CPU seconds), ``aim_error_over_dpmm_acs`` or the reason it is skipped, the
-fit counts and the load average before and after.
+reference_acs`` (mean CPU seconds), the models' own errors, ``aim_error_over_dpmm_acs`` with the
+reason it is skipped (dpmm's pins need a venv of its own, not built here yet), the fit counts and
+the load average before and after.
 """
 
 from __future__ import annotations
@@ -289,8 +290,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"{model}, {result['seconds']:.1f} s CPU, rho {result['rho']:.6g} {result['detail']}",
                       flush=True)
         _print_ratios(method, results, implementations)
-    print("aim_error_over_dpmm_acs: skipped (dpmm pins numpy 1.26.4 and pandas 2.1.0; its own venv was not "
-          "built in this run)")
+    print("aim_error_over_dpmm_acs: skipped (no dpmm runner yet: dpmm 0.1.9 pins numpy 1.26.4, pandas 2.1.0 and "
+          "opendp 0.12.1, so it needs its own venv run as a subprocess, which this benchmark does not build)")
     print(f"load_average_1min_before: {load_before[0]:.2f}")
     print(f"load_average_1min: {os.getloadavg()[0]:.2f}")
     return 0
