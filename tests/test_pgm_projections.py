@@ -118,11 +118,11 @@ class _StopFit(Exception):
 
 
 @needs_mbi
-@pytest.mark.slow  # an AIM fit on the ACS excerpt to round 30 with dense checks (10-20 minutes on 2 shared cores)
+@pytest.mark.slow  # an AIM fit on the ACS excerpt to round 26 with dense checks (5-10 CPU minutes)
 @pytest.mark.timeout(2400)
 def test_aims_projections_on_acs_match_the_dense_joint_at_every_round(
         acs_national: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """AIM at ε = 1 on the ACS excerpt (13 columns, 3.6·10⁶ cells, enumerable) to round 30: at
+    """AIM at ε = 1 on the ACS excerpt (13 columns, 3.6·10⁶ cells, enumerable) to round 26: at
     every round, every projection AIM asks of its model (candidates' scores, the annealing check,
     the warm start) that the model's cliques do not hold equals the dense joint's marginal to
     1e-9 in ℓ1; then records sampled from the last model have an all-3-way error within 0.02 of
@@ -163,7 +163,7 @@ def test_aims_projections_on_acs_match_the_dense_joint_at_every_round(
         return got
 
     def counted_estimate(*args: object, **kwargs: object) -> object:
-        if state["rounds"] == 30:
+        if state["rounds"] == 26:
             raise _StopFit(kwargs["warm_start"])
         state["rounds"] += 1  # type: ignore[operator]
         return estimate(*args, **kwargs)
