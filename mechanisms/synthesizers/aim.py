@@ -14,9 +14,10 @@ Given a workload ``W`` of marginals (cliques of columns, weight 1 each; by defau
    exponential mechanism picks ``r`` with utility
    ``c_r · (‖M_r(D) − M_r(p̂)‖₁ − sqrt(2/π)·σ·|dom r|)`` (the expected ℓ1 norm of the noise a
    measurement of r would add is subtracted, so marginals already estimated well enough are not
-   re-measured); its sensitivity is ``2·max_r c_r`` (replace-one ℓ1 sensitivity 2 of the count
-   vector; the bias term is public). The round's selection has ρ_sel = (1−α)·ρ_round, i.e.
-   ε = sqrt(2ρ_sel). Then ``M_r(D)`` is measured with Gaussian noise σ and the model re-estimated
+   re-measured); its sensitivity is ``2·max_r c_r`` over the kept candidates (replace-one ℓ1
+   sensitivity 2 of the count vector; the bias term and the kept set are public given the
+   earlier DP outputs). The round's selection has ρ_sel = (1−α)·ρ_round, i.e. ε = sqrt(8ρ_sel):
+   the exponential mechanism is ε-bounded range, ε²/8-zCDP (Cesar & Rogers 2021). Then ``M_r(D)`` is measured with Gaussian noise σ and the model re-estimated
    (warm-started).
 3. **Annealing.** When the new estimate of ``M_r`` moved by at most ``sqrt(2/π)·σ·|dom r|`` in
    ℓ1 (the measurement told the model little), σ halves and ε doubles: a round then costs four
@@ -31,12 +32,10 @@ are declared as one zCDP filter of ρ − ρ_oneway (``aim/round/``): each round
 measurement is recorded in the ledger as it happens, the ledger's cap checks every one, and
 the fit checks that their ρ sum to at most the filter's.
 
-Differences from the paper and its reference code: the selection's ρ is ε²/2 (the conversion
-the ledger's zcdp accountant uses) instead of the bounded-range ε²/8, so each selection runs at
-half the paper's ε for the same ρ; replace-one sensitivities (√2 and 2·max c_r where the paper's
-add/remove-one has 1 and max c_r); the selection's sensitivity is the maximum weight over all
-candidates (public), not over those the size filter kept; Private-PGM runs ``max_iters``
-mirror-descent steps per round (the reference's default is 1000).
+Differences from the paper and its reference code: replace-one sensitivities, the relation
+privlab's ledger guarantees (√2 and 2·max c_r where the paper's add/remove-one has 1 and
+max c_r), so for the same ρ each measurement's σ is √2 times the reference's and each selection's
+utility scale twice its own (ρ = 1/σ² per measurement where the reference has 1/(2σ²)).
 
 Cost: every round's estimate has a measurement structure the model has not had before, so
 Private-PGM's mirror descent is compiled anew each round (XLA, seconds), and the round scores
@@ -51,14 +50,16 @@ estimates are Private-PGM's; none of this changes what is measured or selected.
 Privacy:
     ρ-zCDP under replace-one with ``n`` public, hence (ε, δ'')-DP through the ledger's zcdp
     accountant: d Gaussian one-way measurements (ℓ2 sensitivity √2, αρ/T each) composed
-    sequentially with the rounds, an adaptive sequence of exponential-mechanism choices and
+    sequentially with the rounds, an adaptive sequence of exponential-mechanism choices
+    (ε-bounded range, ε²/8 each: Cesar & Rogers 2021, Lemma 3.2) and
     Gaussian measurements whose running ρ never exceeds ρ − dαρ/T (a zCDP privacy filter:
     fully adaptive composition, Whitehouse, Ramdas, Rogers & Wu 2023; AIM's Theorem 1 argues the
     same); candidate filtering, annealing, estimation and sampling are post-processing.
 
 References:
     McKenna, Mullins, Sheldon & Miklau (2022), "AIM: An Adaptive and Iterative Mechanism for
-    Differentially Private Synthetic Data", PVLDB 15(11), Algorithm 2 and Section 4.
+    Differentially Private Synthetic Data", PVLDB 15(11), Algorithm 2 and Section 4; Cesar &
+    Rogers (2021), ALT, Lemma 3.2.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ from privlab.mechanisms.synthesizers.base import BudgetStep, register_synthesize
 from privlab.mechanisms.synthesizers.zcdp import (
     COUNT_L1_SENSITIVITY,
     COUNT_L2_SENSITIVITY,
+    SelectionStep,
     Step,
     ZcdpFilter,
     ZcdpSynthesizer,
@@ -253,7 +255,6 @@ class AIM(ZcdpSynthesizer):
         epsilon = selection_epsilon((1.0 - MEASUREMENT_SHARE) * round_rho)
         candidates = workload_weights(self.workload(domain))
         candidates = {tuple(sorted(r, key=index.__getitem__)): c for r, c in candidates.items()}
-        selection_sensitivity = COUNT_L1_SENSITIVITY * max(candidates.values())
         exact = {r: pgm.marginal_counts(codes, tuple(index[c] for c in r), sizes) for r in candidates}
 
         measurements: list[tuple[tuple[str, ...], np.ndarray, float]] = []
@@ -272,27 +273,27 @@ class AIM(ZcdpSynthesizer):
         while not last:
             t += 1
             remaining = budget.rho - spent_rounds
-            if remaining < 2.0 * (1.0 / sigma**2 + epsilon**2 / 2.0):
+            if remaining < 2.0 * (1.0 / sigma**2 + epsilon**2 / 8.0):
                 sigma = math.sqrt(1.0 / (MEASUREMENT_SHARE * remaining))
                 epsilon = selection_epsilon((1.0 - MEASUREMENT_SHARE) * remaining)
                 last = True
-            select_step = BudgetStep(name=f"aim/round/{t}/select", mechanism="exponential", epsilon=epsilon,
-                                     sensitivity=selection_sensitivity)
             measure_step = BudgetStep(name=f"aim/round/{t}/measure", mechanism="gaussian",
                                       rho=1.0 / sigma**2 if not last else MEASUREMENT_SHARE * remaining,
                                       sensitivity=COUNT_L2_SENSITIVITY)
-            round_cost = select_step.zcdp_rho + measure_step.zcdp_rho
+            round_cost = epsilon**2 / 8.0 + measure_step.zcdp_rho
             size_limit = params.max_model_size * (used + spent_rounds + round_cost) / rho_total
             model_cliques = [tuple(c) for c in model.cliques]
             inside = {tuple(sorted(sub, key=index.__getitem__))
                       for c in model_cliques for k in range(1, len(c) + 1) for sub in itertools.combinations(c, k)}
             kept = [r for r in candidates
                     if r in inside or pgm.model_size_mb(domain, [*model_cliques, r]) <= size_limit]
+            select_step = SelectionStep(name=f"aim/round/{t}/select", epsilon=epsilon,
+                                        sensitivity=COUNT_L1_SENSITIVITY * max(candidates[r] for r in kept))
             utilities = np.array([
                 candidates[r] * (float(np.abs(exact[r] - pgm.project(model, r)).sum())
                                  - _BIAS * sigma * math.prod(sizes[index[c]] for c in r))
                 for r in kept])
-            chosen = kept[self._exponential(select_step, utilities, ledger=ledger, source=source, scope=scope)]
+            chosen = kept[self._select(select_step, utilities, ledger=ledger, source=source, scope=scope)]
             before = pgm.project(model, chosen)
             noisy = self._gaussian(measure_step, exact[chosen], ledger=ledger, source=source, scope=scope)
             measurements.append((chosen, noisy, measure_step.noise_scale))

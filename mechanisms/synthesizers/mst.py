@@ -11,7 +11,8 @@ ledger's δ'', :mod:`~privlab.mechanisms.synthesizers.zcdp`) runs three phases o
    ``w_ab = ‖M_ab(D) − M̂_ab‖₁``: how badly the noisy independent model explains the pair.
    Kruskal's algorithm then adds ``d − 1`` edges, each chosen among the pairs joining two
    components of the current forest by the exponential mechanism with utility ``w_ab``
-   (ℓ1 sensitivity 2 under replace-one), ε = sqrt(2·(ρ/3)/(d−1)) each.
+   (ℓ1 sensitivity 2 under replace-one), ε = sqrt(8·(ρ/3)/(d−1)) each: the exponential
+   mechanism is ε-bounded range, so each choice costs ε²/8 in zCDP (Cesar & Rogers 2021).
 3. **Two-way marginals.** The ``d − 1`` selected pairs are measured with ρ/(3(d−1)) each.
 
 Private-PGM (``mbi``) then estimates the graphical model from all the measurements (mirror
@@ -19,24 +20,25 @@ descent, ``iters`` steps, the public ``n`` as its total), and :meth:`sample` dra
 it. With one column the whole ρ measures its one-way marginal.
 
 Differences from the paper and its reference code, each stated so a reader can judge them:
-the exponential mechanism's ρ is ε²/2 (the conversion the ledger's zcdp accountant uses) where
-the paper uses the bounded-range bound ε²/8, so each selection runs at half the paper's ε for
-the same ρ; the sensitivities are replace-one's (√2 and 2 where the paper's add/remove-one has
-1 and 1), so σ is √2 times the paper's for the same ρ; and the paper's compression of rare
+the sensitivities are replace-one's, the relation privlab's ledger guarantees (√2 and 2 where
+the paper's add/remove-one has 1 and 1), so σ is √2 times the paper's and the selection's
+utility scale twice its own for the same ρ; and the paper's compression of rare
 values of each column (merging the values whose noisy one-way count is below 3σ) is not done:
 the columns of a privlab domain are already binned by its public transformation.
 
 Privacy:
     ρ-zCDP under replace-one with ``n`` public, hence (ε, δ'')-DP through the ledger's zcdp
     accountant: d Gaussian measurements of count vectors (ℓ2 sensitivity √2, ρ/(3d) each),
-    d − 1 exponential-mechanism choices (utility sensitivity 2, ε²/2 = ρ/(3(d−1)) each) and d − 1
+    d − 1 exponential-mechanism choices (utility sensitivity 2, ε-bounded range with
+    ε²/8 = ρ/(3(d−1)) each, Cesar & Rogers 2021, Lemma 3.2) and d − 1
     Gaussian measurements (ρ/(3(d−1)) each), composed sequentially; the candidate pairs at each
     step depend only on earlier DP choices; estimation and sampling are post-processing.
 
 References:
     McKenna, Miklau & Sheldon (2021), "Winning the NIST Contest: A scalable and general
     approach to differentially private synthetic data", Journal of Privacy and
-    Confidentiality 11(3), Section 4 (MST); Kruskal (1956); McSherry & Talwar (2007).
+    Confidentiality 11(3), Section 4 (MST); Kruskal (1956); McSherry & Talwar (2007); Cesar &
+    Rogers (2021), ALT, Lemma 3.2.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ from privlab.mechanisms.synthesizers.base import BudgetStep, register_synthesize
 from privlab.mechanisms.synthesizers.zcdp import (
     COUNT_L1_SENSITIVITY,
     COUNT_L2_SENSITIVITY,
+    SelectionStep,
+    Step,
     ZcdpSynthesizer,
     hyperparameter_count,
     hyperparameter_positive,
@@ -113,7 +117,7 @@ class MST(ZcdpSynthesizer):
         sizes = domain.sizes
         return [(a, b) for a, b in itertools.combinations(range(len(domain)), 2) if sizes[a] * sizes[b] <= cap_cells]
 
-    def zcdp_steps(self, rho: float, domain: Domain, n: int) -> tuple[BudgetStep, ...]:
+    def zcdp_steps(self, rho: float, domain: Domain, n: int) -> tuple[Step, ...]:
         """``mst/oneway/<column>`` (d), then ``mst/select/<i>`` and ``mst/twoway/<i>``
         (i = 1..d−1).
 
@@ -138,10 +142,10 @@ class MST(ZcdpSynthesizer):
         third = rho / 3.0
         oneway = [BudgetStep(name=f"mst/oneway/{name}", mechanism="gaussian", rho=third / d,
                              sensitivity=COUNT_L2_SENSITIVITY) for name in domain.names]
-        steps: list[BudgetStep] = []
+        steps: list[Step] = []
         for i in range(1, d):
-            steps.append(BudgetStep(name=f"mst/select/{i}", mechanism="exponential",
-                                    epsilon=selection_epsilon(third / (d - 1)), sensitivity=COUNT_L1_SENSITIVITY))
+            steps.append(SelectionStep(name=f"mst/select/{i}", epsilon=selection_epsilon(third / (d - 1)),
+                                       sensitivity=COUNT_L1_SENSITIVITY))
         for i in range(1, d):
             steps.append(BudgetStep(name=f"mst/twoway/{i}", mechanism="gaussian", rho=third / (d - 1),
                                     sensitivity=COUNT_L2_SENSITIVITY))
@@ -152,7 +156,7 @@ class MST(ZcdpSynthesizer):
         codes: np.ndarray,
         *,
         domain: Domain,
-        steps: tuple[BudgetStep, ...],
+        steps: tuple[Step, ...],
         ledger: Ledger,
         source: RandomSource,
         scope: str,
@@ -184,7 +188,7 @@ class MST(ZcdpSynthesizer):
             for step in select:
                 joining = [pair for pair in candidates if not components.connected(*pair)]
                 utilities = np.array([weights[pair] for pair in joining])
-                chosen = joining[self._exponential(step, utilities, ledger=ledger, source=source, scope=scope)]
+                chosen = joining[self._select(step, utilities, ledger=ledger, source=source, scope=scope)]
                 components.merge(*chosen)
                 tree.append(chosen)
             for pair, step in zip(tree, twoway, strict=True):

@@ -22,8 +22,8 @@ slower).
 
 Sampling does not use ``mbi``'s ``synthetic_data``, which draws from NumPy's global RNG:
 :func:`sample_codes` draws each column, in the junction tree's order, from the model's
-conditional given the columns already drawn (computed by ``mbi``'s inference), with the
-caller's generator only.
+conditional given the columns already drawn (stratified within each group of equal parents),
+with the caller's generator only.
 
 References:
     McKenna, Sheldon & Miklau (2019), "Graphical-model based estimation and inference for
@@ -344,11 +344,11 @@ def project(model: Any, clique: Sequence[str]) -> np.ndarray:
 
     A clique inside one of the model's cliques is summed out of that clique's marginal (in
     NumPy: ``mbi``'s ``Factor.project`` compiles a JAX program per shape). Any other is
-    summed out of the model's joint ``∝ exp(Σ_c θ_c)`` in NumPy by variable elimination over
-    the potentials (:func:`_eliminate`): ``mbi``'s own variable elimination compiles a JAX
-    program per clique, seconds each, which MST's and AIM's selections over hundreds of
-    candidates cannot afford. Should every term still underflow, ``mbi``'s elimination, which
-    works in log space, answers instead.
+    summed out of the model's joint ``∝ exp(Σ_c θ_c)`` in NumPy by variable elimination in log
+    space over the potentials (:func:`_eliminate`): ``mbi``'s own variable elimination compiles
+    a JAX program per clique, seconds each, which MST's and AIM's selections over hundreds of
+    candidates cannot afford. Every cell the float64 joint can represent relative to its largest
+    is computed to rounding; no intermediate product underflows.
     """
     clique = tuple(clique)
     marginals = model.marginals
@@ -367,42 +367,37 @@ def project(model: Any, clique: Sequence[str]) -> np.ndarray:
     covered: set[str] = set()
     for factor_clique in potentials.cliques:
         factor = potentials.tables[factor_clique]
-        values = np.asarray(factor.values, dtype=np.float64)
-        operands.append(np.exp(values - values.max()))
+        operands.append(np.asarray(factor.values, dtype=np.float64))
         subscripts.append("".join(letters[a] for a in factor.domain.attributes))
         covered.update(factor.domain.attributes)
     for name in clique:
         if name not in covered:  # no potential mentions it: uniform in the model
-            operands.append(np.ones(sizes[name]))
+            operands.append(np.zeros(sizes[name]))
             subscripts.append(letters[name])
-    with np.errstate(under="ignore"):
-        joint = _eliminate(operands, subscripts, "".join(letters[a] for a in clique))
-    mass = float(joint.sum())
-    if not (math.isfinite(mass) and mass > 0.0):
-        # Every term underflowed (sharp potentials of a large model): mbi's own elimination works
-        # in log space. Slower (a compiled program per clique), and only needed then.
-        return np.asarray(model.project(clique).datavector(), dtype=np.float64)
-    return (joint / mass * float(model.total)).ravel()
+    log_joint = _eliminate(operands, subscripts, "".join(letters[a] for a in clique))
+    joint = np.exp(log_joint - log_joint.max())
+    return (joint / joint.sum() * float(model.total)).ravel()
 
 
 def _eliminate(operands: list[np.ndarray], subscripts: list[str], output: str) -> np.ndarray:
-    """``einsum(subscripts → output)`` of non-negative factors, up to a positive constant, by
-    variable elimination: repeatedly, the variable whose factors span the fewest cells is
-    summed out of their product; the factors left (over ``output``'s variables) are then
-    multiplied. Each product is rescaled to maximum 1, so that products of many small factors
-    (sharp potentials) do not underflow; the constant is irrelevant to the caller, which
-    normalises.
+    """``log einsum(subscripts → output)`` of the factors ``exp(operands)``, up to an additive
+    constant, by variable elimination in log space: repeatedly, the variable whose factors span
+    the fewest cells is summed out of their product, ``log Σ_v exp(Σ_f θ_f)`` computed as
+    ``m + log Σ_v exp(Σ_f θ_f − m)`` with ``m`` the maximum over ``v`` (log-sum-exp); the
+    factors left (over ``output``'s variables) are then added.
+
+    Products of many factors must not be formed in linear space: each factor scaled to maximum
+    1 can still leave a product whose largest cell is below float64's smallest (sharp potentials
+    whose maxima sit in different cells, as AIM's after a few dozen rounds), and then whole
+    slices of the marginal, or all of it, come out as zero. In log space the exponent of every
+    cell is kept and only its difference to the slice's maximum is exponentiated, so each
+    log-sum-exp is exact to rounding.
 
     NumPy's ``einsum`` with ``optimize="greedy"`` would find a similar order, but its path search
-    costs more than the contractions here, and at its default memory limit (the largest operand)
-    it contracts whatever is left in one loop over the whole domain.
+    costs more than the contractions here.
     """
     sizes = {v: n for sub, op in zip(subscripts, operands, strict=True) for v, n in zip(sub, op.shape, strict=True)}
     factors = list(zip(subscripts, operands, strict=True))
-
-    def rescaled(product: np.ndarray) -> np.ndarray:
-        peak = product.max(initial=0.0)
-        return product / peak if peak > 0 else product
 
     def span(variable: str) -> tuple[int, str]:
         scope = set().union(*(set(sub) for sub, _ in factors if variable in sub))
@@ -414,15 +409,26 @@ def _eliminate(operands: list[np.ndarray], subscripts: list[str], output: str) -
         remaining.discard(variable)
         involved = [(sub, op) for sub, op in factors if variable in sub]
         factors = [(sub, op) for sub, op in factors if variable not in sub]
-        kept = "".join(sorted(set().union(*(set(sub) for sub, _ in involved)) - {variable}))
-        factors.append((kept, rescaled(np.einsum(",".join(sub for sub, _ in involved) + "->" + kept,
-                                                 *(op for _, op in involved)))))
-    joint_subscript, joint = factors[0]
-    for sub, op in factors[1:]:
-        union = "".join(sorted(set(joint_subscript) | set(sub)))
-        joint = rescaled(np.einsum(f"{joint_subscript},{sub}->{union}", joint, op))
-        joint_subscript = union
-    return np.einsum(f"{joint_subscript}->{output}", joint)
+        union = "".join(sorted(set().union(*(set(sub) for sub, _ in involved))))
+        total = _log_product(involved, union)
+        axis = union.index(variable)
+        peak = total.max(axis=axis, keepdims=True)
+        summed = np.log(np.exp(total - peak).sum(axis=axis)) + np.squeeze(peak, axis=axis)
+        factors.append((union.replace(variable, ""), summed))
+    union = "".join(sorted(set().union(*(set(sub) for sub, _ in factors)))) if factors else ""
+    total = _log_product(factors, union)
+    return np.transpose(total, [union.index(v) for v in output])
+
+
+def _log_product(factors: list[tuple[str, np.ndarray]], union: str) -> np.ndarray:
+    """``Σ_f θ_f`` over the variables ``union`` (sorted letters): each log-factor's axes put in
+    ``union``'s order and broadcast over the variables it lacks."""
+    total = np.zeros((1,) * len(union))
+    for sub, op in factors:
+        order = sorted(sub)
+        aligned = np.transpose(op, [sub.index(v) for v in order])
+        total = total + aligned.reshape([op.shape[sub.index(v)] if v in sub else 1 for v in union])
+    return total
 
 
 def _einsum_letter(i: int) -> str:
@@ -444,12 +450,20 @@ def _draw(cdf: np.ndarray, rows: np.ndarray, u: np.ndarray) -> np.ndarray:
 
 
 def sample_codes(model: Any, domain: Domain, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` records drawn i.i.d. from the model, a ``(d, n)`` int64 array in domain order.
+    """``n`` records drawn from the model, a ``(d, n)`` int64 array in domain order.
 
     Columns are drawn in the reverse of the junction tree's elimination order; each from its
     conditional given the already-drawn columns that share a junction-tree clique with it
     (the model's marginal over them and the column, rows normalised; a row with no mass is
-    uniform). With the running intersection property this is the model's joint distribution.
+    uniform). With the running intersection property each record's law is the model's joint.
+
+    The uniforms that pick each column's codes by inverse CDF are stratified within each group
+    of records with the same parents' codes (:func:`_stratified_uniforms`): a group of ``c``
+    records gets one uniform in each of ``[k/c, (k+1)/c)``, assigned in a random order, so the
+    group's count of each code is within one of ``c·p(code | parents)`` instead of varying by
+    about ``sqrt(c·p)`` as i.i.d. draws do. Each record is still distributed as the model's
+    joint, the records are exchangeable, and the sample's marginals follow the model's more
+    closely (the same idea as Private-PGM's randomized rounding). Post-processing.
     """
     mbi = require_mbi("pgm")
     names, sizes = domain.names, domain.sizes
@@ -473,6 +487,22 @@ def sample_codes(model: Any, domain: Domain, n: int, rng: np.random.Generator) -
         for p in parents:
             rows *= sizes[index[p]]
             rows += out[index[p]]
-        out[index[column]] = _draw(cdf, rows, rng.random(n))
+        out[index[column]] = _draw(cdf, rows, _stratified_uniforms(rows, rng))
         drawn.append(column)
     return out
+
+
+def _stratified_uniforms(groups: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One uniform per record, stratified within each group of equal ``groups`` values: the
+    ``c`` records of a group receive ``(k + U_k)/c`` for ``k = 0..c−1`` (``U_k`` i.i.d.
+    uniform) in a uniformly random order. Each value is marginally uniform on [0, 1)."""
+    n = groups.size
+    shuffled = rng.permutation(n)
+    order = shuffled[np.argsort(groups[shuffled], kind="stable")]
+    ordered = groups[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if n else np.zeros(0, dtype=np.int64)
+    counts = np.diff(np.r_[starts, n])
+    ranks = np.arange(n) - np.repeat(starts, counts)
+    uniforms = np.empty(n, dtype=np.float64)
+    uniforms[order] = (ranks + rng.random(n)) / np.repeat(counts, counts)
+    return uniforms

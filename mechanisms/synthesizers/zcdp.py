@@ -5,9 +5,11 @@ A :class:`ZcdpSynthesizer` is fitted with the same ``epsilon`` as every synthesi
 zCDP-to-DP conversion at the ledger's δ'' (``delta_slack``) is ε
 (:func:`~privlab.platform.dp.zcdp_conversion.zcdp_rho_for_epsilon`; Canonne, Kamath & Steinke 2020,
 Corollary 13). Its steps are declared in ρ (:meth:`ZcdpSynthesizer.zcdp_steps`): Gaussian
-measurements with their own ρ and exponential-mechanism choices at ε = sqrt(2ρ), the pure-ε
-conversion (Bun & Steinke 2016, Proposition 1.4) the ledger's zcdp accountant uses; their ρ sum
-to the fit's ρ. A mechanism that chooses the number and size of some steps from its own DP
+measurements with their own ρ and exponential-mechanism choices (:class:`SelectionStep`) at
+ε = sqrt(8ρ): the exponential mechanism is ε-bounded range, hence ε²/8-zCDP (Cesar & Rogers 2021,
+Lemma 3.2), the bound MST's and AIM's papers use, which the ledger's zcdp accountant applies to a
+step recorded as bounded range (a generic ε-DP step costs ε²/2, Bun & Steinke 2016, Proposition
+1.4); their ρ sum to the fit's ρ. A mechanism that chooses the number and size of some steps from its own DP
 outputs (AIM's rounds) declares them as a :class:`ZcdpFilter`, a budget of ρ for the steps
 named with its prefix (:data:`~privlab.platform.dp.plan_conformance.ZCDP_FILTER`).
 
@@ -18,13 +20,17 @@ would compose the discrete Gaussian of a release with the continuous one's curve
 Privacy:
     Under replace-one neighbouring with ``n`` public a count vector's ℓ2 sensitivity is √2 (one
     cell −1, another +1), twice the ℓ2² of add/remove-one's 1, so a marginal measured with
-    noise σ costs ρ = 2/(2σ²) = 1/σ²; an ℓ1 error ‖M(D) − M̂‖₁ has sensitivity 2. The steps
+    noise σ costs ρ = 2/(2σ²) = 1/σ²; an ℓ1 error ‖M(D) − M̂‖₁ has sensitivity 2. (Under
+    add/remove-one, the relation of the MST and AIM papers and their reference code, these are 1
+    and 1: the same noise buys half the ρ there, and a utility's choice a quarter; privlab's
+    ledger is replace-one, so a replace-one guarantee at ρ needs these.) The steps
     compose sequentially in zCDP; adaptively sized steps under a filter whose running total never
     exceeds its ρ compose to that ρ (Whitehouse, Ramdas, Rogers & Wu 2023).
 
 References:
     Bun & Steinke (2016), "Concentrated Differential Privacy", TCC; Canonne, Kamath & Steinke
-    (2020), NeurIPS; McKenna, Miklau & Sheldon (2021), JPC 11(3), Section 4 (MST's budget in
+    (2020), NeurIPS; Cesar & Rogers (2021), "Bounding, Concentrating, and Truncating: Unifying
+    Privacy Loss Composition for Data Analytics", ALT, Lemma 3.2; McKenna, Miklau & Sheldon (2021), JPC 11(3), Section 4 (MST's budget in
     zCDP); McKenna, Mullins, Sheldon & Miklau (2022), VLDB, Section 4 (AIM's).
 """
 
@@ -32,7 +38,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import ClassVar
 
+import numpy as np
+
+from privlab.mechanisms.basic.exponential import exponential_mechanism
 from privlab.mechanisms.synthesizers.base import BudgetStep, Synthesizer
 from privlab.mechanisms.tabular.domain import Domain
 from privlab.platform.core.errors import LedgerError, SpecError
@@ -40,9 +50,10 @@ from privlab.platform.core.validation import check_count, check_positive_finite,
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.plan_conformance import zcdp_filter_event
 from privlab.platform.dp.privacy_event import PrivacyEvent
+from privlab.platform.dp.randomness import RandomSource
 from privlab.platform.dp.zcdp_conversion import zcdp_rho_for_epsilon
 
-__all__ = ["COUNT_L1_SENSITIVITY", "COUNT_L2_SENSITIVITY", "ZcdpFilter", "ZcdpSynthesizer", "hyperparameter_count",
+__all__ = ["COUNT_L1_SENSITIVITY", "COUNT_L2_SENSITIVITY", "SelectionStep", "ZcdpFilter", "ZcdpSynthesizer", "hyperparameter_count",
            "hyperparameter_positive", "selection_epsilon"]
 
 
@@ -75,8 +86,43 @@ fixed (already released) M̂, by the triangle inequality."""
 
 
 def selection_epsilon(rho: float) -> float:
-    """ε of an exponential-mechanism step given its ρ: sqrt(2ρ) (ε-DP is ε²/2-zCDP)."""
-    return math.sqrt(2.0 * check_positive_finite("rho", rho))
+    """ε of an exponential-mechanism choice given its ρ: sqrt(8ρ) (ε-bounded range is ε²/8-zCDP)."""
+    return math.sqrt(8.0 * check_positive_finite("rho", rho))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SelectionStep:
+    """One exponential-mechanism choice at ``epsilon`` among candidates whose utilities have
+    sensitivity ``sensitivity``, recorded as ε-bounded range: ρ = ε²/8.
+
+    Research mode samples it by Gumbel-max, release mode by exact rejection sampling
+    (:func:`~privlab.mechanisms.basic.exponential.exponential_mechanism` with ``bounded_range``).
+    """
+
+    name: str
+    epsilon: float
+    sensitivity: float
+
+    mechanism: ClassVar[str] = "exponential_bounded_range"
+
+    def __post_init__(self) -> None:
+        check_text("name", self.name)
+        for label in ("epsilon", "sensitivity"):
+            object.__setattr__(self, label, check_positive_finite(label, getattr(self, label)))
+
+    @property
+    def noise_scale(self) -> float:
+        """2Δ/ε: the utility scale of the exponential mechanism's weights exp(u/scale)."""
+        return 2.0 * self.sensitivity / self.epsilon
+
+    @property
+    def zcdp_rho(self) -> float:
+        return self.epsilon * self.epsilon / 8.0
+
+    def event(self, *, scope: str, step: str) -> PrivacyEvent:
+        """The event a research-mode run records for this step (bit-identical)."""
+        return PrivacyEvent(name=self.name, mechanism=self.mechanism, epsilon=self.epsilon,
+                            sensitivity=self.sensitivity, noise_scale=self.noise_scale, scope=scope, step=step)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -98,7 +144,7 @@ class ZcdpFilter:
         return zcdp_filter_event(prefix=self.prefix, rho=self.rho, scope=scope, step=step)
 
 
-Step = BudgetStep | ZcdpFilter
+Step = BudgetStep | SelectionStep | ZcdpFilter
 
 
 class ZcdpSynthesizer(Synthesizer):
@@ -159,9 +205,23 @@ class ZcdpSynthesizer(Synthesizer):
                 f"{self.name} measures with Gaussian noise and is budgeted in zCDP; its ledger's accountant is "
                 f"{ledger.accountant!r}: use [budget] accountant = \"zcdp\" with delta_slack (δ'') and a delta cap "
                 "at least delta_slack")
+        if ledger.neighbouring != "replace_one":
+            raise LedgerError(
+                f"{self.name}'s guarantee is for replace-one neighbours with the record count n public (its "
+                f"sensitivities are replace-one's and its model's total is n); the ledger states "
+                f"{ledger.neighbouring!r}: use neighbouring = \"replace_one\"")
         rho = self.rho_for(epsilon, ledger.delta_slack)
         self._read_at = ledger.delta_slack
         return self._zcdp_validated(rho, domain, n)  # type: ignore[return-value]
+
+    def _select(self, step: SelectionStep, utilities: np.ndarray, *, ledger: Ledger, source: RandomSource,
+                scope: str) -> int:
+        """The candidate a declared :class:`SelectionStep` chooses (charges the ledger first)."""
+        if not isinstance(step, SelectionStep):
+            raise LedgerError(f"{self.name}: step {step!r} is not a bounded-range selection step")
+        return exponential_mechanism(utilities, sensitivity=step.sensitivity, epsilon=step.epsilon, source=source,
+                                     ledger=ledger, name=step.name, scope=scope, step=self._ledger_step,
+                                     bounded_range=True)
 
     def _record_budget(self, steps: tuple[Step, ...]) -> None:
         """Set ``rho_`` and ``delta_`` (call from ``_fit``)."""

@@ -1,7 +1,8 @@
 """The ``zcdp`` accountant: zero-concentrated DP (Bun & Steinke 2016).
 
-ρ = Δ²/2σ² for (discrete) Gaussian noise and ε²/2 for a pure ε-DP step (Propositions 1.4 and
-1.6), summed, converted at δ'' (Canonne, Kamath & Steinke 2020, Corollary 13). Steps with a δ of
+ρ = Δ²/2σ² for (discrete) Gaussian noise, ε²/8 for an exponential-mechanism choice recorded as
+bounded range (Cesar & Rogers 2021), and ε²/2 for any other pure ε-DP step (Bun & Steinke,
+Propositions 1.4 and 1.6), summed, converted at δ'' (Canonne, Kamath & Steinke 2020, Corollary 13). Steps with a δ of
 their own are added outside the curve by sequential composition. No amplification by
 subsampling.
 """
@@ -12,7 +13,7 @@ import math
 
 from privlab.platform.dp.accountant_base import CurveAccountant, register_accountant
 from privlab.platform.dp.composition_tree import Alternative, basic_of, pure_epsilon
-from privlab.platform.dp.dp_events import DiscreteGaussianEvent, DpEvent, GaussianEvent, Subsampled
+from privlab.platform.dp.dp_events import BoundedRangeEvent, DiscreteGaussianEvent, DpEvent, GaussianEvent, Subsampled
 from privlab.platform.dp.zcdp_conversion import zcdp_to_epsilon
 
 __all__ = ["ZcdpAccountant"]
@@ -32,8 +33,8 @@ class ZcdpAccountant(CurveAccountant):
         out_eps: list[float] = []
         out_dels: list[float] = []
         for leaf, count in alt.items():
-            if isinstance(leaf, (GaussianEvent, DiscreteGaussianEvent)):
-                rho.append(count * leaf.rho)
+            if isinstance(leaf, (GaussianEvent, DiscreteGaussianEvent, BoundedRangeEvent)):
+                rho.append(count * leaf.rho)  # a bounded-range choice: ε²/8 (Cesar & Rogers 2021)
             elif (pure := pure_epsilon(leaf)) is not None:
                 rho.append(count * pure * pure / 2.0)  # Bun & Steinke, Proposition 1.4
             else:

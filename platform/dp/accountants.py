@@ -14,7 +14,8 @@ advanced   :mod:`~privlab.platform.dp.accountant_advanced`: Dwork & Roth 3.20 wi
 pld        :mod:`~privlab.platform.dp.accountant_pld`: privacy-loss distributions (dp_accounting).
 rdp        :mod:`~privlab.platform.dp.accountant_rdp`: Rényi DP; the only one that composes
            private selection by random stopping.
-zcdp       :mod:`~privlab.platform.dp.accountant_zcdp`: zero-concentrated DP.
+zcdp       :mod:`~privlab.platform.dp.accountant_zcdp`: zero-concentrated DP (an exponential-
+           mechanism choice recorded as bounded range costs ε²/8).
 =========  ===================================================================================
 
 Every accountant but ``basic`` reads its bound at the ledger's δ'' (``delta_slack``); steps with a

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from privlab.platform.core.errors import LedgerError
 from privlab.platform.dp.dp_events import (
+    BoundedRangeEvent,
     Composed,
     DiscreteLaplaceEvent,
     DpEvent,
@@ -151,8 +152,8 @@ def alternative_basic(alt: Alternative) -> tuple[float, float] | None:
 
 def pure_epsilon(leaf: DpEvent) -> float | None:
     """The ε of a leaf that is pure ε-DP (``None`` otherwise)."""
-    if isinstance(leaf, (ExponentialEvent, RandomizedResponseEvent, PrivateSelectionEvent, LaplaceEvent,
-                         DiscreteLaplaceEvent)):
+    if isinstance(leaf, (ExponentialEvent, BoundedRangeEvent, RandomizedResponseEvent, PrivateSelectionEvent,
+                         LaplaceEvent, DiscreteLaplaceEvent)):
         return leaf.epsilon
     if isinstance(leaf, EpsilonDeltaEvent) and leaf.delta == 0.0:
         return leaf.epsilon

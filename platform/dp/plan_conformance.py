@@ -12,13 +12,14 @@ import math
 from collections.abc import Sequence
 
 from privlab.platform.core.errors import LedgerError
-from privlab.platform.dp.dp_events import DiscreteGaussianEvent, GaussianEvent
+from privlab.platform.dp.dp_events import BoundedRangeEvent, DiscreteGaussianEvent, GaussianEvent
 from privlab.platform.dp.privacy_event import PrivacyEvent
 
 __all__ = ["RELEASE_COUNTERPART", "ZCDP_FILTER", "check_conforms", "zcdp_cost", "zcdp_filter_event"]
 
 #: The release-mode counterpart of a research-mode mechanism (exact, floating-point safe).
-RELEASE_COUNTERPART = {"laplace": "laplace_lattice", "exponential": "permute_and_flip", "gaussian": "discrete_gaussian"}
+RELEASE_COUNTERPART = {"laplace": "laplace_lattice", "exponential": "permute_and_flip", "gaussian": "discrete_gaussian",
+                       "exponential_bounded_range": "exponential_rejection"}
 
 
 ZCDP_FILTER = "zcdp_filter"
@@ -41,10 +42,11 @@ def zcdp_filter_event(*, prefix: str, rho: float, scope: str, step: str) -> Priv
 
 
 def zcdp_cost(event: PrivacyEvent) -> float | None:
-    """ρ of one step under the zcdp accountant: Δ²/2σ² for (discrete) Gaussian noise, ε²/2 for a
+    """ρ of one step under the zcdp accountant: Δ²/2σ² for (discrete) Gaussian noise, ε²/8 for an
+    exponential-mechanism choice recorded as bounded range (Cesar & Rogers 2021), ε²/2 for any other
     pure ε-DP step (Bun & Steinke 2016, Proposition 1.4); ``None`` for anything else."""
     typed = event.typed
-    if isinstance(typed, (GaussianEvent, DiscreteGaussianEvent)):
+    if isinstance(typed, (GaussianEvent, DiscreteGaussianEvent, BoundedRangeEvent)):
         return typed.rho
     if event.epsilon is not None and event.delta == 0.0 and event.sampling_rate is None:
         return event.epsilon * event.epsilon / 2.0

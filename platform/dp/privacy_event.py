@@ -18,6 +18,7 @@ from privlab.platform.core.errors import LedgerError
 from privlab.platform.core.validation import check_real
 from privlab.platform.dp import composition
 from privlab.platform.dp.dp_events import (
+    BoundedRangeEvent,
     DpEvent,
     EpsilonDeltaEvent,
     ExponentialEvent,
@@ -29,7 +30,8 @@ from privlab.platform.dp.dp_events import (
     event_from_dict,
 )
 
-__all__ = ["PURE_EPSILON_MECHANISMS", "SENSITIVITY_NOTE", "DetailValue", "PrivacyEvent", "ledger_text"]
+__all__ = ["BOUNDED_RANGE_MECHANISMS", "PURE_EPSILON_MECHANISMS", "SENSITIVITY_NOTE", "DetailValue", "PrivacyEvent",
+           "ledger_text"]
 
 DetailValue = int | float | str
 
@@ -211,8 +213,9 @@ class PrivacyEvent:
         Explicit when built with :meth:`from_dp_event`. Otherwise derived: ``"laplace"`` with a
         sensitivity Δ and scale b such that Δ/b is ε (to 1e-9) is a :class:`LaplaceEvent`, whose
         exact privacy curve the curve accountants use; the exponential mechanism, permute-and-flip
-        and the pMSE chain are :class:`ExponentialEvent` (pure ε); private selection with its
-        ε₁, ε₀ details a :class:`PrivateSelectionEvent`; any other step is an
+        and the pMSE chain are :class:`ExponentialEvent` (pure ε); the exponential mechanism
+        recorded as bounded range (:data:`BOUNDED_RANGE_MECHANISMS`) is a :class:`BoundedRangeEvent`;
+        private selection with its ε₁, ε₀ details a :class:`PrivateSelectionEvent`; any other step is an
         :class:`EpsilonDeltaEvent` with its recorded (ε, δ), naming its mechanism. A
         ``sampling_rate`` wraps the leaf in :class:`Subsampled`.
         """
@@ -281,6 +284,8 @@ def _derived_event(mechanism: str, epsilon: float, delta: float, sensitivity: fl
         leaf = LaplaceEvent(sensitivity, noise_scale)
     elif mechanism in PURE_EPSILON_MECHANISMS and delta == 0.0:
         leaf = ExponentialEvent(epsilon)
+    elif mechanism in BOUNDED_RANGE_MECHANISMS and delta == 0.0:
+        leaf = BoundedRangeEvent(epsilon)
     elif mechanism == "private_selection_known_threshold" and delta == 0.0:
         known = dict(details)
         leaf = PrivateSelectionEvent(float(known["epsilon1"]), float(known["epsilon0"]))
@@ -291,3 +296,7 @@ def _derived_event(mechanism: str, epsilon: float, delta: float, sensitivity: fl
 
 PURE_EPSILON_MECHANISMS = ("exponential", "permute_and_flip", "exponential_pmse_metropolis")
 """Mechanisms that choose one output at ε (an exponential-mechanism choice): :class:`ExponentialEvent`."""
+
+BOUNDED_RANGE_MECHANISMS = ("exponential_bounded_range", "exponential_rejection")
+"""The exponential mechanism recorded as ε-bounded range (:class:`BoundedRangeEvent`): Gumbel-max
+in research mode, exact rejection sampling in release mode."""
