@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -143,6 +144,30 @@ def keep_transcript(staging: Path, out: Path) -> Path | None:
     os.rename(source, target)
     target.chmod(0o600)
     return target
+
+
+def kept_transcripts(out: Path) -> list[tuple[Path, Path]]:
+    """The sealed transcripts :func:`keep_transcript` left next to ``out`` — of any bundle in that
+    folder — each with the bundle folder it belongs to: ``(transcript, bundle)``.
+
+    A release interrupted or failing while it wrote its bundle keeps its sealed transcript there
+    (the budget is spent; ``--replay`` regenerates the bundle). Like :func:`stale_partials`, they
+    are found for the command line to name, never deleted.
+    """
+    parent = Path(out).parent
+    try:
+        found = sorted(p for p in parent.iterdir() if p.is_file() and not p.is_symlink())
+    except OSError:  # a missing or unreadable folder: the release itself will say what is wrong
+        return []
+    kept = []
+    for path in found:
+        match = _KEPT_NAME.fullmatch(path.name)
+        if match is not None:
+            kept.append((path, parent / match.group(1)))
+    return kept
+
+
+_KEPT_NAME = re.compile(r"(.+)\.transcript(?:-[0-9]+)?\.bin")
 
 
 def holds_transcript(staging: Path) -> bool:

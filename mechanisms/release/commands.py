@@ -110,7 +110,7 @@ def _shortlist(args: argparse.Namespace) -> int:
 
 
 def _release(args: argparse.Namespace) -> int:
-    from privlab.mechanisms.release.bundle import holds_transcript
+    from privlab.mechanisms.release.bundle import holds_transcript, kept_transcripts
     from privlab.mechanisms.tabular.bundle_files import stale_partials
     from privlab.mechanisms.release.run_release import run_release
 
@@ -121,6 +121,17 @@ def _release(args: argparse.Namespace) -> int:
         print(f"privlab: warning: {str(stale)!r} is the staging folder of a release that did not finish (killed, "
               f"or still running elsewhere); nothing in it was published, but {what}. Unless a release is writing "
               f"into {str(stale.parent)!r} right now, delete it: rm -r -- {shlex.quote(str(stale))}", file=sys.stderr)
+    for transcript, folder in kept_transcripts(out):  # an interrupted or failed bundle write's rescue
+        if folder.is_dir():
+            what = (f"kept when writing {str(folder)!r} failed or was interrupted; that bundle was regenerated from "
+                    "it since (its private/transcript.bin holds the same), so this copy is no longer needed")
+        else:
+            what = (f"the sealed transcript of a release into {str(folder)!r} that was interrupted (or failed) while "
+                    f"writing its bundle: the budget was spent. Regenerate that bundle with the same spec and data: "
+                    f"privlab release SPEC --data PRIVATE --out {shlex.quote(str(folder))} --replay "
+                    f"{shlex.quote(str(transcript))}; or give that release up")
+        print(f"privlab: warning: {str(transcript)!r} is {what}. It is as sensitive as the private data; to remove "
+              f"it: rm -- {shlex.quote(str(transcript))}", file=sys.stderr)
     # SIGTERM raises KeyboardInterrupt here (privlab.platform.execution.interrupts.sigterm_as_interrupt, set
     # by the command line), which unwinds through the staging folder's cleanup: no partial bundle.
     result = run_release(args.spec, data=args.data, out=out, budget=args.budget, replay=args.replay,

@@ -438,9 +438,10 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         with sigterm_as_interrupt():  # a scheduler's or kill's stop: the same clean stop as Ctrl-C
             return args.handler(args)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interruption:
         ignore_further_interrupts()
-        print("\nprivlab: interrupted", file=sys.stderr)
+        said = str(interruption)  # a command's account of what it left (the release's transcript), if any
+        print(f"\nprivlab: interrupted{': ' + said if said else ''}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # output piped into `head` and the like: not an error
         sys.stderr.close()
