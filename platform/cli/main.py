@@ -249,7 +249,11 @@ def _cluster(args: argparse.Namespace) -> int:
 
 def _add_execution_options(command: argparse.ArgumentParser) -> None:
     """Where and how a command that runs units of work (``run``, ``audit``) runs them."""
-    command.add_argument("--workers", type=int, help="worker processes (local: CPUs to use; cluster: concurrency cap)")
+    command.add_argument("--workers", type=int, help="worker processes (local: CPUs to use, at most this machine's "
+                         "unless --oversubscribe; cluster: concurrency cap, at most its CPUs)")
+    command.add_argument("--oversubscribe", action="store_true",
+                         help="let --workers exceed this machine's CPUs (each worker process takes about 175 MB "
+                              "of memory and competes for the same CPUs)")
     command.add_argument("--address", help="join an existing Ray cluster (default: the one `privlab cluster up` "
                          "started here if it runs, else a private local instance; 'local': a private instance)")
     command.add_argument("--serial", action="store_true", help="run in this process without Ray (reference/debugging)")
