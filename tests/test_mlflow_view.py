@@ -207,6 +207,21 @@ def test_ui_refuses_a_missing_store_and_a_bad_port(tmp_path: Path, capsys: pytes
     assert "--port (70000) must be" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("uri", "fragment"), [
+    ("ftp://example.org/runs", "MLflow cannot store runs at a ftp:// URI"),
+    ("file:///{tmp}/missing-mlruns", "no MLflow tracking store at"),
+    ("{tmp}/missing-folder-store", "no MLflow tracking store at"),
+])
+def test_ui_refuses_a_uri_run_refuses_in_our_words(tmp_path: Path, capsys: pytest.CaptureFixture[str], uri: str,
+                                                  fragment: str) -> None:
+    """Issue 46 item 4: these exited 4 with MLflow's own text (a model-registry message, a
+    deprecation notice); `privlab run` refused them with exit 2."""
+    assert main(["ui", "--tracking-uri", uri.format(tmp=tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and "Traceback" not in err and "mlflow" not in err.split(fragment)[0].lower()
+    assert list(tmp_path.iterdir()) == []  # nothing created
+
+
 def test_ui_opens_the_experiment_of_the_latest_run_or_the_one_named(mini_store: dict, tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     tracker = mini_store["tracker"]

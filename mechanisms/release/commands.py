@@ -41,7 +41,7 @@ def _sizes_text(result: dict[str, Any]) -> str:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from privlab.mechanisms.release.evaluate import evaluate_candidate, read_raw
+    from privlab.mechanisms.release.evaluate import evaluate_candidate, read_candidate
     from privlab.mechanisms.release.workloads import flow_inputs
     from privlab.platform.experiment.spec import load_spec
 
@@ -55,20 +55,25 @@ def _evaluate(args: argparse.Namespace) -> int:
             raise InputError(f"--config {args.config!r} is not a configuration of {args.spec}; "
                               f"`privlab validate {args.spec}` lists them (e.g. {configs[0].id})")
         config = matching[0]
+        chosen = "--config"
     else:
         config = configs[0]
+        chosen = (f"the spec's first of {len(configs)} configurations; --config ID for another "
+                  f"(`privlab validate {args.spec}` lists them)" if len(configs) > 1 else "the spec's only configuration")
     space, settings, transformation = flow_inputs(config.params)
-    # The original is written as the space's data files are; the candidate (a release's data.csv
-    # or a synthesizer's output) is a plain CSV or parquet file with a header.
+    # Both files are read as the space reads its data (na_values, clean-ups); a candidate privlab
+    # wrote (a release's released.csv, a synthesizer's output) has a header even where the space's
+    # raw files have none.
     original = space.read_raw(args.original, what=f"--original file {args.original!r}")
-    result = evaluate_candidate(original, read_raw(args.candidate, what="--candidate"),
+    result = evaluate_candidate(original, read_candidate(args.candidate, space=space,
+                                                         what=f"--candidate file {args.candidate!r}"),
                                 space=space, settings=settings, transformation=transformation,
                                 resize_seed=args.resize_seed)
     result = {"config": config.id, **result}
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(f"{config.id}: transformation {result['transformation']}, n = {result['n']:,}")
+        print(f"{config.id} ({chosen}): transformation {result['transformation']}, n = {result['n']:,}")
         print(_sizes_text(result))
         width = max(len(c["name"]) for c in result["criteria"])
         for c in result["criteria"]:

@@ -77,11 +77,11 @@ def _check_arguments(args: argparse.Namespace) -> None:
 
 def run_ui(args: argparse.Namespace) -> int:
     """The ``privlab ui`` command."""
-    from privlab.platform.tracking.store_location import existing_store_uri
+    from privlab.platform.tracking.store_checks import existing_store
     from privlab.platform.tracking.tracker import Tracker
 
     _check_arguments(args)
-    uri = existing_store_uri(args.tracking_uri)
+    uri = existing_store(args.tracking_uri)  # as `privlab run` checks it: exit 2 in our words, nothing created
     tracker = Tracker(uri)
     experiment_id, name = _experiment(tracker, args.experiment)
     if uri.startswith(("http://", "https://")):  # already served: point at it instead of serving it again

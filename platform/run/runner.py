@@ -303,7 +303,7 @@ class _Driver:
             return TrackingOutage(f"{reason}. Keeping what run {self.run_id} computed failed too ({failure}); "
                                   "a resume goes on from the run's last checkpoint in the tracking store",
                                   run_id=self.run_id)
-        return TrackingOutage(f"{reason}. Nothing computed is lost: {held.describe()} are kept in {path}; a resume "
+        return TrackingOutage(f"{reason}. Nothing computed is lost; kept in {path}: {held.describe()}; a resume "
                               "logs them once the server answers again", run_id=self.run_id)
 
     def _close(self, backend: Backend | None, status: str) -> None:
