@@ -111,6 +111,32 @@ def unignored_transcript_paths(out: Path) -> list[str]:
     return [line for line, path in places.items() if path not in ignored]
 
 
+def public_files_shown_by_git(out: Path) -> Path | None:
+    """The git work tree ``out`` lies in when git would show its public files (``git status``
+    lists them, ``git add .`` commits them); None otherwise (outside any work tree, ignored
+    there, or git absent). The transcript has its own check (:func:`unignored_transcript_paths`);
+    a broad ignore rule such as ``**/private/transcript.bin`` hides it, not the bundle."""
+    git = shutil.which("git")
+    if git is None:
+        return None
+    out = Path(out).absolute()
+    folder = out.parent
+    while not folder.exists():
+        folder = folder.parent
+    try:
+        top = subprocess.run([git, "-C", str(folder), "rev-parse", "--show-toplevel"], capture_output=True,
+                             text=True, timeout=60)
+        if top.returncode != 0 or not top.stdout.strip():
+            return None
+        root = Path(top.stdout.strip()).resolve()
+        probe = ((folder.resolve() / out.relative_to(folder)).relative_to(root) / PUBLIC_FILES[0]).as_posix()
+        checked = subprocess.run([git, "-C", str(root), "check-ignore", "-q", "--", probe], capture_output=True,
+                                 text=True, timeout=60)
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+    return root if checked.returncode == 1 else None  # 0: ignored; 128: git could not tell
+
+
 def check_transcript_ignored(out: Path) -> None:
     """Refuse a release whose transcript git would not ignore (:func:`unignored_transcript_paths`).
 

@@ -94,6 +94,11 @@ def _shortlist(args: argparse.Namespace) -> int:
     from privlab.platform.tracking.store_location import existing_store_uri
     from privlab.platform.tracking.tracker import Tracker
 
+    out = Path(args.out)
+    if (out.exists() or out.is_symlink()) and not args.force:  # before the store is read: nothing to lose
+        raise InputError(f"--out {str(out)!r} exists (the experiments' shortlists are committed, and release specs "
+                          "read them); nothing was written. Write another file (and point the release spec's "
+                          "`shortlist` at it), or give --force to replace this one")
     tracker = Tracker(existing_store_uri(args.tracking_uri))  # only reads: never creates a store
     _, summary = finished_summary(tracker, args.run_id, hint="give the grid search's run id")
     entries = shortlist_from_summary(summary, min_prob=args.min_prob)
@@ -102,7 +107,6 @@ def _shortlist(args: argparse.Namespace) -> int:
         raise InputError(f"no configuration of run {args.run_id} reached an estimated acceptance of {args.min_prob:g} "
                           f"(the best was {best:.3g}); nothing written. Lower --min-prob or run more attempts")
     first = workload_params(next(e for e in summary["configurations"] if e["id"] == entries[0].config_id))
-    out = Path(args.out)
     write_text_atomically(out, shortlist_toml(
         entries, run_id=args.run_id, min_prob=args.min_prob,
         space=relative_to(first["space"], out.resolve().parent),
@@ -111,6 +115,8 @@ def _shortlist(args: argparse.Namespace) -> int:
     print(f"{len(entries)} configuration(s) with estimated acceptance ≥ {args.min_prob:g} written to {out}")
     for entry in entries[:10]:
         print(f"  {entry.acceptance_rate:.3f} [{entry.ci_low:.3f}, {entry.ci_high:.3f}]  {entry.config_id}")
+    if len(entries) > 10:
+        print(f"  … and {len(entries) - 10} more, all written to {out}")
     return EXIT_OK
 
 
@@ -137,6 +143,14 @@ def _release(args: argparse.Namespace) -> int:
                     f"{shlex.quote(str(transcript))}; or give that release up")
         print(f"privlab: warning: {str(transcript)!r} is {what}. It is as sensitive as the private data; to remove "
               f"it: rm -- {shlex.quote(str(transcript))}", file=sys.stderr)
+    from privlab.mechanisms.release.bundle import public_files_shown_by_git
+
+    checkout = None if args.force else public_files_shown_by_git(out)
+    if checkout is not None:
+        print(f"privlab: warning: --out {str(out)!r} is inside the git work tree {str(checkout)!r} and not ignored "
+              "there: `git status` will list the bundle's public files and `git add .` would commit them. Choose an "
+              "--out outside the checkout, or add it to .gitignore (the transcript is checked separately)",
+              file=sys.stderr)
     # SIGTERM raises KeyboardInterrupt here (privlab.platform.execution.interrupts.sigterm_as_interrupt, set
     # by the command line), which unwinds through the staging folder's cleanup: no partial bundle.
     result = run_release(args.spec, data=args.data, out=out, budget=args.budget, replay=args.replay,
@@ -210,7 +224,9 @@ def add_commands(sub: Any) -> None:
 
     add_run_reading_command(
         sub, "shortlist", handler=_shortlist, run_id_help="the grid search's parent run id",
-        options={"--min-prob": {"type": float, "default": 0.1, "help": "minimal estimated acceptance (default 0.1)"}},
+        options={"--min-prob": {"type": float, "default": 0.1, "help": "minimal estimated acceptance (default 0.1)"},
+                 "--force": {"action": "store_true", "help": "replace --out if it exists (refused otherwise: the "
+                                                             "experiments' shortlists are committed)"}},
         out_metavar="PATH", out_help="TOML file to write (atomically)",
         help="write the configurations of a grid search worth taking to the private data",
         description="Read a finished release_flow grid-search run and write the configurations whose estimated "
