@@ -157,6 +157,9 @@ def test_ledger_command(finished_run: dict, finished_uri: str, capsys: pytest.Ca
     assert main(["ledger", finished_run["run_id"], "--tracking-uri", finished_uri]) == 0
     text = capsys.readouterr().out
     assert "== loss-001 ==" in text and "laplace" in text and "count_release" in text
+    # Issue 46: in the spec's order (mean, loss, seeds), as run and compare list them, not alphabetically.
+    assert [line.strip("= ") for line in text.splitlines() if line.startswith("== ")] == [
+        "mean-000", "mean-001", "loss-000", "loss-001", "seeds-000"]
     assert main(["ledger", finished_run["run_id"], "--json", "--tracking-uri", finished_uri]) == 0
     ledgers = json.loads(capsys.readouterr().out)
     assert set(ledgers) == {"mean-000", "mean-001", "loss-000", "loss-001", "seeds-000"}
@@ -170,7 +173,7 @@ def test_ledger_command(finished_run: dict, finished_uri: str, capsys: pytest.Ca
     event = ledgers["mean-000"]["events"][0]
     assert event["mechanism"] == "laplace" and event["epsilon"] == 0.5
     assert event["sensitivity"] == pytest.approx(1 / 50) and event["noise_scale"] == pytest.approx(1 / 50 / 0.5)
-    assert main(["ledger", "0" * 32, "--tracking-uri", finished_uri]) == 4
+    assert main(["ledger", "0" * 32, "--tracking-uri", finished_uri]) == 2  # a wrong id is bad input (issue 46)
 
 
 @pytest.mark.parametrize(
@@ -328,6 +331,21 @@ def test_read_only_commands_do_not_create_a_store_in_the_working_directory(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_wrong_run_id_is_bad_input_and_compare_names_the_run_it_shows(
+        finished_run: dict, finished_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 46: a wrong run id exited 4 (an execution failure), and compare did not say which of
+    the experiment's runs its tables were."""
+    for args in (["ledger", "0" * 32], ["report", "0" * 32, "--out", str(tmp_path / "r")],
+                 ["compare", "mini", "--run", "0" * 32], ["shortlist", "0" * 32, "--out", str(tmp_path / "s.toml")]):
+        assert main([*args, "--tracking-uri", finished_uri]) == 2, args
+        err = capsys.readouterr().err
+        assert "0" * 32 in err and "Traceback" not in err, err
+    assert not (tmp_path / "r").exists() and not (tmp_path / "s.toml").exists()
+    assert main(["compare", "mini", "--tracking-uri", finished_uri]) == 0
+    err = capsys.readouterr().err
+    assert f"privlab: run {finished_run['run_id']} of 'mini', started " in err and "(its latest; --run ID" in err
+
+
 def test_resume_of_an_unknown_run_changes_nothing_in_the_store(finished_uri: str, mini_spec: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 30 item 5: exit 2 before the experiment is created or anything is written."""
@@ -342,7 +360,7 @@ def test_resume_of_an_unknown_run_changes_nothing_in_the_store(finished_uri: str
 
 def test_runs_lists_the_ids_the_ledger_hint_points_to(finished_run: dict, finished_uri: str,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["ledger", "0" * 32, "--tracking-uri", finished_uri]) == 4
+    assert main(["ledger", "0" * 32, "--tracking-uri", finished_uri]) == 2
     assert "`privlab runs` lists run ids" in capsys.readouterr().err
     for args in (["runs"], ["runs", "mini"]):
         assert main([*args, "--tracking-uri", finished_uri]) == 0

@@ -448,13 +448,24 @@ class Tracker:
 
     # -- reading ------------------------------------------------------------------------------
     def get_run(self, run_id: str) -> Any:
+        """The run ``run_id``.
+
+        Raises:
+            NotFoundError: the store holds no such run (bad input: exit 2).
+            TrackingError: the store could not be read.
+        """
+        from mlflow.exceptions import MlflowException
+
         try:
             return self.client.get_run(run_id)
-        except Exception:
-            raise TrackingError(
-                f"no run {run_id!r} in the tracking store {self.uri}; check the id "
-                "(`privlab runs` lists run ids) and --tracking-uri"
-            ) from None
+        except MlflowException as error:
+            if error.error_code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
+                raise NotFoundError(
+                    f"no run {run_id!r} in the tracking store {self.uri}; check the id "
+                    "(`privlab runs` lists run ids) and --tracking-uri") from None
+            raise TrackingError(f"cannot read run {run_id!r} in the tracking store {self.uri}: {error}") from None
+        except Exception as error:
+            raise TrackingError(f"cannot read run {run_id!r} in the tracking store {self.uri}: {error}") from None
 
     def child_runs(self, experiment_id: str, parent_id: str) -> list[Any]:
         return self._search([experiment_id], f"tags.`{PARENT_TAG}` = '{parent_id}'")
