@@ -136,6 +136,7 @@ def test_every_spec_key_takes_any_toml_value_without_a_traceback(workdir: Path,
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # 10⁴ cases of validate (and run, when refused): about 8 minutes on 2 cores
 def test_every_spec_key_takes_any_toml_value_without_a_traceback_10k(workdir: Path,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     outcome = _fuzz(workdir, capsys, cases=10_000, seed=4602)
