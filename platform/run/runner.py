@@ -311,6 +311,8 @@ class _Driver:
         if self.closed:
             return
         self.closed = True
+        if self.progress is not None:
+            self.progress.stop()
         self.writer.close()
         if backend is not None:
             backend.shutdown()
@@ -342,6 +344,7 @@ class _Driver:
         self.progress.resume_from(sum(class_done.values()), classes=class_done,
                                   seconds_per_unit=self._measured_costs())
         self.progress.update(configs_done=len(self.configuration_log.results), force=True)
+        self.progress.start_ticking()  # long units: the line keeps moving between results
 
     def _measured_costs(self) -> dict[str, float]:
         """Compute seconds per unit of each cost class, from what earlier sessions of a resumed
