@@ -407,3 +407,16 @@ def test_fuzz_toml_shapes(tmp_path: Path) -> None:
                  "[[study]]\nname = 1", '[[study]]\nname = "a"\n[[study]]\nname = "a"', "[study]\nname = 1"]:
         path.write_text(SPEC + text + "\n")
         _read_or_refuse(lambda: load_spec(path))
+
+
+@pytest.mark.parametrize(("setting", "suggestion"), [
+    ("params.epsilonn=1", "did you mean 'epsilon'?"), ("repetiions=3", "did you mean 'repetitions'?"),
+    ("tracking.experimnt='x'", "did you mean 'experiment'?"), ("budget.epsiln=1", "did you mean 'epsilon'?"),
+])
+def test_a_key_typo_is_answered_with_the_closest_key(workdir: Path, capsys: pytest.CaptureFixture[str],
+                                                     setting: str, suggestion: str) -> None:
+    """Issue 46: a typo listed the allowed keys without pointing at the one meant."""
+    err = _refused(["validate", "tiny.toml", "--set", setting], capsys, "unknown key(s)")
+    assert err.rstrip().endswith(suggestion), err
+    err = _refused(["validate", "tiny.toml", "--set", "params.zzz=1"], capsys, "unknown key(s) 'zzz'")
+    assert "did you mean" not in err

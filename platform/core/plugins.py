@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
 from privlab.platform.core.errors import RegistryError, SpecError
+from privlab.platform.core.validation import closest
 
 T = TypeVar("T")
 
@@ -146,7 +147,7 @@ def build(params_type: type, values: Mapping[str, Any], *, where: str) -> Any:
     if unknown:
         raise SpecError(
             f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
-            f"allowed keys: {', '.join(sorted(fields))}"
+            f"allowed keys: {', '.join(sorted(fields))}{closest(unknown, set(fields))}"
         )
     missing = sorted(
         name

@@ -31,7 +31,7 @@ import numpy as np
 from privlab.platform.core.errors import SpecError
 
 __all__ = ["BOOLEAN", "MAX_INT64", "MAX_RECORDS", "ConstrainedParams", "Constraint", "InstanceOf", "Interval", "Options", "RealPair",
-           "Text", "Unconstrained", "as_float", "check_count", "shown",
+           "Text", "Unconstrained", "as_float", "check_count", "closest", "shown",
            "check_positive_finite", "check_real", "check_text", "describe_constraints", "validate_parameters"]
 
 
@@ -58,6 +58,19 @@ def shown(value: object) -> str:
         if digits is None or digits > _SHOWN_DIGITS:
             return f"an integer of {'over 4,300' if digits is None else f'{digits:,}'} digits"
     return repr(value)
+
+
+def closest(unknown: Sequence[object], allowed: Sequence[str] | set[str] | frozenset[str]) -> str:
+    """``"; did you mean 'epsilon'?"`` for the unknown names that are near an allowed one (a
+    typo), else ``""``: appended to an "unknown key" message after its list of allowed keys."""
+    import difflib
+
+    guesses = []
+    for name in unknown:
+        match = difflib.get_close_matches(str(name), sorted(allowed), n=1, cutoff=0.6)
+        if match:
+            guesses.append(f"{match[0]!r} for {str(name)!r}" if len(unknown) > 1 else repr(match[0]))
+    return f"; did you mean {', '.join(guesses)}?" if guesses else ""
 
 
 def as_float(value: object) -> float | None:

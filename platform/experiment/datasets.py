@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from privlab.platform.core.columns import Schema
 from privlab.platform.core.csv_fields import check_field_counts
 from privlab.platform.core.errors import SchemaError, SpecError
+from privlab.platform.core.validation import closest
 
 FILE_FORMATS = ("parquet", "csv")
 
@@ -64,7 +65,7 @@ def dataset_from_spec(table: Mapping[str, Any], *, spec_dir: Path, where: str) -
         if unknown:
             raise SpecError(
                 f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed keys for a "
-                f"generated dataset: {', '.join(sorted(allowed))}"
+                f"generated dataset: {', '.join(sorted(allowed))}{closest(unknown, allowed)}"
             )
         params = table.get("params", {})
         if not isinstance(params, Mapping):
@@ -76,7 +77,7 @@ def dataset_from_spec(table: Mapping[str, Any], *, spec_dir: Path, where: str) -
         if unknown:
             raise SpecError(
                 f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed keys for a "
-                f"file dataset: {', '.join(sorted(allowed))}"
+                f"file dataset: {', '.join(sorted(allowed))}{closest(unknown, allowed)}"
             )
         path = Path(str(table["path"]))
         if not path.is_absolute():

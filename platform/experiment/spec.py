@@ -49,7 +49,7 @@ from typing import Any
 from privlab.platform.core.errors import LedgerError, PrivlabError, SpecError
 from privlab.platform.core.toml_files import MAX_DEPTH, nesting_depth, read_toml
 from privlab.platform.core.validation import (BOOLEAN, ConstraintSpec, InstanceOf, Interval, Options, Text,
-                                              validate_parameters)
+                                              closest, validate_parameters)
 from privlab.platform.dp.accountants import SELECTABLE as SELECTABLE_ACCOUNTANTS
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.seeding import canonical_params, grid_sampling_generator, stable_key
@@ -200,7 +200,7 @@ def _unknown(table: Mapping[str, Any], allowed: set[str], where: str) -> None:
     if unknown:
         raise SpecError(
             f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
-            f"allowed keys: {', '.join(sorted(allowed))}"
+            f"allowed keys: {', '.join(sorted(allowed))}{closest(unknown, allowed)}"
         )
 
 
