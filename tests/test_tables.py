@@ -176,3 +176,14 @@ def test_the_quickstart_counts_its_25_checks_whatever_the_terminal_width(width: 
     if width is not None:
         assert max(len(line) for line in text.splitlines()) <= width, text
         assert "more metric" in text  # columns were left out at this width, and their checks still counted
+
+
+def test_the_privacy_line_explains_a_huge_epsilon() -> None:
+    """Issue 46: PD adult printed `ε per configuration ≤ 1e+06` with nothing on screen saying why."""
+    from privlab.platform.cli.run_commands import privacy_line
+
+    small = privacy_line({"epsilon_total": 2.0, "delta_total": 0.0, "run_id": "abc"})
+    assert small.startswith("privacy: ε per configuration ≤ 2, δ ≤ 0") and "privlab ledger abc" in small
+    assert "\n" not in small
+    huge = privacy_line({"epsilon_total": 1e6, "delta_total": 0.0, "run_id": "abc"})
+    assert "≤ 1e+06" in huge and "Theorem 1" in huge and "per-candidate guarantee" in huge

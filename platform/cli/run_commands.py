@@ -210,7 +210,7 @@ def print_summary(summary: dict) -> None:
     print(f"run {summary['run_id']} in experiment {summary['experiment']!r} "
           f"(seed {summary['root_seed']}, {summary['timing']['wall_seconds']:.1f} s, "
           f"{summary['timing']['workers']} worker(s) on {summary['timing']['ray_nodes']} node(s))")
-    print(f"privacy: ε per configuration ≤ {summary['epsilon_total']:.6g}, δ ≤ {summary['delta_total']:.3g}")
+    print(privacy_line(summary))
     # the same tables as `privlab compare`: configuration ids, varying parameters, mean [95% CI]
     print("\n" + render_studies(summary["configurations"], experiment=summary["experiment"], width=terminal_width(),
                                 max_rows=SUMMARY_ROWS))
@@ -219,6 +219,24 @@ def print_summary(summary: dict) -> None:
           f"         artifacts of run {summary['run_id']}: {tracking.get('artifacts', '?')}")
     print(f"compare: privlab compare {summary['experiment']!r}    ledger: privlab ledger {summary['run_id']}")
     print_phases(summary["timing"].get("phases"))
+
+
+#: Above this ε a ledger total is no guarantee anyone would publish under; the line says why it can be so.
+LARGE_EPSILON = 100.0
+
+
+def privacy_line(summary: dict) -> str:
+    """The summary's privacy line: the largest ledger total of a configuration, and, when that is
+    huge, what such a total means (PD adult printed `ε per configuration ≤ 1e+06` unexplained)."""
+    epsilon = summary["epsilon_total"]
+    line = (f"privacy: ε per configuration ≤ {epsilon:.6g}, δ ≤ {summary['delta_total']:.3g} (the largest "
+            f"configuration ledger's total; `privlab ledger {summary['run_id']}` lists each one's steps)")
+    if epsilon > LARGE_EPSILON:
+        line += ("\n  an ε this large composes many releases in one configuration (plausible deniability's Theorem 1 "
+                 "counts every candidate tested; each released record has its own per-candidate guarantee): it "
+                 "bounds everything the configuration computed, not one release; the study's RESULTS.md says what "
+                 "its ε covers")
+    return line
 
 
 def print_phases(phases: dict[str, float] | None) -> None:
