@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privlab.platform.cli import ui_command
+from privlab.platform.cli import ui_app, ui_command
 from privlab.platform.cli.main import build_parser, main
 from privlab.platform.experiment.spec import load_spec
 from privlab.platform.run.configuration_log import _metric_safe
@@ -235,6 +235,20 @@ def test_ui_opens_the_experiment_of_the_latest_run_or_the_one_named(mini_store: 
     assert "experiments there: " in capsys.readouterr().err
 
 
+def test_the_ui_page_defaults_to_the_machine_learning_view_unless_the_user_chose() -> None:
+    """Issue 46: a configuration run opened from the runs view landed in MLflow's GenAI view
+    ("quickstart › Evaluations"): the view is the browser's remembered choice, GenAI by default."""
+    page = ui_app.with_default_view("<!doctype html><html><head><script src=main.js></script></head></html>")
+    assert page.startswith("<!doctype html><html><head><script>try{if(localStorage.getItem(\"mlflow.workflowType_v1\")"
+                           "===null)localStorage.setItem(\"mlflow.workflowType_v1\",JSON.stringify(\"machine_learning\"))")
+    assert page.index("localStorage") < page.index("main.js")  # before MLflow reads it
+    assert "--app-name" in ui_command.server_command("sqlite:///x/mlflow.db", host="127.0.0.1", port=1, artifacts=None)
+    from importlib.metadata import entry_points
+
+    assert any(e.name == "privlab" and e.value == "privlab.platform.cli.ui_app:create_app"
+               for e in entry_points(group="mlflow.app"))
+
+
 @pytest.mark.slow  # MLflow's server takes ~15 s to start on 2 cores
 def test_ui_starts_mlflow_on_loopback_and_stops_it(mini_store: dict) -> None:
     """``privlab ui`` for real: it prints the runs view's address once the server answers, the
@@ -252,6 +266,9 @@ def test_ui_starts_mlflow_on_loopback_and_stops_it(mini_store: dict) -> None:
         port = int(url.split(":")[2].split("/")[0])
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as response:
             assert response.status == 200
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as response:
+            page = response.read().decode()  # issue 46: the machine-learning view is the browser's default
+        assert ui_app.DEFAULT_VIEW in page and page.index(ui_app.DEFAULT_VIEW) == page.index("<script")  # first
         group = _server_group(process.pid)
         assert len(group) == 2, group  # mlflow server and one uvicorn worker: no job runner
         listening = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True).stdout

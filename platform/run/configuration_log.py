@@ -119,6 +119,8 @@ class ConfigurationLog:
             if event.epsilon is not None:  # a Gaussian step has no ε of its own; ledger.txt shows its ρ
                 ledger_metrics[f"eps_step_{i:02d}_{_metric_safe(event.name)}"] = event.effective_epsilon
         wall = time.perf_counter() - (state.started or time.perf_counter())
+        end_millis = int(time.time() * 1000)  # the run's real span in MLflow (its Duration column)
+        start_millis = end_millis - int(wall * 1000)
         timing = {"wall_seconds": wall, "compute_seconds": state.aggregate.compute_seconds,
                   "nodes": float(len(state.aggregate.nodes))} | {k.removeprefix("timing_"): v for k, v in measured.items()}
         reservoirs = {name: acc.reservoir() for name, acc in state.aggregate.metrics.items() if acc.count}
@@ -171,6 +173,7 @@ class ConfigurationLog:
                 standard_tags=self.parent.standard_tags,
                 datasets=[self.parent.datasets[config.id]] if config.id in self.parent.datasets else [],
                 result=result, timing=timing, reservoir=kept, units=units,
+                start_millis=start_millis, end_millis=end_millis,
             )
             self.writer.submit_batched(self._send, (entry_id, row, upload), keep=upload)
             entries.append(entry)

@@ -318,6 +318,8 @@ class Tracker:
         reservoir: Mapping[str, Iterable[float]] | None = None,
         ledger_text: str | None = None,
         units: Mapping[str, Any] | None = None,
+        start_millis: int | None = None,
+        end_millis: int | None = None,
     ) -> ResultRunUpload:
         """A finished child run, ready for :meth:`send`: the result of a configuration (or of
         one facet of it, in ``group``), or with ``unit`` of one unit of a ``unit_runs`` workload;
@@ -340,7 +342,8 @@ class Tracker:
                                timing=None if timing is None else {k: float(v) for k, v in timing.items()},
                                reservoir=None if reservoir is None else
                                {name: [float(v) for v in values] for name, values in reservoir.items()},
-                               units=None if units is None else dict(units))
+                               units=None if units is None else dict(units),
+                               start_millis=start_millis, end_millis=end_millis)
 
     @_timed
     def send(self, upload: ResultRunUpload) -> str:
@@ -401,8 +404,8 @@ class Tracker:
             future.result()
 
     def _create_run(self, upload: ResultRunUpload) -> None:
-        upload.run_id = self.client.create_run(upload.experiment_id, run_name=upload.name,
-                                               tags=upload.tags).info.run_id
+        upload.run_id = self.client.create_run(upload.experiment_id, run_name=upload.name, tags=upload.tags,
+                                               start_time=upload.start_millis).info.run_id
 
     def _finish_run(self, upload: ResultRunUpload) -> None:
         """Log a created run's params, metrics, inputs and files, then end it (step by step)."""
@@ -415,7 +418,7 @@ class Tracker:
         if not upload.uploaded:
             self._log_texts(upload.run_id, upload.files)
             upload.uploaded = True
-        self.client.set_terminated(upload.run_id, status="FINISHED")
+        self.client.set_terminated(upload.run_id, status="FINISHED", end_time=upload.end_millis)
         upload.finished = True
 
     def _write_part(self, uploads: Sequence[ResultRunUpload], *, local: SqliteRunWriter | None = None) -> None:
@@ -541,6 +544,8 @@ class ResultRunUpload:
     timing: dict[str, float] | None = None  # its timing, in the same part
     reservoir: dict[str, list[float]] | None = None  # its reservoir sample, in the same part
     units: dict[str, Any] | None = None  # its per-unit table (a unit_runs workload's), in the same part
+    start_millis: int | None = None  # when its first unit started (epoch ms): MLflow's start and duration
+    end_millis: int | None = None  # when its last unit was merged
     run_id: str | None = None  # once created
     part_written: bool = False  # result and reservoir
     logged: bool = False  # params and metrics
@@ -559,7 +564,8 @@ class ResultRunUpload:
     def finished_run(self) -> FinishedRun:
         """The upload as a whole finished run (params as MLflow stores them)."""
         return FinishedRun(run_id=self.run_id or "", name=self.name, tags=self.tags, params=param_texts(self.params),
-                           metrics=self.metrics, files=self.files, datasets=self.datasets)
+                           metrics=self.metrics, files=self.files, datasets=self.datasets,
+                           start_millis=self.start_millis, end_millis=self.end_millis)
 
     def to_record(self) -> dict[str, Any]:
         """The upload as JSON-ready data (bytes files in base64)."""
