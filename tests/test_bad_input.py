@@ -420,3 +420,19 @@ def test_a_key_typo_is_answered_with_the_closest_key(workdir: Path, capsys: pyte
     assert err.rstrip().endswith(suggestion), err
     err = _refused(["validate", "tiny.toml", "--set", "params.zzz=1"], capsys, "unknown key(s) 'zzz'")
     assert "did you mean" not in err
+
+
+@pytest.mark.parametrize(("path", "fragment"), [
+    ("x" * 600 + ".csv", "a file's path may take 4,095 bytes and each of its names 255"),
+    ("/".join(["y" * 200] * 30), "6,029 bytes long"),
+    ("data\\u0000.csv", "holds a NUL character"),
+])
+def test_a_path_no_file_can_have_is_bad_input(workdir: Path, capsys: pytest.CaptureFixture[str], path: str,
+                                              fragment: str) -> None:
+    """A 600-character dataset path ended in `OSError: File name too long` (a traceback, exit 1)
+    while the spec was read; a NUL in one, in `ValueError: embedded null byte`."""
+    for setting in (f'dataset={{path = "{path}"}}', f'dataset.path="{path}"'):
+        _refused(["validate", "tiny.toml", "--set", setting], capsys, fragment)
+    (workdir / "path.toml").write_text(SPEC + f'[dataset]\npath = "{path}"\n')
+    _refused(["run", "path.toml", "--serial"], capsys, fragment)
+    assert _left(workdir) == ["path.toml", "tiny.toml"]

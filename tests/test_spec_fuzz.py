@@ -51,6 +51,7 @@ def _keys(spec: str) -> list[str]:
     for study in document["study"]:
         prefix = f"study.{study['name']}"
         keys += [f"{prefix}.{k}" for k in sorted(STUDY_KEYS - {"name", "params", "grid"})]
+        keys += [f"{prefix}.dataset.{k}" for k in ("path", "generator", "format", "params.n", "columns")]
         fields = [f.name for f in dataclasses.fields(registry.get_workload(study["workload"]).Params)]
         keys += [f"{prefix}.params.{name}" for name in fields] + [f"{prefix}.grid.{name}" for name in fields]
     return keys
@@ -60,7 +61,8 @@ HUGE = int("9" * 400)
 INTEGERS = [0, 1, -1, 2, 7, 10**6, 2**31, 2**53 + 1, 2**63 - 1, 2**63, -(2**63), 10**18, 10**30, HUGE, -HUGE]
 FLOATS = ["0.0", "-0.0", "5e-324", "1e-300", "0.5", "1e10", "1e30", "1.7976931348623157e308", "inf", "-inf", "nan"]
 STRINGS = ["", " ", "auto", "inf", "basic", "centre", "x" * 600, "é" * 300, "a/b", "..", ".", "ε\u0000", "\n",
-           "laplace_mean", "bounded_normal", "5-11", "../../etc/passwd", "0" * 400]
+           "laplace_mean", "bounded_normal", "5-11", "../../etc/passwd", "0" * 400, "/".join(["y" * 200] * 30),
+           "x" * 300 + ".csv", "data\u0000.csv", "/dev/null", "/proc", "~/missing.csv"]
 DATES = ["1979-05-27", "07:32:00", "1979-05-27T07:32:00Z", "1979-05-27T07:32:00"]
 
 

@@ -49,7 +49,7 @@ from typing import Any
 from privlab.mechanisms.selection.private_selection import PrivateSelectionParams
 from privlab.platform.core import toml_files
 from privlab.platform.core.errors import BudgetExceededError, SpecError
-from privlab.platform.core.validation import MAX_INT64, as_float, shown
+from privlab.platform.core.validation import MAX_INT64, as_float, check_path_text, shown
 
 DECODE_MODES = ("representative", "uniform")
 _SPEC_KEYS = frozenset({"name", "description", "shortlist", "budget", "delta", "decode", "epsilon", "selection",
@@ -73,6 +73,7 @@ def read_toml(path: Path, what: str) -> dict[str, Any]:
 
 def require_regular_file(path: Path, what: str) -> None:
     """Refuse a missing path, and a pipe, device or folder (reading a FIFO would block forever)."""
+    check_path_text(str(path), f"{what} ({shown(str(path))})")
     if not path.exists():
         raise SpecError(f"{what} {str(path)!r} does not exist")
     if not path.is_file():

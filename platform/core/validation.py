@@ -31,7 +31,7 @@ import numpy as np
 from privlab.platform.core.errors import SpecError
 
 __all__ = ["BOOLEAN", "MAX_INT64", "MAX_RECORDS", "ConstrainedParams", "Constraint", "InstanceOf", "Interval", "Options", "RealPair",
-           "Text", "Unconstrained", "as_float", "check_count", "closest", "shown",
+           "Text", "Unconstrained", "as_float", "check_count", "check_path_text", "closest", "shown",
            "check_positive_finite", "check_real", "check_text", "describe_constraints", "validate_parameters"]
 
 
@@ -46,8 +46,10 @@ MAX_INT64 = 2**63 - 1
 #: are refused when the spec is read, not by numpy in a worker after the run started.
 MAX_RECORDS = 10**8
 
-#: An integer with more digits than this is shown by its length, not its digits, in messages.
+#: An integer with more digits than this is shown by its length, not its digits, in messages;
+#: a longer string by its first characters and its length.
 _SHOWN_DIGITS = 30
+_SHOWN_CHARACTERS = 80
 
 
 def shown(value: object) -> str:
@@ -57,6 +59,8 @@ def shown(value: object) -> str:
         digits = len(str(abs(value))) if abs(value) < 10**4300 else None  # str() refuses > 4300 digits
         if digits is None or digits > _SHOWN_DIGITS:
             return f"an integer of {'over 4,300' if digits is None else f'{digits:,}'} digits"
+    if isinstance(value, str) and len(value) > _SHOWN_CHARACTERS:
+        return f"{value[:40]!r}… ({len(value):,} characters)"
     return repr(value)
 
 
@@ -71,6 +75,30 @@ def closest(unknown: Sequence[object], allowed: Sequence[str] | set[str] | froze
         if match:
             guesses.append(f"{match[0]!r} for {str(name)!r}" if len(unknown) > 1 else repr(match[0]))
     return f"; did you mean {', '.join(guesses)}?" if guesses else ""
+
+
+#: The longest file or folder name (one path component) and whole path, in bytes, that Linux
+#: and macOS file systems take: a longer one fails every file operation with ENAMETOOLONG.
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 4095
+
+
+def check_path_text(text: str, what: str) -> str:
+    """``text`` if it can name a file: no NUL character, no component over
+    :data:`MAX_NAME_BYTES` and at most :data:`MAX_PATH_BYTES` in all (UTF-8). Checked when a
+    spec is read, so a path no file can have is bad input, not an ``OSError`` traceback.
+
+    Raises:
+        SpecError: the text cannot be a path.
+    """
+    if "\x00" in text:
+        raise SpecError(f"{what} holds a NUL character; no file can be named so")
+    size = len(text.encode("utf-8", "surrogatepass"))
+    longest = max((len(part.encode("utf-8", "surrogatepass")) for part in text.split("/")), default=0)
+    if size > MAX_PATH_BYTES or longest > MAX_NAME_BYTES:
+        raise SpecError(f"{what} is {size:,} bytes long with a name of {longest:,}; a file's path may take "
+                        f"{MAX_PATH_BYTES:,} bytes and each of its names {MAX_NAME_BYTES}: give the file's real path")
+    return text
 
 
 def as_float(value: object) -> float | None:

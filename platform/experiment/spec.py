@@ -49,7 +49,7 @@ from typing import Any
 from privlab.platform.core.errors import LedgerError, PrivlabError, SpecError
 from privlab.platform.core.toml_files import MAX_DEPTH, nesting_depth, read_toml
 from privlab.platform.core.validation import (BOOLEAN, ConstraintSpec, InstanceOf, Interval, Options, Text,
-                                              closest, validate_parameters)
+                                              check_path_text, closest, shown, validate_parameters)
 from privlab.platform.dp.accountants import SELECTABLE as SELECTABLE_ACCOUNTANTS
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.seeding import canonical_params, grid_sampling_generator, stable_key
@@ -622,5 +622,8 @@ def _with_paths_mapped(params_type: type, values: Mapping[str, Any], change: Cal
     for field in dataclasses.fields(params_type):
         if field.metadata.get("path") and field.name in out:
             value = out[field.name]
+            for text in value if isinstance(value, list) else [value]:
+                if isinstance(text, str) and text:  # before any file operation can fail on it
+                    check_path_text(text, f"params.{field.name} ({shown(text)})")
             out[field.name] = [one(v) for v in value] if isinstance(value, list) else one(value)
     return out
