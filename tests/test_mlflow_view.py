@@ -249,6 +249,30 @@ def test_the_ui_page_defaults_to_the_machine_learning_view_unless_the_user_chose
                for e in entry_points(group="mlflow.app"))
 
 
+def test_an_experiment_names_its_default_metric_columns_for_the_ui(mini_store: dict) -> None:
+    """Issue 46: MLflow's runs table showed no metric column until one was chosen; privlab ui
+    starts a browser without table state of its own on each study's headline metric and ε."""
+    import json
+
+    from privlab.platform.experiment.spec import load_spec
+    from privlab.platform.run.parent_run import default_columns
+
+    quickstart = load_spec(Path(__file__).resolve().parents[1] / "experiments" / "quickstart.toml")
+    assert default_columns(quickstart) == ["abs_error_mean", "rank_error_mean", "in_event_d_rate", "passed_rate",
+                                           "violation_rate", "eps_configuration"]
+    tracker = mini_store["tracker"]
+    experiment = tracker.client.get_experiment(mini_store["parent"].info.experiment_id)
+    columns = json.loads(experiment.tags["privlab.default_columns"])
+    logged = {name for child in mini_store["children"] for name in child.data.metrics}
+    assert columns[-1] == "eps_configuration" and set(columns) <= logged  # every default column is a metric
+    script = ui_app.default_columns_script({"7": ["abs_error_mean", "eps_configuration"]})
+    states = json.loads(script.split("const s=", 1)[1].split(";for", 1)[0])
+    assert list(states) == ['MLflowLocalStorage-1.1-ExperimentPage-["7"]-ReactComponentState']
+    assert json.loads(states[ui_app.ui_state_key("7")])["selectedColumns"][-2:] == [
+        "metrics.`abs_error_mean`", "metrics.`eps_configuration`"]
+    assert "localStorage.getItem(k)===null" in script  # a state the user made is kept
+
+
 @pytest.mark.slow  # MLflow's server takes ~15 s to start on 2 cores
 def test_ui_starts_mlflow_on_loopback_and_stops_it(mini_store: dict) -> None:
     """``privlab ui`` for real: it prints the runs view's address once the server answers, the

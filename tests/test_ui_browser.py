@@ -137,6 +137,8 @@ def test_a_configuration_opened_from_the_runs_view_stays_in_the_machine_learning
     link.wait_for()
     shown = page.inner_text("body")  # type: ignore[attr-defined]
     assert "0ms" not in shown.replace(" ", "")  # the Duration column: every configuration's real span
+    # The default metric columns: each study's headline metric and the configurations' ε.
+    assert "abs_error_mean" in shown and "eps_configuration" in shown, shown[:3000]
     link.click()
     page.get_by_text("abs_error_mean", exact=True).first.wait_for()  # type: ignore[attr-defined]
     body = page.inner_text("body")  # type: ignore[attr-defined]

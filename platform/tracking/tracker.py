@@ -34,6 +34,7 @@ from privlab.platform.tracking.run_tags import (
     COMMAND_TAG,
     CONFIG_TAG,
     DRIVER_TAG,
+    DEFAULT_COLUMNS_TAG,
     EXPERIMENT_KIND,
     EXPERIMENT_KIND_TAG,
     GIT_COMMIT_TAG,
@@ -402,6 +403,11 @@ class Tracker:
             futures = [pool.submit(step, upload) for upload in uploads]
         for future in futures:
             future.result()
+
+    def set_default_columns(self, experiment_id: str, metrics: Sequence[str]) -> None:
+        """The metric columns MLflow's runs table shows for the experiment by default under
+        ``privlab ui`` (the :data:`DEFAULT_COLUMNS_TAG` experiment tag)."""
+        self.client.set_experiment_tag(experiment_id, DEFAULT_COLUMNS_TAG, json.dumps(list(metrics)))
 
     def _create_run(self, upload: ResultRunUpload) -> None:
         upload.run_id = self.client.create_run(upload.experiment_id, run_name=upload.name, tags=upload.tags,
