@@ -8,7 +8,7 @@ strings from empty to 600 characters (slashes, NUL, non-ASCII), dates and times,
 mixed, nested) and inline tables. Each case goes through the command line in process, as
 ``--set KEY=VALUE``: ``privlab validate`` must exit 0, 2 (bad input) or 3 (a configuration over
 the budget), and a case it refuses must be refused by ``privlab run`` too, with the same code, a message, no traceback and nothing created (no
-``mlflow.db``, no ``mlruns/``). The default suite runs a few hundred cases; the slow suite 10⁴.
+``mlflow.db``, no ``mlruns/``). The default suite runs 200 cases (about 10 s); the slow suite 10⁴.
 """
 
 from __future__ import annotations
@@ -133,8 +133,8 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_every_spec_key_takes_any_toml_value_without_a_traceback(workdir: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    outcome = _fuzz(workdir, capsys, cases=300, seed=4601)
-    assert outcome.refused > 150 and outcome.validated > 10  # both paths were exercised
+    outcome = _fuzz(workdir, capsys, cases=200, seed=4601)
+    assert outcome.refused > 100 and outcome.validated > 10  # both paths were exercised
 
 
 @pytest.mark.slow
