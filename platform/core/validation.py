@@ -61,7 +61,10 @@ def shown(value: object) -> str:
             return f"an integer of {'over 4,300' if digits is None else f'{digits:,}'} digits"
     if isinstance(value, str) and len(value) > _SHOWN_CHARACTERS:
         return f"{value[:40]!r}… ({len(value):,} characters)"
-    return repr(value)
+    text = repr(value)
+    if len(text) > 4 * _SHOWN_CHARACTERS:  # a nested table or long list: its start, and its size
+        return f"{text[:_SHOWN_CHARACTERS]}… (a {type(value).__name__} of {len(text):,} characters as text)"
+    return text
 
 
 def closest(unknown: Sequence[object], allowed: Sequence[str] | set[str] | frozenset[str]) -> str:
