@@ -7,6 +7,7 @@ leaves nothing behind: no ``mlflow.db``, no ``mlruns``, no parent run, no folder
 from __future__ import annotations
 
 import datetime
+import json
 import random
 import re
 import struct
@@ -91,12 +92,101 @@ def test_an_experiment_name_longer_than_mlflow_accepts_is_bad_input(workdir: Pat
     assert _left(workdir) == ["long.toml", "tiny.toml"]
 
 
+# --- huge numbers and long names (issue 46 item 2) --------------------------------------------------
+
+HUGE = "1" * 400
+
+
+@pytest.mark.parametrize(("command", "extra"), [("run", ["--serial"]), ("validate", [])])
+def test_a_400_digit_epsilon_is_bad_input(workdir: Path, capsys: pytest.CaptureFixture[str], command: str,
+                                          extra: list[str]) -> None:
+    (workdir / "huge.toml").write_text(SPEC + f"[budget]\nepsilon = {HUGE}\n")
+    err = _refused([command, "huge.toml", *extra], capsys, "[budget] epsilon (an integer of 400 digits) must be")
+    assert "too large for a float" in err and HUGE not in err  # was: OverflowError traceback, exit 1
+    (workdir / "huge.toml").write_text(SPEC.replace("epsilon = 0.5", f"epsilon = {HUGE}"))
+    _refused([command, "huge.toml", *extra], capsys, "epsilon (an integer of 400 digits) must be")
+    assert _left(workdir) == ["huge.toml", "tiny.toml"]
+
+
+@pytest.mark.parametrize("key", ["budget", "epsilon.generation", "selection.epsilon0", "selection.steps"])
+def test_a_400_digit_number_in_a_release_spec_is_bad_input(workdir: Path, capsys: pytest.CaptureFixture[str],
+                                                           key: str) -> None:
+    text = (ROOT / "experiments" / "births" / "release.toml").read_text()
+    table, _, name = key.rpartition(".")
+    section = text if not table else text.split(f"[{table}]", 1)[1]
+    line = next(line for line in section.splitlines() if line.startswith(f"{name} ="))
+    (workdir / "release.toml").write_text(text.replace(line, f"{name} = {HUGE}", 1) if not table else
+                                          text.replace(f"[{table}]" + section, f"[{table}]" + section.replace(
+                                              line, f"{name} = {HUGE}", 1)))
+    for argv in (["validate", "release.toml"],  # was: OverflowError traceback, exit 1
+                 ["release", "release.toml", "--data", "private.csv", "--out", "bundle"]):
+        err = _refused(argv, capsys, f"{key} (an integer of 400 digits) must be")
+        assert HUGE not in err
+    assert _left(workdir) == ["release.toml", "tiny.toml"]
+
+
+def test_a_grid_value_beyond_the_workloads_bound_is_refused_before_the_store(
+        workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """n = 10**30 used to validate, then `run` created mlflow.db and mlruns/ and failed in numpy
+    (exit 4, "Maximum allowed dimension exceeded"); 10**18 fits an int64 and would fail to allocate."""
+    for n in (10**30, 10**18, 10**8 + 1):
+        (workdir / "big.toml").write_text(SPEC.replace("n = 10\n", "") + f"[grid]\nn = [10, {n}]\n")
+        for command, extra in (("validate", []), ("run", ["--serial"])):
+            _refused([command, "big.toml", *extra], capsys, "must be an int in [2, 100000000]")
+    assert _left(workdir) == ["big.toml", "tiny.toml"]
+
+
+@pytest.mark.parametrize("workers", ["10" * 15, "0", str(10**30)])
+def test_workers_beyond_any_machine_are_bad_input(workdir: Path, capsys: pytest.CaptureFixture[str],
+                                                  workers: str) -> None:
+    """--workers 10**30 used to reach Ray (a traceback) after creating the store."""
+    _refused(["run", "tiny.toml", "--workers", workers, "--no-progress"], capsys, "--workers (")
+    assert _left(workdir) == ["tiny.toml"]
+
+
+@pytest.mark.parametrize(("name", "fragment"), [
+    ("s" * 600, "600 bytes long"), ("é" * 120, "240 bytes long"), ("..", "cannot be '.' or '..'"),
+    ("a/b", "nor hold '/'"), ("tab\there", "control characters"),
+])
+def test_a_study_name_that_cannot_name_files_is_refused_before_any_work(
+        workdir: Path, capsys: pytest.CaptureFixture[str], name: str, fragment: str) -> None:
+    """A 600-character study name used to run every configuration, then crash on its plots
+    (OSError: File name too long) with the parent run FAILED."""
+    (workdir / "long.toml").write_text(f'name = "tiny"\nseed = 1\n[[study]]\nname = {json.dumps(name)}\n'
+                                       'workload = "laplace_mean"\n[study.params]\nepsilon = 0.5\nn = 10\n')
+    _refused(["run", "long.toml", "--serial"], capsys, fragment)
+    assert _left(workdir) == ["long.toml", "tiny.toml"]
+    (workdir / "long.toml").write_text(SPEC.replace('"tiny"', json.dumps(name)) + '[tracking]\nexperiment = "x"\n')
+    _refused(["validate", "long.toml"], capsys, fragment)
+
+
+def test_workers_above_the_cpus_are_capped_with_a_warning(capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 46 item 3: --workers 12 on 2 CPUs started 20 processes (3 GiB) without a word."""
+    import argparse
+
+    from privlab.platform.cli import run_commands
+
+    monkeypatch.setattr(run_commands, "local_cpus", lambda: 2)
+    args = argparse.Namespace(serial=False, address=None, workers=12, oversubscribe=False)
+    run_commands.cap_local_workers(args)
+    assert args.workers == 2
+    err = capsys.readouterr().err
+    assert "--workers 12 is more than this machine's 2 CPU(s); using 2" in err and "--oversubscribe" in err
+    for kept in ({"workers": 12, "oversubscribe": True}, {"workers": 2}, {"workers": 12, "address": "10.0.0.1:6379"},
+                 {"workers": 12, "serial": True}):
+        args = argparse.Namespace(**{"serial": False, "address": None, "oversubscribe": False, **kept})
+        run_commands.cap_local_workers(args)
+        assert args.workers == kept["workers"]  # asked to, not local, or within the CPUs: kept as given
+    assert capsys.readouterr().err == ""
+
+
 # --- run options and the tracking store -------------------------------------------------------------
 
 
 @pytest.mark.parametrize(("argv", "fragment"), [
-    (["--max-units", "0"], "--max-units (0) must be at least 1"),  # was: KeyError after a FAILED parent run
-    (["--max-units", "-1"], "--max-units (-1) must be at least 1"),
+    (["--max-units", "0"], "--max-units (0) must be an int in [1, "),  # was: KeyError after a FAILED parent run
+    (["--max-units", "-1"], "--max-units (-1) must be an int in [1, "),
     (["--tracking-uri", "ftp://example.org/runs"], "cannot store runs at a ftp:// URI"),  # was: exit 4
     (["--resume", "UNKNOWN"], "there is no tracking store at"),  # was: an empty mlflow.db
     (["--tracking-uri", "sqlite:///missing/parents/mlflow.db"], "the folder 'missing/parents' does not exist"),
@@ -317,3 +407,32 @@ def test_fuzz_toml_shapes(tmp_path: Path) -> None:
                  "[[study]]\nname = 1", '[[study]]\nname = "a"\n[[study]]\nname = "a"', "[study]\nname = 1"]:
         path.write_text(SPEC + text + "\n")
         _read_or_refuse(lambda: load_spec(path))
+
+
+@pytest.mark.parametrize(("setting", "suggestion"), [
+    ("params.epsilonn=1", "did you mean 'epsilon'?"), ("repetiions=3", "did you mean 'repetitions'?"),
+    ("tracking.experimnt='x'", "did you mean 'experiment'?"), ("budget.epsiln=1", "did you mean 'epsilon'?"),
+])
+def test_a_key_typo_is_answered_with_the_closest_key(workdir: Path, capsys: pytest.CaptureFixture[str],
+                                                     setting: str, suggestion: str) -> None:
+    """Issue 46: a typo listed the allowed keys without pointing at the one meant."""
+    err = _refused(["validate", "tiny.toml", "--set", setting], capsys, "unknown key(s)")
+    assert err.rstrip().endswith(suggestion), err
+    err = _refused(["validate", "tiny.toml", "--set", "params.zzz=1"], capsys, "unknown key(s) 'zzz'")
+    assert "did you mean" not in err
+
+
+@pytest.mark.parametrize(("path", "fragment"), [
+    ("x" * 600 + ".csv", "a file's path may take 4,095 bytes and each of its names 255"),
+    ("/".join(["y" * 200] * 30), "6,029 bytes long"),
+    ("data\\u0000.csv", "holds a NUL character"),
+])
+def test_a_path_no_file_can_have_is_bad_input(workdir: Path, capsys: pytest.CaptureFixture[str], path: str,
+                                              fragment: str) -> None:
+    """A 600-character dataset path ended in `OSError: File name too long` (a traceback, exit 1)
+    while the spec was read; a NUL in one, in `ValueError: embedded null byte`."""
+    for setting in (f'dataset={{path = "{path}"}}', f'dataset.path="{path}"'):
+        _refused(["validate", "tiny.toml", "--set", setting], capsys, fragment)
+    (workdir / "path.toml").write_text(SPEC + f'[dataset]\npath = "{path}"\n')
+    _refused(["run", "path.toml", "--serial"], capsys, fragment)
+    assert _left(workdir) == ["path.toml", "tiny.toml"]

@@ -15,7 +15,7 @@ import pytest
 
 from privlab.platform.cli.commands import finished_summary
 from privlab.platform.cli.main import main
-from privlab.platform.tracking.configuration_index import read_index
+from privlab.platform.tracking.configuration_index import SUMMARY_METRIC_NAMES, read_index
 from privlab.platform.tracking.result_parts import read_results
 from privlab.platform.tracking.sqlite_reader import SqliteStoreReader
 from privlab.platform.tracking.tracker import Tracker
@@ -97,24 +97,30 @@ def test_mlflow_holds_parent_children_params_metrics_artifacts_and_tags(finished
     child = next(c for c in children if c.data.tags["privlab.config_id"] == "loss-001")
     assert child.data.params["params.epsilon"] == "1.0"
     metrics = child.data.metrics
-    assert metrics["eps_total"] == 1.0
+    assert metrics["eps_configuration"] == 1.0 and "eps_total" not in metrics  # issue 46: the parent's name scheme
+    assert child.info.run_name == "loss-001 epsilon=1.0"  # its id first, then what its study varies
+    assert child.info.end_time - child.info.start_time >= 1  # its real span, not 0 ms
     assert 0.0 <= metrics["in_event_d_rate"] <= 1.0 and "in_event_d_ci_low" not in metrics
     # MLflow holds each metric's centre ([tracking] run_statistics = "centre", the default) and
     # ε; the ledger's detail (δ, each step's ε) is the run's ledger tag, and every statistic, the
     # timing and the ledger are in the parent run's result parts and its index.
     assert "in_event_d_trials" not in metrics and "in_event_d_successes" not in metrics
     assert not any(k.startswith(("eps_step_", "delta_total", "timing_")) for k in metrics)
-    assert "ε" in child.data.tags["privlab.ledger"] and "laplace" in child.data.tags["privlab.ledger"]
+    # The ledger whole is an artifact; the tag says what it totals and where it is (issue 46).
+    assert child.data.tags["privlab.ledger"] == ("ε = 1 over 1 step(s) (laplace); every step, with its sensitivity "
+                                                 "and noise scale: Artifacts › ledger.txt")
+    ledger = tracker.read_text(child.info.run_id, "ledger.txt")
+    assert ledger is not None and "count_release" in ledger and "laplace" in ledger
     assert child.data.params["params.epsilon"] == "1.0" and all(k.startswith("params.") for k in child.data.params)
     (stored,) = [row for row in read_results(tracker, parent.info.run_id).values() if row.run_id == child.info.run_id]
     result = stored.entry
     assert result["metrics"]["in_event_d_trials"] == 3000
     assert any(k.startswith("eps_step_00_") for k in result["metrics"]) and stored.timing["wall_seconds"] > 0
-    assert {k: result["metrics"][k] for k in metrics} == metrics
+    assert {k: result["metrics"][SUMMARY_METRIC_NAMES.get(k, k)] for k in metrics} == metrics
     (indexed,) = [row for row in read_index(tracker, parent.info.run_id) if row.config_id == "loss-001"]
     assert indexed.metrics["in_event_d_trials"] == 3000 and indexed.metrics["in_event_d_rate"] == metrics["in_event_d_rate"]
     assert indexed.metrics["timing_wall_seconds"] == stored.timing["wall_seconds"]
-    assert tracker.list_artifacts(child.info.run_id) == []  # nothing per run: no folder of its own
+    assert tracker.list_artifacts(child.info.run_id) == ["ledger.txt"]  # its ledger; results are in the parts
 
 
 def test_compare_csv_table_parquet_and_plot(finished_run: dict, finished_uri: str, tmp_path: Path,
@@ -157,6 +163,9 @@ def test_ledger_command(finished_run: dict, finished_uri: str, capsys: pytest.Ca
     assert main(["ledger", finished_run["run_id"], "--tracking-uri", finished_uri]) == 0
     text = capsys.readouterr().out
     assert "== loss-001 ==" in text and "laplace" in text and "count_release" in text
+    # Issue 46: in the spec's order (mean, loss, seeds), as run and compare list them, not alphabetically.
+    assert [line.strip("= ") for line in text.splitlines() if line.startswith("== ")] == [
+        "mean-000", "mean-001", "loss-000", "loss-001", "seeds-000"]
     assert main(["ledger", finished_run["run_id"], "--json", "--tracking-uri", finished_uri]) == 0
     ledgers = json.loads(capsys.readouterr().out)
     assert set(ledgers) == {"mean-000", "mean-001", "loss-000", "loss-001", "seeds-000"}
@@ -171,7 +180,7 @@ def test_ledger_command(finished_run: dict, finished_uri: str, capsys: pytest.Ca
     event = ledgers["mean-000"]["events"][0]
     assert event["mechanism"] == "laplace" and event["epsilon"] == 0.5
     assert event["sensitivity"] == pytest.approx(1 / 50) and event["noise_scale"] == pytest.approx(1 / 50 / 0.5)
-    assert main(["ledger", "0" * 32, "--tracking-uri", finished_uri]) == 4
+    assert main(["ledger", "0" * 32, "--tracking-uri", finished_uri]) == 2  # a wrong id is bad input (issue 46)
 
 
 @pytest.mark.parametrize(
@@ -329,6 +338,21 @@ def test_read_only_commands_do_not_create_a_store_in_the_working_directory(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_wrong_run_id_is_bad_input_and_compare_names_the_run_it_shows(
+        finished_run: dict, finished_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 46: a wrong run id exited 4 (an execution failure), and compare did not say which of
+    the experiment's runs its tables were."""
+    for args in (["ledger", "0" * 32], ["report", "0" * 32, "--out", str(tmp_path / "r")],
+                 ["compare", "mini", "--run", "0" * 32], ["shortlist", "0" * 32, "--out", str(tmp_path / "s.toml")]):
+        assert main([*args, "--tracking-uri", finished_uri]) == 2, args
+        err = capsys.readouterr().err
+        assert "0" * 32 in err and "Traceback" not in err, err
+    assert not (tmp_path / "r").exists() and not (tmp_path / "s.toml").exists()
+    assert main(["compare", "mini", "--tracking-uri", finished_uri]) == 0
+    err = capsys.readouterr().err
+    assert f"privlab: run {finished_run['run_id']} of 'mini', started " in err and "(its latest; --run ID" in err
+
+
 def test_resume_of_an_unknown_run_changes_nothing_in_the_store(finished_uri: str, mini_spec: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 30 item 5: exit 2 before the experiment is created or anything is written."""
@@ -343,7 +367,7 @@ def test_resume_of_an_unknown_run_changes_nothing_in_the_store(finished_uri: str
 
 def test_runs_lists_the_ids_the_ledger_hint_points_to(finished_run: dict, finished_uri: str,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["ledger", "0" * 32, "--tracking-uri", finished_uri]) == 4
+    assert main(["ledger", "0" * 32, "--tracking-uri", finished_uri]) == 2
     assert "`privlab runs` lists run ids" in capsys.readouterr().err
     for args in (["runs"], ["runs", "mini"]):
         assert main([*args, "--tracking-uri", finished_uri]) == 0

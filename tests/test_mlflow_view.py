@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privlab.platform.cli import ui_command
+from privlab.platform.cli import ui_app, ui_command
 from privlab.platform.cli.main import build_parser, main
 from privlab.platform.experiment.spec import load_spec
 from privlab.platform.run.configuration_log import _metric_safe
@@ -207,6 +207,21 @@ def test_ui_refuses_a_missing_store_and_a_bad_port(tmp_path: Path, capsys: pytes
     assert "--port (70000) must be" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("uri", "fragment"), [
+    ("ftp://example.org/runs", "MLflow cannot store runs at a ftp:// URI"),
+    ("file:///{tmp}/missing-mlruns", "no MLflow tracking store at"),
+    ("{tmp}/missing-folder-store", "no MLflow tracking store at"),
+])
+def test_ui_refuses_a_uri_run_refuses_in_our_words(tmp_path: Path, capsys: pytest.CaptureFixture[str], uri: str,
+                                                  fragment: str) -> None:
+    """Issue 46 item 4: these exited 4 with MLflow's own text (a model-registry message, a
+    deprecation notice); `privlab run` refused them with exit 2."""
+    assert main(["ui", "--tracking-uri", uri.format(tmp=tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and "Traceback" not in err and "mlflow" not in err.split(fragment)[0].lower()
+    assert list(tmp_path.iterdir()) == []  # nothing created
+
+
 def test_ui_opens_the_experiment_of_the_latest_run_or_the_one_named(mini_store: dict, tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     tracker = mini_store["tracker"]
@@ -218,6 +233,44 @@ def test_ui_opens_the_experiment_of_the_latest_run_or_the_one_named(mini_store: 
     assert ui_command._experiment(tracker, "mini") == (mini_store["parent"].info.experiment_id, "mini")
     assert main(["ui", "--experiment", "no-such", "--tracking-uri", mini_store["uri"]]) == 2
     assert "experiments there: " in capsys.readouterr().err
+
+
+def test_the_ui_page_defaults_to_the_machine_learning_view_unless_the_user_chose() -> None:
+    """Issue 46: a configuration run opened from the runs view landed in MLflow's GenAI view
+    ("quickstart › Evaluations"): the view is the browser's remembered choice, GenAI by default."""
+    page = ui_app.with_default_view("<!doctype html><html><head><script src=main.js></script></head></html>")
+    assert page.startswith("<!doctype html><html><head><script>try{if(localStorage.getItem(\"mlflow.workflowType_v1\")"
+                           "===null)localStorage.setItem(\"mlflow.workflowType_v1\",JSON.stringify(\"machine_learning\"))")
+    assert page.index("localStorage") < page.index("main.js")  # before MLflow reads it
+    assert "--app-name" in ui_command.server_command("sqlite:///x/mlflow.db", host="127.0.0.1", port=1, artifacts=None)
+    from importlib.metadata import entry_points
+
+    assert any(e.name == "privlab" and e.value == "privlab.platform.cli.ui_app:create_app"
+               for e in entry_points(group="mlflow.app"))
+
+
+def test_an_experiment_names_its_default_metric_columns_for_the_ui(mini_store: dict) -> None:
+    """Issue 46: MLflow's runs table showed no metric column until one was chosen; privlab ui
+    starts a browser without table state of its own on each study's headline metric and ε."""
+    import json
+
+    from privlab.platform.experiment.spec import load_spec
+    from privlab.platform.run.parent_run import default_columns
+
+    quickstart = load_spec(Path(__file__).resolve().parents[1] / "experiments" / "quickstart.toml")
+    assert default_columns(quickstart) == ["abs_error_mean", "rank_error_mean", "in_event_d_rate", "passed_rate",
+                                           "violation_rate", "eps_configuration"]
+    tracker = mini_store["tracker"]
+    experiment = tracker.client.get_experiment(mini_store["parent"].info.experiment_id)
+    columns = json.loads(experiment.tags["privlab.default_columns"])
+    logged = {name for child in mini_store["children"] for name in child.data.metrics}
+    assert columns[-1] == "eps_configuration" and set(columns) <= logged  # every default column is a metric
+    script = ui_app.default_columns_script({"7": ["abs_error_mean", "eps_configuration"]})
+    states = json.loads(script.split("const s=", 1)[1].split(";for", 1)[0])
+    assert list(states) == ['MLflowLocalStorage-1.1-ExperimentPage-["7"]-ReactComponentState']
+    assert json.loads(states[ui_app.ui_state_key("7")])["selectedColumns"][-2:] == [
+        "metrics.`abs_error_mean`", "metrics.`eps_configuration`"]
+    assert "localStorage.getItem(k)===null" in script  # a state the user made is kept
 
 
 @pytest.mark.slow  # MLflow's server takes ~15 s to start on 2 cores
@@ -237,6 +290,9 @@ def test_ui_starts_mlflow_on_loopback_and_stops_it(mini_store: dict) -> None:
         port = int(url.split(":")[2].split("/")[0])
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as response:
             assert response.status == 200
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as response:
+            page = response.read().decode()  # issue 46: the machine-learning view is the browser's default
+        assert ui_app.DEFAULT_VIEW in page and page.index(ui_app.DEFAULT_VIEW) == page.index("<script")  # first
         group = _server_group(process.pid)
         assert len(group) == 2, group  # mlflow server and one uvicorn worker: no job runner
         listening = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True).stdout

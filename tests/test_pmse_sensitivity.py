@@ -103,7 +103,8 @@ def test_sensitivity_report_has_table1_and_figure1(tmp_path: Path, tracking_uri:
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
 
 
-def test_privlab_report_redraws_a_finished_run(tmp_path: Path, tracking_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_privlab_report_redraws_a_finished_run(tmp_path: Path, tracking_uri: str, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
     from privlab.platform.cli.main import main
 
     monkeypatch.chdir(tmp_path)
@@ -112,7 +113,9 @@ def test_privlab_report_redraws_a_finished_run(tmp_path: Path, tracking_uri: str
     assert main(["run", spec_path, "--serial", "--no-progress", "--set", "trials=30", "--set", "params.n=200",
                  "--tracking-uri", uri, "--summary-json", "s.json", "--report-dir", "live"]) == 0
     run_id = json.loads((tmp_path / "s.json").read_text())["run_id"]
+    capsys.readouterr()
     assert main(["report", run_id, "--out", "again", "--tracking-uri", uri]) == 0
+    assert f"report file(s) of run {run_id} written to again" in capsys.readouterr().err  # issue 46: it said nothing
     live = (tmp_path / "live" / "pmse-sensitivity" / "table1.md").read_text()
     again = (tmp_path / "again" / "pmse-sensitivity" / "table1.md").read_text()
     assert live == again and "Command: `privlab run " in live
@@ -122,7 +125,7 @@ def test_privlab_report_redraws_a_finished_run(tmp_path: Path, tracking_uri: str
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
     assert main(["report", run_id, "--out", "mine", "--tracking-uri", uri]) == 2
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
-    assert main(["report", "0" * 32, "--out", "x", "--tracking-uri", uri]) != 0
+    assert main(["report", "0" * 32, "--out", "x", "--tracking-uri", uri]) == 2  # a wrong id is bad input
 
 
 def _compiled() -> dict[str, tuple]:

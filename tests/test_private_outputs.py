@@ -53,7 +53,7 @@ def test_every_output_of_readme_commands_is_ignored(tmp_path: Path) -> None:
     folders, files = _readme_outputs()
     assert {"release", "again", "acs-release", "adult-synthetics"} <= set(folders) and "q.csv" in files
     repo = _repo(tmp_path / "checkout", (ROOT / ".gitignore").read_text())
-    for name in ("mlflow.db", "mlruns/0/meta.yaml", ".privlab/cluster/state.json", *files):
+    for name in ("mlflow.db", "mlflow.db.lock", "mlruns/0/meta.yaml", ".privlab/cluster/state.json", *files):
         assert _ignored(repo, name) == {name}, name
     for folder in folders:
         assert bundle.unignored_transcript_paths(repo / folder) == [], folder
@@ -98,3 +98,34 @@ def test_release_refuses_an_unignored_transcript_before_reading_or_spending(
     assert main(["release", str(SPEC), "--data", str(tmp_path / "private.csv"), "--out", str(out), "--force"]) \
         == EXIT_INPUT
     assert "past the check" in capsys.readouterr().err
+
+
+def test_release_warns_when_the_bundles_public_files_would_show_in_git(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 46: `--out my-release/` inside the checkout was not refused (the broad
+    `**/private/transcript.bin` rule hides the transcript) and its public files showed in `git status`."""
+    def stop_here(*args: object, **kwargs: object) -> None:
+        raise SpecError("past the checks")
+
+    monkeypatch.setattr(release_run, "load_shortlist", stop_here)
+    repo = _repo(tmp_path / "repo", "**/private/transcript.bin\n.*.partial-*/\n*.transcript.bin\n*.transcript-*.bin\n")
+    out = repo / "my-release"
+    assert main(["release", str(SPEC), "--data", str(tmp_path / "private.csv"), "--out", str(out)]) == EXIT_INPUT
+    err = capsys.readouterr().err
+    assert f"privlab: warning: --out {str(out)!r} is inside the git work tree {str(repo.resolve())!r}" in err
+    assert "git status" in err and "past the checks" in err
+    (repo / ".gitignore").write_text((repo / ".gitignore").read_text() + "/my-release/\n")
+    assert bundle.public_files_shown_by_git(out) is None
+    assert bundle.public_files_shown_by_git(tmp_path / "elsewhere" / "out") is None  # in no work tree
+
+
+def test_shortlist_never_replaces_a_file_without_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 46: README's `privlab shortlist` commands replaced the committed shortlists (births:
+    102 configurations × 10 attempts became 14 × 1) without a word."""
+    committed = tmp_path / "shortlist.toml"
+    committed.write_text("# committed\n")
+    assert main(["shortlist", "0123abcd", "--out", str(committed), "--tracking-uri",
+                 f"sqlite:///{tmp_path / 'missing.db'}"]) == EXIT_INPUT
+    err = capsys.readouterr().err
+    assert "exists" in err and "--force" in err and "nothing was written" in err
+    assert committed.read_text() == "# committed\n" and not (tmp_path / "missing.db").exists()

@@ -100,3 +100,38 @@ def test_a_slow_first_batch_does_not_make_the_eta_explode() -> None:
     for second in range(29, 36):  # and it stays there
         progress.update(100, cost_class="pmse", seconds=1.0)
         assert progress.fraction_and_remaining(progress.started + second)[1] < 10.0
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_line_is_redrawn_on_a_timer_while_long_units_run() -> None:
+    """Issue 46: the bar was redrawn only when a unit finished, so it sat at
+    `75.0% 24/32 units · ETA 00:01` for 16 minutes while grid_pgm's last units ran."""
+    import time
+
+    stream = _Terminal()
+    progress = Progress(32, stream=stream, classes={"pgm": 32})
+    progress.update(24, cost_class="pgm", seconds=24.0, force=True)
+    drawn = stream.getvalue().count("\r")
+    progress.start_ticking(every=0.02)
+    deadline = time.monotonic() + 30.0  # generous under load; two ticks take 0.04 s when idle
+    while stream.getvalue().count("\r") < drawn + 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    progress.stop()
+    assert stream.getvalue().count("\r") >= drawn + 2  # redrawn with no result coming back
+    after = stream.getvalue()
+    time.sleep(0.1)
+    assert stream.getvalue() == after  # stopped: nothing more is drawn
+    quiet = progress.line(progress._last_result + 16 * 60)
+    assert "75.0%" in quiet and "last result 16:00 ago" in quiet
+    assert "last result" not in progress.line(progress._last_result + 5)
+
+
+def test_a_disabled_bar_never_ticks() -> None:
+    progress = Progress(10, stream=io.StringIO(), enabled=False)
+    progress.start_ticking(every=0.01)
+    assert progress._ticker is None
+    progress.close()

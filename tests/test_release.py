@@ -14,6 +14,7 @@ import hashlib
 import json
 import math
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -546,6 +547,61 @@ def test_sigterm_mid_selection_leaves_no_bundle(workspace: Path, tmp_path: Path)
     finally:
         proc.kill()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec"]
+
+
+_INTERRUPTED_WHILE_WRITING = """
+import signal, sys, time
+from privlab.mechanisms.tabular import bundle_files
+from privlab.platform.cli.main import main
+
+def interrupted(folder, names):
+    signal.raise_signal(signal.{signal})  # to this thread: the handler runs as soon as it returns
+    time.sleep(60)
+    raise AssertionError("the signal did not stop the release")
+
+bundle_files.write_checksums = interrupted  # the last file of the bundle, after the seal
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
+def test_an_interrupt_while_the_bundle_is_written_names_the_kept_transcript(
+        workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], signal_name: str) -> None:
+    """Issue 46 item 1: SIGTERM or Ctrl-C after the seal, while the public files are written,
+    used to exit 130 with only "privlab: interrupted", leaving ``out.transcript.bin`` (the sealed
+    transcript, as sensitive as the data) unnamed; the next release in the folder said nothing.
+    Now the message names it with the replay command and how to delete it, and the next release
+    names it as it names a SIGKILLed release's staging folder."""
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_WHILE_WRITING.format(signal=signal_name),
+         "release", str(workspace / "release.toml"), "--data", str(DATA), "--out", str(out)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 130, proc.stderr
+    kept = tmp_path / "out.transcript.bin"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.transcript.bin", "spec"]  # no bundle, no staging
+    assert kept.stat().st_mode & 0o777 == 0o600
+    assert "Traceback" not in proc.stderr and "privlab: interrupted: " in proc.stderr, proc.stderr
+    said = proc.stderr.split("privlab: interrupted: ", 1)[1]
+    assert f"the sealed transcript was kept at {str(kept)!r}" in said and "the budget is spent" in said
+    assert f"rm -- {kept}" in said
+    replay = said.split("Regenerate the same bundle from it: ", 1)[1].split("  (or", 1)[0]
+    assert replay.startswith("privlab release ") and replay.endswith(f"--replay {kept}")
+    if signal_name == "SIGINT":
+        return  # the same path as SIGTERM from here on
+
+    assert _release(workspace, tmp_path / "next", "--budget", "1") == EXIT_BUDGET  # stops before any work
+    warning = next(line for line in capsys.readouterr().err.splitlines() if str(kept) in line)
+    assert warning.startswith(f"privlab: warning: {str(kept)!r} is the sealed transcript of a release into {str(out)!r}")
+    assert f"--out {out} --replay {kept}" in warning and f"rm -- {kept}" in warning
+    assert "as sensitive as the private data" in warning
+
+    assert main(shlex.split(replay)[1:]) == EXIT_OK  # the command the message gave regenerates the bundle
+    assert (out / bundle_files.CHECKSUMS).is_file() and kept.is_file()
+    capsys.readouterr()
+    assert _release(workspace, tmp_path / "next", "--budget", "1") == EXIT_BUDGET
+    warning = next(line for line in capsys.readouterr().err.splitlines() if str(kept) in line)
+    assert "that bundle was regenerated from it since" in warning and f"rm -- {kept}" in warning
 
 
 def test_uniform_decode_draws_inside_the_bins(workspace: Path, tmp_path: Path) -> None:

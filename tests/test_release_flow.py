@@ -362,9 +362,9 @@ def test_the_grid_logs_one_run_per_configuration_with_a_row_per_attempt(
         (run,) = [c for c in children if c.data.tags[CONFIG_TAG] == entry["id"]]
         units = read_unit_table(tracker, run.info.run_id)
         assert units is not None and units["unit"].tolist() == [0, 1]
-        assert tracker.list_artifacts(run.info.run_id) == []  # the table is a row of the parent's parts
+        assert tracker.list_artifacts(run.info.run_id) == ["ledger.txt"]  # the table is a row of the parent's parts
         # MLflow shows the headline metrics (Workload.run_metrics); every statistic is in the entry
-        assert set(run.data.metrics) == {"accepted_rate", "eps_total", "epsilon_flow_mean", "epsilon_generation",
+        assert set(run.data.metrics) == {"accepted_rate", "eps_configuration", "epsilon_flow_mean", "epsilon_generation",
                                          "epsilon_acceptance", *(f"{c.name}_passed_rate" for c in paper.criteria)}
         assert {f"{c.name}_{kind}_mean" for c in paper.criteria for kind in ("dp", "exact", "sensitivity")} <= \
             set(entry["metrics"])

@@ -121,6 +121,8 @@ def test_evaluate_takes_a_file_against_itself_and_a_release_sized_candidate(
     released.sample(n=9_305, random_state=1).to_csv(path, index=False)
     assert main(["evaluate", str(spec), "--original", str(SAMPLE), "--candidate", str(path)]) == 0
     text = capsys.readouterr().out
+    # Issue 46: which configuration was evaluated, and how to choose another, is said.
+    assert text.startswith("degree-000 (the spec's first of 2 configurations; --config ID for another")
     assert "sizes: original 9,898 records after cleaning, candidate 9,305" in text
     assert f"compared with the candidate resized to 9,898 records (they need equal sizes): " \
            f"{', '.join(EQUAL_SIZE_CRITERIA)}" in text

@@ -303,7 +303,7 @@ ERROR_CASES = {
     ),
     "param of the wrong type": (
         HEAD + 'workload = "laplace_mean"\n[params]\nepsilon = 1.0\nn = 10.5\n',
-        "study 'bad' params: n (10.5) must be an int >= 2",
+        "study 'bad' params: n (10.5) must be an int in [2, 100000000]",
     ),
     "params not a table": (HEAD + 'workload = "laplace_mean"\nparams = 3\n', "study 'bad' [params] must be a table, got int"),
     "budget without epsilon": (HEAD + LAPLACE + "[budget]\ndelta = 0.0\n", "[budget]: 'epsilon' is required"),

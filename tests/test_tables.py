@@ -135,3 +135,55 @@ def test_a_long_study_shows_its_first_rows_counts_every_check_and_says_how_to_li
     full_dashes = render_study(rows).splitlines()[1]
     assert "1.235e+04" not in text and len(lines[2]) < len(full_dashes)  # columns sized to the rows shown
     assert render_studies(rows, experiment="grid", max_rows=12) == render_studies(rows, experiment="grid")
+
+
+def _quickstart_rows() -> list[dict]:
+    """The quickstart's rows as its summary gives them, every metric of every configuration set,
+    with a 95% interval around theory's value (so each expectation is one check) except one
+    (laplace_privacy_loss-001's P_D′(S), OFF as on the quickstart's seed)."""
+    from pathlib import Path
+
+    from privlab.platform.experiment import registry
+    from privlab.platform.experiment.spec import load_spec
+
+    spec = load_spec(Path(__file__).resolve().parents[1] / "experiments" / "quickstart.toml")
+    rows = []
+    for config in spec.configurations:
+        workload = registry.get_workload(config.workload)
+        expected = dict(workload.expectations(registry.build_params(workload.Params, dict(config.params), where=config.id)))
+        metrics: dict[str, float] = {"eps_total": 1.0}
+        for name, kind in workload.metrics.items():
+            centre = expected[name].value if name in expected else 0.123456
+            if config.id == "laplace_privacy_loss-001" and name == "in_event_d_prime":
+                centre += 0.5
+            low, high = centre - 1e-3, centre + 1e-3
+            suffix = "mean" if kind == registry.MetricKind.VALUE else "rate"
+            metrics |= {f"{name}_{suffix}": centre, f"{name}_ci_low": low, f"{name}_ci_high": high,
+                        f"{name}_count": 300.0}
+        rows.append({"id": config.id, "study": config.study, "workload": config.workload,
+                     "params": config.flat_params(), "metrics": metrics})
+    return rows
+
+
+@pytest.mark.parametrize("width", [80, 120, None])
+def test_the_quickstart_counts_its_25_checks_whatever_the_terminal_width(width: int | None) -> None:
+    """Issue 46: at 80 columns the quickstart's summary said `checks against theory: 3 (3 ok,
+    0 OFF)` (only the columns that fit; 16 at 120) instead of 25 with 1 OFF; its notes now fit
+    the terminal too."""
+    text = render_studies(_quickstart_rows(), experiment="quickstart", width=width)
+    note = text[text.index("checks against theory:"):]
+    assert " ".join(note.split()).startswith("checks against theory: 25 (24 ok, 1 OFF;")
+    if width is not None:
+        assert max(len(line) for line in text.splitlines()) <= width, text
+        assert "more metric" in text  # columns were left out at this width, and their checks still counted
+
+
+def test_the_privacy_line_explains_a_huge_epsilon() -> None:
+    """Issue 46: PD adult printed `ε per configuration ≤ 1e+06` with nothing on screen saying why."""
+    from privlab.platform.cli.run_commands import privacy_line
+
+    small = privacy_line({"epsilon_total": 2.0, "delta_total": 0.0, "run_id": "abc"})
+    assert small.startswith("privacy: ε per configuration ≤ 2, δ ≤ 0") and "privlab ledger abc" in small
+    assert "\n" not in small
+    huge = privacy_line({"epsilon_total": 1e6, "delta_total": 0.0, "run_id": "abc"})
+    assert "≤ 1e+06" in huge and "Theorem 1" in huge and "per-candidate guarantee" in huge

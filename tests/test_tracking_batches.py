@@ -203,7 +203,7 @@ class _ServerClient:
         with self.lock:
             self.running -= 1
 
-    def create_run(self, experiment_id: str, *, run_name: str, tags: dict) -> object:
+    def create_run(self, experiment_id: str, *, run_name: str, tags: dict, start_time: int | None = None) -> object:
         self._call()
         with self.lock:
             self.created.append(run_name)
@@ -217,7 +217,7 @@ class _ServerClient:
     def log_artifacts(self, run_id: str, folder: str) -> None:
         self.artifacts.append(run_id)
 
-    def set_terminated(self, run_id: str, status: str) -> None:
+    def set_terminated(self, run_id: str, status: str, end_time: int | None = None) -> None:
         self._call()
         with self.lock:
             self.finished.append(run_id)

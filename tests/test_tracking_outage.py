@@ -106,7 +106,7 @@ def test_a_run_whose_server_goes_away_keeps_its_results_and_the_resume_logs_them
     monkeypatch.setattr(Tracker, "send_results", send_until_the_server_goes)
     # The driver exits after an outage; in this process, its lease must look like a dead one's.
     monkeypatch.setattr(runner, "this_driver", lambda: {**liveness.this_driver(), "pid_start": "exited"})
-    with pytest.raises(TrackingOutage, match=r"Nothing computed is lost: \d+ configuration run\(s\)") as stopped:
+    with pytest.raises(TrackingOutage, match=r"Nothing computed is lost; kept in .*: the results of \d+ finished configuration\(s\)") as stopped:
         _run(mini_spec, uri, "tracking.outage_wait_s=0.3")
     run_id = stopped.value.run_id
     kept = outbox.outbox_path(run_id)
@@ -243,3 +243,22 @@ def test_a_run_outlives_its_mlflow_server_going_away_and_the_resume_loses_nothin
         assert sorted(RunTags.of(c).config_id for c in children) == sorted(c["id"] for c in reference["configurations"])
     finally:
         _server("stop", env)
+
+
+def test_the_outage_message_counts_configurations_as_a_user_does() -> None:
+    """Issue 46 item 4: "the partial results of 0 configuration(s)" after a long outage; a
+    facetted configuration's runs were counted as configurations."""
+    from privlab.platform.tracking.tracker import ResultRunUpload
+
+    def upload(config: str, kind: str = "configuration") -> ResultRunUpload:
+        return ResultRunUpload(experiment_id="1", name=config, tags={"privlab.kind": kind, "privlab.config_id": config},
+                               params={}, metrics={}, files={})
+
+    held = outbox.HeldBack(run_id="r", tracking_uri="u", checkpoint={"partial": {}},
+                           uploads=[upload("a-000"), upload("a-000"), upload("a-001"), upload("a-001", "unit")])
+    assert held.describe() == "the results of 2 finished configuration(s) (3 runs), 1 unit run(s)"
+    held = outbox.HeldBack(run_id="r", tracking_uri="u", uploads=[upload("b-000")],
+                           checkpoint={"partial": {"a-002": {}, "a-003": {}}})
+    assert held.describe() == ("the results of 1 finished configuration(s), the partial results of 2 unfinished "
+                               "configuration(s)")
+    assert "0" not in outbox.HeldBack(run_id="r", tracking_uri="u", uploads=[], checkpoint={"partial": {}}).describe()

@@ -115,21 +115,56 @@ def test_a_configurations_run_page_shows_its_params_and_metrics(quickstart_ui: d
     for text in ("abs_error_mean", child.info.run_name, quickstart_ui["parent"].info.run_name):  # and its parent
         page.get_by_text(text, exact=True).first.wait_for()  # type: ignore[attr-defined]
     body = page.inner_text("body")  # type: ignore[attr-defined]
-    assert re.search(r"params\.epsilon\s+0\.1\b", body) and re.search(r"eps_total\s+0\.1\b", body)
+    assert re.search(r"params\.epsilon\s+0\.1\b", body) and re.search(r"eps_configuration\s+0\.1\b", body)
     assert f"{child.data.metrics['abs_error_mean']}" in body
     assert getpass.getuser() in body  # "Created by"
 
 
-def test_the_ledger_is_readable_on_the_run_page(quickstart_ui: dict, page: object) -> None:
-    # The ledger is the run's privlab.ledger tag (each step's ε, δ, sensitivity and noise scale).
+def test_a_configuration_opened_from_the_runs_view_stays_in_the_machine_learning_view(
+        quickstart_ui: dict, page: object) -> None:
+    """Issue 46 item 6: a child run opened from the runs view landed in GenAI's "Evaluation
+    runs" (breadcrumb "quickstart › Evaluations"); its name is its id then its varying
+    parameters, and its duration is its real span, not 0 ms."""
     child = quickstart_ui["children"]["laplace_mean-000"]
-    ledger = child.data.tags["privlab.ledger"]
+    assert child.info.run_name == "laplace_mean-000 epsilon=0.1 n=100"
+    assert child.info.end_time - child.info.start_time > 0
+    page.set_viewport_size({"width": 4000, "height": 1000})  # type: ignore[attr-defined]  # every column drawn
+    page.goto(quickstart_ui["url"])  # type: ignore[attr-defined]  # a fresh browser: nothing remembered
+    parent = page.get_by_text(quickstart_ui["parent"].info.run_name, exact=True)  # type: ignore[attr-defined]
+    parent.wait_for()
+    row = page.locator("[role=row]", has=parent).first  # type: ignore[attr-defined]
+    row.locator("button[data-component-id$='runnamecellrenderer.tsx_46']").click()  # the row's expander
+    link = page.get_by_text(child.info.run_name, exact=True)  # type: ignore[attr-defined]
+    link.wait_for()
+    shown = page.inner_text("body")  # type: ignore[attr-defined]
+    assert "0ms" not in shown.replace(" ", "")  # the Duration column: every configuration's real span
+    # The default metric columns: each study's headline metric and the configurations' ε.
+    columns = page.evaluate("() => [...document.querySelectorAll('[col-id]')].map(e => e.getAttribute('col-id'))")  # type: ignore[attr-defined]
+    assert {"metrics.`abs_error_mean`", "metrics.`eps_configuration`"} <= set(columns), columns
+    link.click()
+    page.get_by_text("abs_error_mean", exact=True).first.wait_for()  # type: ignore[attr-defined]
+    body = page.inner_text("body")  # type: ignore[attr-defined]
+    assert "Evaluations" not in body and "Evaluation runs" not in body, body[:2000]
+    assert page.evaluate("() => localStorage.getItem('mlflow.workflowType_v1')") == '"machine_learning"'  # type: ignore[attr-defined]
+
+
+def test_the_ledger_is_readable_on_the_run_page(quickstart_ui: dict, page: object) -> None:
+    # The ledger whole is the run's ledger.txt artifact (each step's ε, δ, sensitivity and noise
+    # scale); its privlab.ledger tag, short enough to show whole, says what it totals and where it is.
+    child = quickstart_ui["children"]["laplace_mean-000"]
+    tag = child.data.tags["privlab.ledger"]
+    assert tag.startswith("ε = 0.1 over 1 step(s) (laplace)") and tag.endswith("Artifacts › ledger.txt")
+    ledger = quickstart_ui["tracker"].read_text(child.info.run_id, "ledger.txt")
     page.goto(f"{quickstart_ui['base']}/#/experiments/{quickstart_ui['experiment_id']}/runs/"  # type: ignore[attr-defined]
               f"{child.info.run_id}")
     page.get_by_text("privlab.ledger").first.wait_for()  # type: ignore[attr-defined]
+    assert tag in page.inner_text("body")  # type: ignore[attr-defined]
+    page.goto(f"{quickstart_ui['base']}/#/experiments/{quickstart_ui['experiment_id']}/runs/"  # type: ignore[attr-defined]
+              f"{child.info.run_id}/artifacts/ledger.txt")
+    page.get_by_text("dp_mean").first.wait_for()  # type: ignore[attr-defined]
     body = page.inner_text("body")  # type: ignore[attr-defined]
     total = next(line for line in ledger.splitlines() if line.startswith("total"))
-    assert total in body and "dp_mean" in body and "laplace(sensitivity=0.01, scale=0.1)" in body
+    assert total in body and "laplace(sensitivity=0.01, scale=0.1)" in body
 
 
 def test_a_plot_renders(quickstart_ui: dict, page: object) -> None:

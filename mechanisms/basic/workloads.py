@@ -26,7 +26,7 @@ import pandas as pd
 from privlab.mechanisms.basic.exponential import exponential_mechanism
 from privlab.mechanisms.basic.laplace import laplace_mechanism
 from privlab.platform.core.errors import SpecError
-from privlab.platform.core.validation import ConstrainedParams, Interval
+from privlab.platform.core.validation import MAX_RECORDS, ConstrainedParams, Interval
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.privacy_event import PrivacyEvent
 from privlab.platform.dp.randomness import SeededSource
@@ -54,7 +54,7 @@ class BoundedDataParams(ConstrainedParams):
     beta_a: float = 2.0
     beta_b: float = 5.0
 
-    _parameter_constraints: ClassVar = {"epsilon": POSITIVE, "n": [Interval(Integral, 2, None, closed="left")],
+    _parameter_constraints: ClassVar = {"epsilon": POSITIVE, "n": [Interval(Integral, 2, MAX_RECORDS, closed="both")],
                                         "lower": FINITE, "upper": FINITE, "beta_a": POSITIVE, "beta_b": POSITIVE}
 
     def _check_together(self) -> None:
@@ -112,7 +112,7 @@ class MedianParams(BoundedDataParams):
     candidates: int = 101
 
     _parameter_constraints: ClassVar = {**BoundedDataParams._parameter_constraints,
-                                        "candidates": [Interval(Integral, 2, None, closed="left")]}
+                                        "candidates": [Interval(Integral, 2, MAX_RECORDS, closed="both")]}
 
 
 @register_workload

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -110,6 +111,32 @@ def unignored_transcript_paths(out: Path) -> list[str]:
     return [line for line, path in places.items() if path not in ignored]
 
 
+def public_files_shown_by_git(out: Path) -> Path | None:
+    """The git work tree ``out`` lies in when git would show its public files (``git status``
+    lists them, ``git add .`` commits them); None otherwise (outside any work tree, ignored
+    there, or git absent). The transcript has its own check (:func:`unignored_transcript_paths`);
+    a broad ignore rule such as ``**/private/transcript.bin`` hides it, not the bundle."""
+    git = shutil.which("git")
+    if git is None:
+        return None
+    out = Path(out).absolute()
+    folder = out.parent
+    while not folder.exists():
+        folder = folder.parent
+    try:
+        top = subprocess.run([git, "-C", str(folder), "rev-parse", "--show-toplevel"], capture_output=True,
+                             text=True, timeout=60)
+        if top.returncode != 0 or not top.stdout.strip():
+            return None
+        root = Path(top.stdout.strip()).resolve()
+        probe = ((folder.resolve() / out.relative_to(folder)).relative_to(root) / PUBLIC_FILES[0]).as_posix()
+        checked = subprocess.run([git, "-C", str(root), "check-ignore", "-q", "--", probe], capture_output=True,
+                                 text=True, timeout=60)
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+    return root if checked.returncode == 1 else None  # 0: ignored; 128: git could not tell
+
+
 def check_transcript_ignored(out: Path) -> None:
     """Refuse a release whose transcript git would not ignore (:func:`unignored_transcript_paths`).
 
@@ -143,6 +170,30 @@ def keep_transcript(staging: Path, out: Path) -> Path | None:
     os.rename(source, target)
     target.chmod(0o600)
     return target
+
+
+def kept_transcripts(out: Path) -> list[tuple[Path, Path]]:
+    """The sealed transcripts :func:`keep_transcript` left next to ``out`` — of any bundle in that
+    folder — each with the bundle folder it belongs to: ``(transcript, bundle)``.
+
+    A release interrupted or failing while it wrote its bundle keeps its sealed transcript there
+    (the budget is spent; ``--replay`` regenerates the bundle). Like :func:`stale_partials`, they
+    are found for the command line to name, never deleted.
+    """
+    parent = Path(out).parent
+    try:
+        found = sorted(p for p in parent.iterdir() if p.is_file() and not p.is_symlink())
+    except OSError:  # a missing or unreadable folder: the release itself will say what is wrong
+        return []
+    kept = []
+    for path in found:
+        match = _KEPT_NAME.fullmatch(path.name)
+        if match is not None:
+            kept.append((path, parent / match.group(1)))
+    return kept
+
+
+_KEPT_NAME = re.compile(r"(.+)\.transcript(?:-[0-9]+)?\.bin")
 
 
 def holds_transcript(staging: Path) -> bool:

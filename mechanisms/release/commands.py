@@ -41,7 +41,7 @@ def _sizes_text(result: dict[str, Any]) -> str:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from privlab.mechanisms.release.evaluate import evaluate_candidate, read_raw
+    from privlab.mechanisms.release.evaluate import evaluate_candidate, read_candidate
     from privlab.mechanisms.release.workloads import flow_inputs
     from privlab.platform.experiment.spec import load_spec
 
@@ -55,20 +55,25 @@ def _evaluate(args: argparse.Namespace) -> int:
             raise InputError(f"--config {args.config!r} is not a configuration of {args.spec}; "
                               f"`privlab validate {args.spec}` lists them (e.g. {configs[0].id})")
         config = matching[0]
+        chosen = "--config"
     else:
         config = configs[0]
+        chosen = (f"the spec's first of {len(configs)} configurations; --config ID for another "
+                  f"(`privlab validate {args.spec}` lists them)" if len(configs) > 1 else "the spec's only configuration")
     space, settings, transformation = flow_inputs(config.params)
-    # The original is written as the space's data files are; the candidate (a release's data.csv
-    # or a synthesizer's output) is a plain CSV or parquet file with a header.
+    # Both files are read as the space reads its data (na_values, clean-ups); a candidate privlab
+    # wrote (a release's released.csv, a synthesizer's output) has a header even where the space's
+    # raw files have none.
     original = space.read_raw(args.original, what=f"--original file {args.original!r}")
-    result = evaluate_candidate(original, read_raw(args.candidate, what="--candidate"),
+    result = evaluate_candidate(original, read_candidate(args.candidate, space=space,
+                                                         what=f"--candidate file {args.candidate!r}"),
                                 space=space, settings=settings, transformation=transformation,
                                 resize_seed=args.resize_seed)
     result = {"config": config.id, **result}
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(f"{config.id}: transformation {result['transformation']}, n = {result['n']:,}")
+        print(f"{config.id} ({chosen}): transformation {result['transformation']}, n = {result['n']:,}")
         print(_sizes_text(result))
         width = max(len(c["name"]) for c in result["criteria"])
         for c in result["criteria"]:
@@ -89,6 +94,11 @@ def _shortlist(args: argparse.Namespace) -> int:
     from privlab.platform.tracking.store_location import existing_store_uri
     from privlab.platform.tracking.tracker import Tracker
 
+    out = Path(args.out)
+    if (out.exists() or out.is_symlink()) and not args.force:  # before the store is read: nothing to lose
+        raise InputError(f"--out {str(out)!r} exists (the experiments' shortlists are committed, and release specs "
+                          "read them); nothing was written. Write another file (and point the release spec's "
+                          "`shortlist` at it), or give --force to replace this one")
     tracker = Tracker(existing_store_uri(args.tracking_uri))  # only reads: never creates a store
     _, summary = finished_summary(tracker, args.run_id, hint="give the grid search's run id")
     entries = shortlist_from_summary(summary, min_prob=args.min_prob)
@@ -97,7 +107,6 @@ def _shortlist(args: argparse.Namespace) -> int:
         raise InputError(f"no configuration of run {args.run_id} reached an estimated acceptance of {args.min_prob:g} "
                           f"(the best was {best:.3g}); nothing written. Lower --min-prob or run more attempts")
     first = workload_params(next(e for e in summary["configurations"] if e["id"] == entries[0].config_id))
-    out = Path(args.out)
     write_text_atomically(out, shortlist_toml(
         entries, run_id=args.run_id, min_prob=args.min_prob,
         space=relative_to(first["space"], out.resolve().parent),
@@ -106,11 +115,13 @@ def _shortlist(args: argparse.Namespace) -> int:
     print(f"{len(entries)} configuration(s) with estimated acceptance ≥ {args.min_prob:g} written to {out}")
     for entry in entries[:10]:
         print(f"  {entry.acceptance_rate:.3f} [{entry.ci_low:.3f}, {entry.ci_high:.3f}]  {entry.config_id}")
+    if len(entries) > 10:
+        print(f"  … and {len(entries) - 10} more, all written to {out}")
     return EXIT_OK
 
 
 def _release(args: argparse.Namespace) -> int:
-    from privlab.mechanisms.release.bundle import holds_transcript
+    from privlab.mechanisms.release.bundle import holds_transcript, kept_transcripts
     from privlab.mechanisms.tabular.bundle_files import stale_partials
     from privlab.mechanisms.release.run_release import run_release
 
@@ -121,6 +132,25 @@ def _release(args: argparse.Namespace) -> int:
         print(f"privlab: warning: {str(stale)!r} is the staging folder of a release that did not finish (killed, "
               f"or still running elsewhere); nothing in it was published, but {what}. Unless a release is writing "
               f"into {str(stale.parent)!r} right now, delete it: rm -r -- {shlex.quote(str(stale))}", file=sys.stderr)
+    for transcript, folder in kept_transcripts(out):  # an interrupted or failed bundle write's rescue
+        if folder.is_dir():
+            what = (f"kept when writing {str(folder)!r} failed or was interrupted; that bundle was regenerated from "
+                    "it since (its private/transcript.bin holds the same), so this copy is no longer needed")
+        else:
+            what = (f"the sealed transcript of a release into {str(folder)!r} that was interrupted (or failed) while "
+                    f"writing its bundle: the budget was spent. Regenerate that bundle with the same spec and data: "
+                    f"privlab release SPEC --data PRIVATE --out {shlex.quote(str(folder))} --replay "
+                    f"{shlex.quote(str(transcript))}; or give that release up")
+        print(f"privlab: warning: {str(transcript)!r} is {what}. It is as sensitive as the private data; to remove "
+              f"it: rm -- {shlex.quote(str(transcript))}", file=sys.stderr)
+    from privlab.mechanisms.release.bundle import public_files_shown_by_git
+
+    checkout = None if args.force else public_files_shown_by_git(out)
+    if checkout is not None:
+        print(f"privlab: warning: --out {str(out)!r} is inside the git work tree {str(checkout)!r} and not ignored "
+              "there: `git status` will list the bundle's public files and `git add .` would commit them. Choose an "
+              "--out outside the checkout, or add it to .gitignore (the transcript is checked separately)",
+              file=sys.stderr)
     # SIGTERM raises KeyboardInterrupt here (privlab.platform.execution.interrupts.sigterm_as_interrupt, set
     # by the command line), which unwinds through the staging folder's cleanup: no partial bundle.
     result = run_release(args.spec, data=args.data, out=out, budget=args.budget, replay=args.replay,
@@ -194,7 +224,9 @@ def add_commands(sub: Any) -> None:
 
     add_run_reading_command(
         sub, "shortlist", handler=_shortlist, run_id_help="the grid search's parent run id",
-        options={"--min-prob": {"type": float, "default": 0.1, "help": "minimal estimated acceptance (default 0.1)"}},
+        options={"--min-prob": {"type": float, "default": 0.1, "help": "minimal estimated acceptance (default 0.1)"},
+                 "--force": {"action": "store_true", "help": "replace --out if it exists (refused otherwise: the "
+                                                             "experiments' shortlists are committed)"}},
         out_metavar="PATH", out_help="TOML file to write (atomically)",
         help="write the configurations of a grid search worth taking to the private data",
         description="Read a finished release_flow grid-search run and write the configurations whose estimated "

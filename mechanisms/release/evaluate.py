@@ -28,8 +28,8 @@ import pandas as pd
 from privlab.mechanisms.release.flow import FlowSettings
 from privlab.mechanisms.synthesizers.base import hyperparameter_names
 from privlab.mechanisms.tabular.space import resolve_transformation
+from privlab.mechanisms.tabular.reader import read_raw_table as space_reader_table
 from privlab.mechanisms.tabular.space import ReleaseSpace
-from privlab.platform.core.csv_fields import check_field_counts
 from privlab.platform.core.errors import SpecError
 
 #: The workload parameters that define a configuration of the release scheme: the transformation,
@@ -38,17 +38,34 @@ def configuration_keys() -> tuple[str, ...]:
     return ("transformation", "synthesizer", *hyperparameter_names(), "min_count")
 
 
-def read_raw(path: str | Path, *, what: str) -> pd.DataFrame:
-    """Read a raw-schema CSV (optionally gzipped) or parquet file, with errors that name it."""
-    path = Path(path)
-    if not path.is_file():
-        raise SpecError(f"{what} file {str(path)!r} does not exist")
-    if path.suffix == ".parquet":
-        return pd.read_parquet(path)
-    if path.name.endswith((".csv", ".csv.gz")):
-        check_field_counts(path, what=f"{what} file {str(path)!r}")
-        return pd.read_csv(path)
-    raise SpecError(f"{what} file {str(path)!r} must be .csv, .csv.gz or .parquet")
+def read_candidate(path: str | Path, *, space: ReleaseSpace, what: str) -> pd.DataFrame:
+    """A candidate file read as the space reads its data (``[reader]``: ``na_values``, delimiter,
+    whitespace and trailing-dot clean-ups), so that a raw data file of the space given as the
+    candidate reads as it does as the original (ACS's ``"N"`` as missing, not 27,253 values
+    "outside the declared categories"). A candidate privlab wrote (a release's ``released.csv``,
+    a synthesizer's output) has a header even where the space's files have none: a first line
+    naming every schema column is read as one.
+    """
+    options = space.reader
+    if not options.header and _names_every_column(Path(path), options.delimiter, space.schema.names):
+        options = dataclasses.replace(options, header=True, columns=None)
+    return space_reader_table(path, schema=space.schema, options=options, what=what)
+
+
+def _names_every_column(path: Path, delimiter: str, names: Sequence[str]) -> bool:
+    """Whether the first line of a text file names every one of ``names``."""
+    import gzip
+
+    if not path.name.endswith((".csv", ".csv.gz", ".data", ".test", ".txt")) or not path.is_file():
+        return False
+    opener = gzip.open if path.name.endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8", errors="replace") as stream:  # type: ignore[operator]
+            first = stream.readline(1 << 20)
+    except OSError:
+        return False  # the reader says what is wrong with the file
+    fields = {field.strip().strip('"') for field in first.rstrip("\r\n").split(delimiter)}
+    return set(names) <= fields
 
 
 #: The seed of :func:`resize_candidate` unless ``privlab evaluate --resize-seed`` gives another.

@@ -50,6 +50,14 @@ are written, the sealed transcript is kept beside ``--out`` instead, because the
 and it regenerates the bundle (``--replay``). Neither message holds anything computed from the
 private data, and only a flow's own failure suggests reproducing it in research mode.
 
+Interruptions (Ctrl-C, or SIGTERM, which the command line turns into the same) follow the same
+rule: before the seal the staging folder and its unfinished transcript are deleted; after it the
+sealed transcript is kept beside ``--out`` (mode 0600) and the message (:class:`ReleaseInterrupted`)
+names it with the ``--replay`` command that regenerates the bundle and the ``rm`` that gives the
+release up. A further Ctrl-C or SIGTERM during that clean-up is held until it ends. The next
+release into the same folder names every such transcript, as it names a killed release's
+staging folder (:func:`~privlab.mechanisms.release.bundle.kept_transcripts`).
+
 Replay: ``run_release(..., replay=TRANSCRIPT)`` checks the transcript's context — the SHA-256
 of the data file, of the spec, shortlist, settings and space files, the budget and the privlab
 version — and reproduces every public file byte for byte; any difference is a clear error.
@@ -85,6 +93,7 @@ import errno
 import importlib.metadata
 import logging
 import os
+import shlex
 import shutil
 import threading
 import time
@@ -315,9 +324,48 @@ def run_release(
                 f"privlab release {spec.path} --data {data} --out {out} --replay {kept[0]}") from None
         raise _write_failure(failure, out=out, sealed=sealed, replay=reader.path if reader is not None else None,
                              left=[p for p in staged if p.exists()]) from None
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (the command line turns it into this)
+        raise ReleaseInterrupted(_interrupted_message(
+            spec=spec.path, data=data, out=out, sealed=sealed, kept=kept[0] if kept else None,
+            replay=reader.path if reader is not None else None, left=[p for p in staged if p.exists()])) from None
     return ReleaseResult(out=out, total_epsilon=guarantee.epsilon, budget=cap, configuration=outcome.configuration,
                          accepted=outcome.accepted, public_files=(*bundle.PUBLIC_FILES, bundle_files.CHECKSUMS),
                          delta=guarantee.delta)
+
+
+class ReleaseInterrupted(KeyboardInterrupt):
+    """A release stopped by Ctrl-C or SIGTERM; its text says what was left and what to do with it
+    (the command line prints it and exits 130, as for any interruption)."""
+
+
+def _interrupted_message(*, spec: Path, data: Path, out: Path, sealed: bool, kept: Path | None,
+                         replay: Path | None, left: list[Path]) -> str:
+    """What an interrupted release left behind, named, with the command that uses or removes it.
+
+    Privacy:
+        Only paths and the phase (before or after the seal) are said, both public: the phase is
+        the operator's own observation of the progress lines, never the number of flows.
+    """
+    if kept is not None:
+        said = (f"the release was interrupted while its bundle was written, after private selection: the budget is "
+                f"spent, and the sealed transcript was kept at {str(kept)!r} (mode 0600, as sensitive as the private "
+                f"data). Regenerate the same bundle from it: privlab release {shlex.quote(str(spec))} --data "
+                f"{shlex.quote(str(data))} --out {shlex.quote(str(out))} --replay {shlex.quote(str(kept))}  "
+                f"(or, to give this release up, delete it: rm -- {shlex.quote(str(kept))})")
+    elif replay is not None:
+        said = (f"the replay was interrupted; no bundle was written and the replayed transcript {str(replay)!r} is "
+                "untouched: run the same replay again")
+    elif sealed:
+        said = ("the release was interrupted while its bundle was written, and its sealed transcript could not be "
+                "kept: the budget is spent and this release cannot be regenerated; run a new release")
+    else:
+        said = ("the release was interrupted before its transcript was sealed; no bundle was written and the "
+                "unfinished transcript was deleted (it can never be replayed, and it is as sensitive as the "
+                "private data)")
+    if left:
+        said += (f". Deleting the staging folder {str(left[0])!r} did not finish: delete it yourself (rm -r -- "
+                 f"{shlex.quote(str(left[0]))}); it may hold a transcript, as sensitive as the private data")
+    return said
 
 
 def _stated(guarantee: ReleaseGuarantee) -> str:

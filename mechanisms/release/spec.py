@@ -49,6 +49,7 @@ from typing import Any
 from privlab.mechanisms.selection.private_selection import PrivateSelectionParams
 from privlab.platform.core import toml_files
 from privlab.platform.core.errors import BudgetExceededError, SpecError
+from privlab.platform.core.validation import MAX_INT64, as_float, check_path_text, shown
 
 DECODE_MODES = ("representative", "uniform")
 _SPEC_KEYS = frozenset({"name", "description", "shortlist", "budget", "delta", "decode", "epsilon", "selection",
@@ -57,11 +58,13 @@ _DATASHEET_KEYS = frozenset({"title", "publisher", "contact", "population", "not
 
 
 def require_number(value: Any, what: str, *, positive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise SpecError(f"{what} ({value!r}) must be a finite number")
-    if positive and value <= 0:
+    number = as_float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if number is None or not math.isfinite(number):
+        too_large = " (too large for a float)" if isinstance(value, int) and number is None else ""
+        raise SpecError(f"{what} ({shown(value)}) must be a finite number{too_large}")
+    if positive and number <= 0:
         raise SpecError(f"{what} ({value!r}) must be > 0")
-    return float(value)
+    return number
 
 
 def read_toml(path: Path, what: str) -> dict[str, Any]:
@@ -70,6 +73,7 @@ def read_toml(path: Path, what: str) -> dict[str, Any]:
 
 def require_regular_file(path: Path, what: str) -> None:
     """Refuse a missing path, and a pipe, device or folder (reading a FIFO would block forever)."""
+    check_path_text(str(path), f"{what} ({shown(str(path))})")
     if not path.exists():
         raise SpecError(f"{what} {str(path)!r} does not exist")
     if not path.is_file():
@@ -159,8 +163,9 @@ def load_release_spec(path: str | Path) -> ReleaseSpec:
     steps = selection["steps"]
     if steps == "inf":
         steps = math.inf
-    elif isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise SpecError(f"{path}: selection.steps ({steps!r}) must be a positive integer or \"inf\"")
+    elif isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_INT64:
+        raise SpecError(f"{path}: selection.steps ({shown(steps)}) must be a positive integer (at most 2**63 - 1) "
+                        "or \"inf\"")
     try:
         params = PrivateSelectionParams(gamma=require_number(selection["gamma"], "selection.gamma"), steps=steps,
                                         epsilon0=require_number(selection["epsilon0"], "selection.epsilon0"))

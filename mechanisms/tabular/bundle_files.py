@@ -17,7 +17,9 @@ import json
 import math
 import os
 import shutil
+import signal
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -109,11 +111,31 @@ def atomic_directory(out: Path, *, private_dir: str | None = None,
         staging.chmod(0o755)  # mkdtemp's 0o700 is for the staging phase; private_dir stays 0o700
         os.rename(staging, out)
     except BaseException:
-        if on_failure is not None:
-            with contextlib.suppress(Exception):
-                on_failure(staging)
-        shutil.rmtree(staging, ignore_errors=True)
+        with _interrupts_held():  # a second Ctrl-C or SIGTERM must not cut the rescue or the deletion short
+            if on_failure is not None:
+                with contextlib.suppress(Exception):
+                    on_failure(staging)
+            shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM while the body runs (main thread only; elsewhere a no-op); one
+    that arrived raises ``KeyboardInterrupt`` after it, so it still stops the command."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: list[int] = []
+    previous = {number: signal.signal(number, lambda signum, _frame: arrived.append(signum))
+                for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    if arrived:
+        raise KeyboardInterrupt
 
 
 def stale_partials(out: Path) -> list[Path]:

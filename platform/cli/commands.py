@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from privlab.platform.core.errors import PrivlabError, TrackingError
+from privlab.platform.core.errors import InputError, PrivlabError, TrackingError
 from privlab.platform.core.plugins import Registry
 
 EXIT_OK, EXIT_BUG, EXIT_INPUT, EXIT_BUDGET, EXIT_EXECUTION, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
@@ -108,7 +108,7 @@ def finished_summary(tracker: Any, run_id: str, *, hint: str) -> tuple[Any, dict
 
     run = tracker.get_run(run_id)
     if RunTags.of(run).kind != "parent":
-        raise TrackingError(f"run {run_id} is not a privlab parent run; {hint}")
+        raise InputError(f"run {run_id} is not a privlab parent run; {hint}")
     text = tracker.read_text(run_id, "summary.json")
     if text is None:
         raise TrackingError(f"run {run_id} has no summary.json: it did not finish (resume it first)")

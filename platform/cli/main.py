@@ -82,8 +82,10 @@ def _report(args: argparse.Namespace) -> int:
     if not files:
         print("the run's workloads draw no reports")
         return EXIT_OK
-    for path in write_report_dir(files, Path(args.out)):
+    written = write_report_dir(files, Path(args.out))
+    for path in written:
         print(path)
+    print(f"privlab: {len(written)} report file(s) of run {args.run_id} written to {args.out}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -117,6 +119,7 @@ def _compare(args: argparse.Namespace) -> int:
     tracker = open_store(args.tracking_uri)  # a local store without importing MLflow
     frame = comparison_frame(tracker, args.experiment, run_id=args.run, all_runs=args.all_runs,
                              metrics=args.metric or (), studies=args.study or ())
+    _say_which_runs(args, frame.attrs.get("runs") or [])
     without = frame.attrs.get("studies_without_metric") or []
     if without:
         having = ", ".join(dict.fromkeys(frame["study"]))
@@ -144,6 +147,41 @@ def _compare(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _say_which_runs(args: argparse.Namespace, runs: list[tuple[str, int]]) -> None:
+    """Name the run(s) a comparison shows (on stderr: the tables stay clean for scripts)."""
+    import datetime as dt
+
+    def when(millis: int) -> str:
+        return dt.datetime.fromtimestamp(millis / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+    if args.all_runs:
+        print(f"privlab: every run of {args.experiment!r}, newest first: {len(runs)} run(s)", file=sys.stderr)
+    elif runs:
+        run_id, started = runs[0]
+        which = "the run asked for" if args.run else \
+            "its latest; --run ID for another (`privlab runs` lists them), --all-runs for every one"
+        print(f"privlab: run {run_id} of {args.experiment!r}, started {when(started)} ({which})", file=sys.stderr)
+
+
+def _spec_order(tracker: Any, parent_id: str) -> dict[str, int]:
+    """Each configuration id's position in its run's spec (the run's index, finished or not: the
+    study order of its logged spec), for listing configurations as the run did."""
+    import tomllib
+
+    from privlab.platform.tracking.configuration_index import read_index
+
+    indexed = read_index(tracker, parent_id) if parent_id else None
+    if indexed is not None:
+        return {row.config_id: i for i, row in enumerate(indexed)}
+    text = tracker.read_text(parent_id, "spec.toml") if parent_id else None
+    try:
+        document = tomllib.loads(text) if text else {}
+    except tomllib.TOMLDecodeError:
+        return {}
+    studies = document.get("study") if isinstance(document.get("study"), list) else [document]
+    return {str(study.get("name")): i for i, study in enumerate(studies) if isinstance(study, dict)}
+
+
 def _ledger(args: argparse.Namespace) -> int:
     from privlab.platform.dp.ledger import Ledger
     from privlab.platform.tracking.result_parts import read_results
@@ -155,7 +193,15 @@ def _ledger(args: argparse.Namespace) -> int:
     kind = RunTags.of(run).kind
     if kind == "parent":
         children = tracker.configuration_runs(run.info.experiment_id, args.run_id, finished=False)
-        children.sort(key=lambda c: RunTags.of(c).config_id or "")
+        order = _spec_order(tracker, args.run_id)  # the spec's order, as run and compare list them
+
+        def position(child: Any) -> tuple[int, str]:
+            tags = RunTags.of(child)
+            config_id = tags.config_id or ""
+            at = order.get(config_id, order.get(tags.study or "", len(order)))
+            return at, config_id
+
+        children.sort(key=position)
     elif kind == "configuration":
         children = [run]
     else:
@@ -249,7 +295,11 @@ def _cluster(args: argparse.Namespace) -> int:
 
 def _add_execution_options(command: argparse.ArgumentParser) -> None:
     """Where and how a command that runs units of work (``run``, ``audit``) runs them."""
-    command.add_argument("--workers", type=int, help="worker processes (local: CPUs to use; cluster: concurrency cap)")
+    command.add_argument("--workers", type=int, help="worker processes (local: CPUs to use, at most this machine's "
+                         "unless --oversubscribe; cluster: concurrency cap, at most its CPUs)")
+    command.add_argument("--oversubscribe", action="store_true",
+                         help="let --workers exceed this machine's CPUs (each worker process takes about 175 MB "
+                              "of memory and competes for the same CPUs)")
     command.add_argument("--address", help="join an existing Ray cluster (default: the one `privlab cluster up` "
                          "started here if it runs, else a private local instance; 'local': a private instance)")
     command.add_argument("--serial", action="store_true", help="run in this process without Ray (reference/debugging)")
@@ -438,9 +488,10 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         with sigterm_as_interrupt():  # a scheduler's or kill's stop: the same clean stop as Ctrl-C
             return args.handler(args)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interruption:
         ignore_further_interrupts()
-        print("\nprivlab: interrupted", file=sys.stderr)
+        said = str(interruption)  # a command's account of what it left (the release's transcript), if any
+        print(f"\nprivlab: interrupted{': ' + said if said else ''}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # output piped into `head` and the like: not an error
         sys.stderr.close()

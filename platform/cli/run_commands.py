@@ -28,9 +28,7 @@ def run_options(args: argparse.Namespace, *, report_dir: Path | None = None) -> 
     """
     from privlab.platform.run.runner import RunOptions
 
-    if args.max_units is not None and args.max_units < 1:
-        raise InputError(f"--max-units ({args.max_units}) must be at least 1: the units of work to do before "
-                          "stopping (resumably)")
+    check_workers(args)
     if args.summary_json and not Path(args.summary_json).absolute().parent.is_dir():
         raise InputError(f"--summary-json {args.summary_json!r}: its folder does not exist; create it first")
     return RunOptions(
@@ -91,10 +89,10 @@ def run_command(args: argparse.Namespace) -> int:
     from privlab.platform.run.runner import RunInterrupted, run_experiment
     from privlab.platform.experiment.spec import load_spec
 
+    check_workers(args)
     spec = load_spec(args.spec, args.set or [])
-    if args.workers is not None and args.workers < 1:
-        raise InputError(f"--workers ({args.workers}) must be at least 1")
     where = choose_cluster(args)
+    cap_local_workers(args)
     options = run_options(args, report_dir=Path(args.report_dir) if args.report_dir else None)
     units = sum(c.units for c in spec.configurations)
     print(f"privlab: {spec.name}: {len(spec.configurations)} configuration(s), {units:,} unit(s) of work, {where}",
@@ -111,6 +109,49 @@ def run_command(args: argparse.Namespace) -> int:
     if args.report_dir:
         print(f"reports written to {args.report_dir}", file=sys.stderr)
     return EXIT_OK
+
+
+MAX_WORKERS = 10_000  # more worker processes than any machine or cluster privlab runs on has CPUs
+
+
+def check_workers(args: argparse.Namespace) -> None:
+    """Refuse a ``--workers`` or ``--max-units`` no run can use, before anything is read or created.
+
+    Raises:
+        InputError: ``--workers`` outside [1, :data:`MAX_WORKERS`], or ``--max-units`` outside
+            [1, 2**63 - 1].
+    """
+    from privlab.platform.core.validation import MAX_INT64, shown
+
+    if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
+        raise InputError(f"--workers ({shown(args.workers)}) must be an int in [1, {MAX_WORKERS:,}]: the worker "
+                          "processes to run (at most this machine's CPUs, or the cluster's)")
+    if args.max_units is not None and not 1 <= args.max_units <= MAX_INT64:
+        raise InputError(f"--max-units ({shown(args.max_units)}) must be an int in [1, {MAX_INT64:,}]: the units of "
+                          "work to do before stopping (resumably)")
+
+
+def local_cpus() -> int:
+    """The CPUs this process may run on (its affinity, which a container or ``taskset`` narrows)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def cap_local_workers(args: argparse.Namespace) -> None:
+    """On a private local Ray instance, ``--workers`` above this machine's CPUs is capped to them,
+    with a warning that says how to keep it (``--oversubscribe``): each worker is a process of
+    about 175 MB competing for the same CPUs, so 12 workers on 2 CPUs took 3 GiB and ran no
+    faster. On a cluster the backend caps it to the cluster's CPUs (and says so)."""
+    if args.serial or args.address is not None or args.workers is None or args.oversubscribe:
+        return
+    cpus = local_cpus()
+    if args.workers > cpus:
+        print(f"privlab: warning: --workers {args.workers} is more than this machine's {cpus} CPU(s); using {cpus} "
+              f"(each worker is a process of about 175 MB; give --oversubscribe to run {args.workers} anyway)",
+              file=sys.stderr)
+        args.workers = cpus
 
 
 PRIVATE_INSTANCE = "local"  # --address local: a private Ray instance even when a local cluster is running
@@ -169,7 +210,7 @@ def print_summary(summary: dict) -> None:
     print(f"run {summary['run_id']} in experiment {summary['experiment']!r} "
           f"(seed {summary['root_seed']}, {summary['timing']['wall_seconds']:.1f} s, "
           f"{summary['timing']['workers']} worker(s) on {summary['timing']['ray_nodes']} node(s))")
-    print(f"privacy: ε per configuration ≤ {summary['epsilon_total']:.6g}, δ ≤ {summary['delta_total']:.3g}")
+    print(privacy_line(summary))
     # the same tables as `privlab compare`: configuration ids, varying parameters, mean [95% CI]
     print("\n" + render_studies(summary["configurations"], experiment=summary["experiment"], width=terminal_width(),
                                 max_rows=SUMMARY_ROWS))
@@ -178,6 +219,24 @@ def print_summary(summary: dict) -> None:
           f"         artifacts of run {summary['run_id']}: {tracking.get('artifacts', '?')}")
     print(f"compare: privlab compare {summary['experiment']!r}    ledger: privlab ledger {summary['run_id']}")
     print_phases(summary["timing"].get("phases"))
+
+
+#: Above this ε a ledger total is no guarantee anyone would publish under; the line says why it can be so.
+LARGE_EPSILON = 100.0
+
+
+def privacy_line(summary: dict) -> str:
+    """The summary's privacy line: the largest ledger total of a configuration, and, when that is
+    huge, what such a total means (PD adult printed `ε per configuration ≤ 1e+06` unexplained)."""
+    epsilon = summary["epsilon_total"]
+    line = (f"privacy: ε per configuration ≤ {epsilon:.6g}, δ ≤ {summary['delta_total']:.3g} (the largest "
+            f"configuration ledger's total; `privlab ledger {summary['run_id']}` lists each one's steps)")
+    if epsilon > LARGE_EPSILON:
+        line += ("\n  an ε this large composes many releases in one configuration (plausible deniability's Theorem 1 "
+                 "counts every candidate tested; each released record has its own per-candidate guarantee): it "
+                 "bounds everything the configuration computed, not one release; the study's RESULTS.md says what "
+                 "its ε covers")
+    return line
 
 
 def print_phases(phases: dict[str, float] | None) -> None:
@@ -203,11 +262,11 @@ def audit_command(args: argparse.Namespace) -> int:
 
     if not args.name:
         raise InputError(f"give an auditable NAME or --list; auditables: {', '.join(audit.auditable_names())}")
-    if args.workers is not None and args.workers < 1:
-        raise InputError(f"--workers ({args.workers}) must be at least 1")
+    check_workers(args)
     request = audit_run.prepare_audit(args.name, settings=args.set or [], trials=args.trials,
                                   confidence=args.confidence, seed=args.seed, experiment=args.experiment)
     where = choose_cluster(args)
+    cap_local_workers(args)
     options = run_options(args)
     print(f"privlab: audit {args.name}: {request.trials:,} trial(s), {where}", file=sys.stderr)
     try:

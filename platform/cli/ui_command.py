@@ -11,6 +11,9 @@ what browsing privlab's runs needs:
   refused when it does not exist, like ``privlab compare``; a local store's artifacts (ledgers,
   plots) are served from their recorded folders;
 - one worker and no job runner (``MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false``): 2 processes;
+- MLflow's app with the machine-learning view as the browser's default
+  (:mod:`~privlab.platform.cli.ui_app`): a run page opened from the runs view stays in it, not in
+  GenAI's "Evaluation runs";
 - it prints the runs-view address of the experiment (``--experiment``, else the one of the most
   recent privlab run), ``#/experiments/ID/runs?workflowType=machine_learning``, and ``--open``
   opens it in a browser;
@@ -28,6 +31,7 @@ from privlab.platform.cli.commands import EXIT_EXECUTION, EXIT_OK, add_tracking_
 from privlab.platform.core.errors import InputError
 
 LOOPBACK = "127.0.0.1"
+APP_NAME = "privlab"  # MLflow's app, opening in the machine-learning view (platform/cli/ui_app.py)
 STARTUP_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 15.0
 
@@ -59,7 +63,7 @@ def runs_view_url(base: str, experiment_id: str) -> str:
 def server_command(uri: str, *, host: str, port: int, artifacts: str | None) -> list[str]:
     """The ``mlflow server`` command ``privlab ui`` runs (one worker; artifacts served)."""
     command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", host,
-               "--port", str(port), "--workers", "1"]
+               "--port", str(port), "--workers", "1", "--app-name", APP_NAME]
     if artifacts is not None:  # where artifacts of experiments made in the UI go: beside the database
         command += ["--artifacts-destination", artifacts]
     return command
@@ -77,11 +81,11 @@ def _check_arguments(args: argparse.Namespace) -> None:
 
 def run_ui(args: argparse.Namespace) -> int:
     """The ``privlab ui`` command."""
-    from privlab.platform.tracking.store_location import existing_store_uri
+    from privlab.platform.tracking.store_checks import existing_store
     from privlab.platform.tracking.tracker import Tracker
 
     _check_arguments(args)
-    uri = existing_store_uri(args.tracking_uri)
+    uri = existing_store(args.tracking_uri)  # as `privlab run` checks it: exit 2 in our words, nothing created
     tracker = Tracker(uri)
     experiment_id, name = _experiment(tracker, args.experiment)
     if uri.startswith(("http://", "https://")):  # already served: point at it instead of serving it again

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
 from privlab.platform.core.errors import RegistryError, SpecError
+from privlab.platform.core.validation import closest, shown
 
 T = TypeVar("T")
 
@@ -101,7 +102,7 @@ class Registry(Generic[T]):
         try:
             return self._entries[name]
         except (KeyError, TypeError):
-            raise RegistryError(f"unknown {self.kind} {name!r}; {self.listed_as}: "
+            raise RegistryError(f"unknown {self.kind} {shown(name)}; {self.listed_as}: "
                                 f"{', '.join(self.names()) or 'none'}. "
                                 "A plug-in of your own must be listed under its entry-point group "
                                 f"({', '.join(self.groups)}) and installed (pip install -e .)") from None
@@ -146,7 +147,7 @@ def build(params_type: type, values: Mapping[str, Any], *, where: str) -> Any:
     if unknown:
         raise SpecError(
             f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
-            f"allowed keys: {', '.join(sorted(fields))}"
+            f"allowed keys: {', '.join(sorted(fields))}{closest(unknown, set(fields))}"
         )
     missing = sorted(
         name

@@ -30,9 +30,87 @@ import numpy as np
 
 from privlab.platform.core.errors import SpecError
 
-__all__ = ["BOOLEAN", "ConstrainedParams", "Constraint", "InstanceOf", "Interval", "Options", "RealPair", "Text",
-           "Unconstrained", "check_count",
+__all__ = ["BOOLEAN", "MAX_INT64", "MAX_RECORDS", "ConstrainedParams", "Constraint", "InstanceOf", "Interval", "Options", "RealPair",
+           "Text", "Unconstrained", "as_float", "check_count", "check_path_text", "closest", "shown",
            "check_positive_finite", "check_real", "check_text", "describe_constraints", "validate_parameters"]
+
+
+#: The largest integer a count, size, index or grid value may take unless its constraint says
+#: otherwise: what numpy's int64 (array sizes, indices, counts) holds. A larger one (a TOML file
+#: may hold a 400-digit integer) would otherwise fail deep inside numpy, or as an
+#: ``OverflowError`` when converted to a float, after the run started.
+MAX_INT64 = 2**63 - 1
+
+#: The most records a generated dataset or one trial's draw may hold (a declared bound of the
+#: workloads and generators that allocate ``n`` values: 0.8 GB per float64 column). Larger ones
+#: are refused when the spec is read, not by numpy in a worker after the run started.
+MAX_RECORDS = 10**8
+
+#: An integer with more digits than this is shown by its length, not its digits, in messages;
+#: a longer string by its first characters and its length.
+_SHOWN_DIGITS = 30
+_SHOWN_CHARACTERS = 80
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` for a message, but a huge integer as its number of digits (a 400-digit
+    ``epsilon`` in a spec is named, not printed over five lines)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        digits = len(str(abs(value))) if abs(value) < 10**4300 else None  # str() refuses > 4300 digits
+        if digits is None or digits > _SHOWN_DIGITS:
+            return f"an integer of {'over 4,300' if digits is None else f'{digits:,}'} digits"
+    if isinstance(value, str) and len(value) > _SHOWN_CHARACTERS:
+        return f"{value[:40]!r}… ({len(value):,} characters)"
+    text = repr(value)
+    if len(text) > 4 * _SHOWN_CHARACTERS:  # a nested table or long list: its start, and its size
+        return f"{text[:_SHOWN_CHARACTERS]}… (a {type(value).__name__} of {len(text):,} characters as text)"
+    return text
+
+
+def closest(unknown: Sequence[object], allowed: Sequence[str] | set[str] | frozenset[str]) -> str:
+    """``"; did you mean 'epsilon'?"`` for the unknown names that are near an allowed one (a
+    typo), else ``""``: appended to an "unknown key" message after its list of allowed keys."""
+    import difflib
+
+    guesses = []
+    for name in unknown:
+        match = difflib.get_close_matches(str(name), sorted(allowed), n=1, cutoff=0.6)
+        if match:
+            guesses.append(f"{match[0]!r} for {str(name)!r}" if len(unknown) > 1 else repr(match[0]))
+    return f"; did you mean {', '.join(guesses)}?" if guesses else ""
+
+
+#: The longest file or folder name (one path component) and whole path, in bytes, that Linux
+#: and macOS file systems take: a longer one fails every file operation with ENAMETOOLONG.
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 4095
+
+
+def check_path_text(text: str, what: str) -> str:
+    """``text`` if it can name a file: no NUL character, no component over
+    :data:`MAX_NAME_BYTES` and at most :data:`MAX_PATH_BYTES` in all (UTF-8). Checked when a
+    spec is read, so a path no file can have is bad input, not an ``OSError`` traceback.
+
+    Raises:
+        SpecError: the text cannot be a path.
+    """
+    if "\x00" in text:
+        raise SpecError(f"{what} holds a NUL character; no file can be named so")
+    size = len(text.encode("utf-8", "surrogatepass"))
+    longest = max((len(part.encode("utf-8", "surrogatepass")) for part in text.split("/")), default=0)
+    if size > MAX_PATH_BYTES or longest > MAX_NAME_BYTES:
+        raise SpecError(f"{what} is {size:,} bytes long with a name of {longest:,}; a file's path may take "
+                        f"{MAX_PATH_BYTES:,} bytes and each of its names {MAX_NAME_BYTES}: give the file's real path")
+    return text
+
+
+def as_float(value: object) -> float | None:
+    """``float(value)`` for a real number, or None when it cannot be one (a 400-digit integer
+    overflows a float)."""
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except OverflowError:
+        return None
 
 
 def check_real(name: str, value: object) -> float:
@@ -40,10 +118,14 @@ def check_real(name: str, value: object) -> float:
 
     Raises:
         TypeError: ``value`` is not a real number (``bool`` excluded).
+        ValueError: ``value`` is an integer too large for a float.
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} ({value!r}) must be a real number")
-    return float(value)
+        raise TypeError(f"{name} ({shown(value)}) must be a real number")
+    result = as_float(value)
+    if result is None:
+        raise ValueError(f"{name} ({shown(value)}) must be a finite real number (it is too large for a float)")
+    return result
 
 
 def check_positive_finite(name: str, value: object) -> float:
@@ -55,7 +137,7 @@ def check_positive_finite(name: str, value: object) -> float:
     """
     result = check_real(name, value)
     if not (math.isfinite(result) and result > 0.0):
-        raise ValueError(f"{name} ({value!r}) must be positive and finite")
+        raise ValueError(f"{name} ({shown(value)}) must be positive and finite")
     return result
 
 
@@ -67,9 +149,11 @@ def check_count(name: str, value: object, *, minimum: int = 1) -> int:
         ValueError: smaller than ``minimum``.
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} ({value!r}) must be an int")
+        raise TypeError(f"{name} ({shown(value)}) must be an int")
     if value < minimum:
-        raise ValueError(f"{name} ({value!r}) must be >= {minimum}")
+        raise ValueError(f"{name} ({shown(value)}) must be >= {minimum}")
+    if value > MAX_INT64:
+        raise ValueError(f"{name} ({shown(value)}) must be at most {MAX_INT64:,} (2**63 - 1)")
     return int(value)
 
 
@@ -125,25 +209,39 @@ class Interval(Constraint):
         closed: which bounds belong to the interval: ``"left"``, ``"right"``, ``"both"`` or
             ``"neither"``.
 
+        largest: for an integer kind, the largest magnitude accepted where ``left`` or ``right``
+            is ``None`` (default :data:`MAX_INT64`; a root seed takes 128-bit entropy); named in
+            the message only when a value exceeds it.
+
     Raises:
         TypeError: ``kind`` is not ``numbers.Real`` or ``numbers.Integral``.
         ValueError: ``closed`` is not one of the four names, or ``left > right``.
     """
 
-    def __init__(self, kind: type, left: float | None, right: float | None, *, closed: str) -> None:
+    def __init__(self, kind: type, left: float | None, right: float | None, *, closed: str,
+                 largest: int = MAX_INT64) -> None:
         if kind not in (numbers.Real, numbers.Integral):
             raise TypeError(f"kind ({kind!r}) must be numbers.Real or numbers.Integral")
         if closed not in ("left", "right", "both", "neither"):
             raise ValueError(f"closed ({closed!r}) must be one of ['left', 'right', 'both', 'neither']")
         if left is not None and right is not None and left > right:
             raise ValueError(f"left ({left!r}) must be <= right ({right!r})")
-        self.kind, self.left, self.right, self.closed = kind, left, right, closed
+        self.kind, self.left, self.right, self.closed, self.largest = kind, left, right, closed, largest
 
     def accepts_type(self, value: object) -> bool:
         return _is_int(value) if self.kind is numbers.Integral else _is_real(value)
 
+    def too_large(self, value: object) -> bool:
+        """Whether ``value`` is an integer beyond what this constraint can hold (:data:`MAX_INT64`
+        for an integer kind; a float for a real one), whatever its bounds say."""
+        if not _is_int(value):
+            return False
+        if self.kind is numbers.Integral:
+            return abs(int(value)) > self.largest  # type: ignore[call-overload]
+        return as_float(value) is None
+
     def accepts(self, value: object) -> bool:
-        if not self.accepts_type(value):
+        if not self.accepts_type(value) or self.too_large(value):
             return False
         x = float(value)  # type: ignore[arg-type]
         if not math.isfinite(x):
@@ -258,9 +356,9 @@ class RealPair(Constraint):
     def accepts(self, value: object) -> bool:
         if not self.accepts_type(value) or len(value) != 2:  # type: ignore[arg-type]
             return False
-        lower, upper = value  # type: ignore[misc]
-        return (_is_real(lower) and _is_real(upper) and math.isfinite(float(lower))
-                and math.isfinite(float(upper)) and float(lower) < float(upper))
+        lower, upper = (as_float(v) if _is_real(v) else None for v in value)  # type: ignore[union-attr]
+        return lower is not None and upper is not None and math.isfinite(lower) and math.isfinite(upper) \
+            and lower < upper
 
     def __str__(self) -> str:
         return "a pair (lower, upper) of finite real numbers with lower < upper"
@@ -309,7 +407,13 @@ def validate_parameters(constraints: Mapping[str, Sequence[ConstraintSpec]], par
         kind_ok = any(c is not None and c.accepts_type(value) for c in alternatives)
         error = value_error if kind_ok else type_error
         hint = (hints or {}).get(name)
-        raise error(f"{prefix}{name} ({value!r}) must be {describe_constraints(alternatives)}"
+        limit = next((c for c in alternatives if isinstance(c, Interval) and c.too_large(value)
+                      and (c.kind is numbers.Real or c.left is None or c.right is None)), None)
+        if limit is not None:
+            hint = (f"this integer is beyond what it can hold (at most {limit.largest:,} in magnitude)"
+                    if limit.kind is numbers.Integral else "this integer is too large for a float") \
+                + (f"; {hint}" if hint else "")
+        raise error(f"{prefix}{name} ({shown(value)}) must be {describe_constraints(alternatives)}"
                     + (f"; {hint}" if hint else ""))
 
 

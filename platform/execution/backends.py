@@ -204,6 +204,10 @@ class RayBackend:
                     "folder where the cluster was started so it finds the token, or set RAY_AUTH_MODE=token and "
                     "RAY_AUTH_TOKEN_PATH to the cluster's auth_token file") from None
         cluster_cpus = int(ray.cluster_resources().get("CPU", 1))
+        if address is not None and workers is not None and workers > cluster_cpus:
+            log.warning("--workers %d is more than the cluster's %d CPU(s); using %d (a cluster runs one unit per "
+                        "CPU: to run more at once, give its nodes more CPUs, e.g. privlab cluster up --cpus-per-node)",
+                        workers, cluster_cpus, cluster_cpus)
         self.workers = min(workers, cluster_cpus) if workers else cluster_cpus
         self.nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
         self._trials = ray.remote(num_cpus=1, max_retries=max_retries)(run_trial_range)

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from privlab.platform.core.columns import Schema
 from privlab.platform.core.csv_fields import check_field_counts
 from privlab.platform.core.errors import SchemaError, SpecError
+from privlab.platform.core.validation import check_path_text, closest
 
 FILE_FORMATS = ("parquet", "csv")
 
@@ -64,7 +65,7 @@ def dataset_from_spec(table: Mapping[str, Any], *, spec_dir: Path, where: str) -
         if unknown:
             raise SpecError(
                 f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed keys for a "
-                f"generated dataset: {', '.join(sorted(allowed))}"
+                f"generated dataset: {', '.join(sorted(allowed))}{closest(unknown, allowed)}"
             )
         params = table.get("params", {})
         if not isinstance(params, Mapping):
@@ -76,9 +77,9 @@ def dataset_from_spec(table: Mapping[str, Any], *, spec_dir: Path, where: str) -
         if unknown:
             raise SpecError(
                 f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed keys for a "
-                f"file dataset: {', '.join(sorted(allowed))}"
+                f"file dataset: {', '.join(sorted(allowed))}{closest(unknown, allowed)}"
             )
-        path = Path(str(table["path"]))
+        path = Path(check_path_text(str(table["path"]), f"{where}.path"))
         if not path.is_absolute():
             path = (spec_dir / path).resolve()
         fmt = table.get("format", path.suffix.lstrip(".").lower())

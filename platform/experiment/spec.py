@@ -49,7 +49,7 @@ from typing import Any
 from privlab.platform.core.errors import LedgerError, PrivlabError, SpecError
 from privlab.platform.core.toml_files import MAX_DEPTH, nesting_depth, read_toml
 from privlab.platform.core.validation import (BOOLEAN, ConstraintSpec, InstanceOf, Interval, Options, Text,
-                                              validate_parameters)
+                                              check_path_text, closest, shown, validate_parameters)
 from privlab.platform.dp.accountants import SELECTABLE as SELECTABLE_ACCOUNTANTS
 from privlab.platform.dp.ledger import Ledger
 from privlab.platform.dp.seeding import canonical_params, grid_sampling_generator, stable_key
@@ -64,6 +64,7 @@ MODES = ("research",)
 RUN_STATISTICS = ("centre", "summary", "all")
 RESERVOIRS = ("reports", "all")
 MAX_UNITS = 10**10
+MAX_SEED = 2**128 - 1  # a root seed may be the 128-bit OS entropy a run without one logged
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -199,7 +200,7 @@ def _unknown(table: Mapping[str, Any], allowed: set[str], where: str) -> None:
     if unknown:
         raise SpecError(
             f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
-            f"allowed keys: {', '.join(sorted(allowed))}"
+            f"allowed keys: {', '.join(sorted(allowed))}{closest(unknown, allowed)}"
         )
 
 
@@ -234,7 +235,7 @@ EXECUTION_CONSTRAINTS: dict[str, list[ConstraintSpec]] = {
     "max_in_flight_per_worker": [UNITS], "max_configurations": [UNITS],
 }
 TOP_CONSTRAINTS: dict[str, list[ConstraintSpec]] = {
-    "seed": [Interval(numbers.Integral, 0, None, closed="left")], "mode": [Options(str, MODES)]}
+    "seed": [Interval(numbers.Integral, 0, None, closed="left", largest=MAX_SEED)], "mode": [Options(str, MODES)]}
 TOP_HINTS = {"mode": "release runs use `privlab release`, not `privlab run`"}
 
 
@@ -308,7 +309,7 @@ def parse_spec(document: Mapping[str, Any], *, source: Path, text: str = "",
             raw["dataset"] = default_dataset
         study, configs = _parse_study(raw, spec_dir=spec_dir, seed=seed, budget=budget,
                                       room=execution.max_configurations - len(configurations),
-                                      limit=execution.max_configurations)
+                                      limit=execution.max_configurations, single="study" not in document)
         studies.append(study)
         configurations.extend(configs)
 
@@ -400,11 +401,38 @@ def _grid_point(index: int, axes: Sequence[tuple[str, list[Any]]]) -> dict[str, 
     return dict(zip([key for key, _ in axes], reversed(values), strict=True))
 
 
+PATH_COMPONENT_BYTES = 255  # the longest file or folder name Linux and macOS file systems take
+_NOT_IN_NAMES = frozenset("/\\") | {chr(c) for c in range(32)} | {"\x7f"}
+
+
+def _check_study_name(name: str, workload: type[registry.Workload], *, where: str, single: bool) -> None:
+    """A study's name names files and folders of the run's results (``<study>-<metric>.png``,
+    the report's ``<study>/`` pages): refuse one that cannot be a path component, before any
+    work (a 600-character name used to fail on its plots after every configuration had run).
+
+    Raises:
+        SpecError: the name is ``.`` or ``..``, holds ``/``, ``\\`` or a control character, or
+            is too long for ``<study>-<metric>.png`` to fit :data:`PATH_COMPONENT_BYTES`.
+    """
+    what = "the spec's name (its study's name)" if single else "the study's name"
+    if name in (".", "..") or any(c in _NOT_IN_NAMES for c in name):
+        raise SpecError(f"{where}: {what} names files and folders of the results (plots, report pages), so it cannot "
+                        "be '.' or '..' nor hold '/', '\\' or control characters; rename it")
+    suffix = max(len(f"-{metric}.png".encode()) for metric in (*workload.metrics, *workload.derived_metrics, ""))
+    limit = PATH_COMPONENT_BYTES - suffix
+    size = len(name.encode())
+    if size > limit:
+        raise SpecError(f"{where}: {what} is {size:,} bytes long (UTF-8); it names the results' files "
+                        f"('<name>-<metric>.png', at most {PATH_COMPONENT_BYTES} bytes), so with workload "
+                        f"{workload.name!r}'s metrics it may take at most {limit} bytes; shorten it")
+
+
 def _parse_study(
-    raw: dict[str, Any], *, spec_dir: Path, seed: int | None, budget: BudgetSpec | None, room: int, limit: int
+    raw: dict[str, Any], *, spec_dir: Path, seed: int | None, budget: BudgetSpec | None, room: int, limit: int,
+    single: bool = False,
 ) -> tuple[Study, list[Configuration]]:
     name = raw["name"]
-    where = f"study {name!r}"
+    where = f"study {name!r}" if len(name) <= 60 else f"study {name[:40]!r}… ({len(name):,} characters)"
     _unknown(raw, STUDY_KEYS, where)
     workload_name = raw.get("workload")
     if not isinstance(workload_name, str):
@@ -416,6 +444,7 @@ def _parse_study(
         workload = registry.get_workload(workload_name)
     except PrivlabError as error:
         raise SpecError(f"{where}: {error}") from None
+    _check_study_name(name, workload, where=where, single=single)
 
     pattern = workload.pattern
     if pattern is Pattern.GRID:
@@ -593,5 +622,8 @@ def _with_paths_mapped(params_type: type, values: Mapping[str, Any], change: Cal
     for field in dataclasses.fields(params_type):
         if field.metadata.get("path") and field.name in out:
             value = out[field.name]
+            for text in value if isinstance(value, list) else [value]:
+                if isinstance(text, str) and text:  # before any file operation can fail on it
+                    check_path_text(text, f"params.{field.name} ({shown(text)})")
             out[field.name] = [one(v) for v in value] if isinstance(value, list) else one(value)
     return out

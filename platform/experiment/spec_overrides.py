@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from privlab.platform.core.errors import PrivlabError, SpecError
+from privlab.platform.core.validation import check_path_text, shown
 from privlab.platform.experiment import registry
 from privlab.platform.experiment.spec_keys import STUDY_KEYS
 
@@ -46,7 +47,10 @@ def _rebased(owner: Mapping[str, Any], parts: tuple[str, ...], value: Any, *, sp
         return value
 
     def rebase(item: Any) -> Any:
-        if not isinstance(item, str) or not item or Path(item).is_absolute():
+        if not isinstance(item, str) or not item:
+            return item
+        check_path_text(item, f"--set {'.'.join(map(str, parts))} ({shown(item)})")  # before resolving it
+        if Path(item).is_absolute():
             return item
         target = (cwd / item).resolve()
         try:

@@ -48,7 +48,7 @@ def comparison_frame(
     if run_id is not None:
         parents = [p for p in parents if p.info.run_id == run_id]
         if not parents:
-            raise TrackingError(f"run {run_id!r} is not a parent run of experiment {experiment!r}; "
+            raise NotFoundError(f"run {run_id!r} is not a parent run of experiment {experiment!r}; "
                                 f"`privlab runs {experiment}` lists them")
     elif not all_runs:
         parents = parents[:1]
@@ -66,6 +66,7 @@ def comparison_frame(
                                 f"its studies: {', '.join(known)}")
         frame = frame[frame["study"].isin(studies)].dropna(axis=1, how="all")
     frame = _in_spec_order(frame, [p.info.run_id for p in parents])
+    frame.attrs["runs"] = [(p.info.run_id, p.info.start_time) for p in parents]  # what the command says it shows
     frame = frame[_column_order(frame.columns)]
     without: list[str] = []
     if metrics:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import shlex
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -138,21 +139,35 @@ def render_studies(rows: Sequence[Mapping[str, Any]], *, title_suffix: Mapping[s
                                                                    width=width, small_n=small_n, max_rows=max_rows))
         if max_rows is not None and len(members) > max_rows:
             more = len(members) - max_rows
-            blocks[-1] += (f"\n… and {more:,} more row{'s' if more != 1 else ''}: `privlab compare {name} --study "
-                           f"{shlex.quote(study)}` lists them all, `--format csv --output FILE` writes them to a file")
+            blocks[-1] += "\n" + _fitted(
+                f"… and {more:,} more row{'s' if more != 1 else ''}: `privlab compare {name} --study "
+                f"{shlex.quote(study)}` lists them all, `--format csv --output FILE` writes them to a file", width)
         if hidden:
             hidden_total += len(hidden)
-            blocks[-1] += (f"\n… and {len(hidden)} more metric{'s' if len(hidden) != 1 else ''} "
-                           f"({', '.join(hidden[:3])}{', …' if len(hidden) > 3 else ''}): "
-                           f"`privlab compare {name} --study {shlex.quote(study)} --metric NAME` shows any of them, "
-                           f"`privlab compare {name} --study {shlex.quote(study)} --format csv` all of them")
+            blocks[-1] += "\n" + _fitted(
+                f"… and {len(hidden)} more metric{'s' if len(hidden) != 1 else ''} "
+                f"({', '.join(hidden[:3])}{', …' if len(hidden) > 3 else ''}): "
+                f"`privlab compare {name} --study {shlex.quote(study)} --metric NAME` shows any of them, "
+                f"`privlab compare {name} --study {shlex.quote(study)} --format csv` all of them", width)
+    notes = []
     if any(small_n):
-        blocks.append(SMALL_N_NOTE.format(min=MIN_CI_COUNT))
+        notes.append(SMALL_N_NOTE.format(min=MIN_CI_COUNT))
     if verdicts:
         off = verdicts.count("OFF")
-        blocks.append(VERDICT_NOTE.format(checks=len(verdicts), ok=len(verdicts) - off, off=off,
-                                          chance=0.05 * len(verdicts)))
-    return "\n\n".join(blocks)
+        notes.append(VERDICT_NOTE.format(checks=len(verdicts), ok=len(verdicts) - off, off=off,
+                                         chance=0.05 * len(verdicts)))
+    return "\n\n".join([*blocks, *(_fitted(note, width) for note in notes)])
+
+
+def _fitted(text: str, width: int | None) -> str:
+    """A note or hint wrapped to the terminal's width, never inside a word or a `command` (one
+    to copy stays on one line)."""
+    if width is None:
+        return text
+    parts = text.split("`")
+    held = "`".join(part.replace(" ", "\xa0") if i % 2 else part for i, part in enumerate(parts))
+    return textwrap.fill(held, width=max(width, 40), break_long_words=False,
+                         break_on_hyphens=False).replace("\xa0", " ")
 
 
 def render_study(rows: Sequence[Mapping[str, Any]], *, verdicts: list[str] | None = None,
@@ -219,10 +234,10 @@ def render_study(rows: Sequence[Mapping[str, Any]], *, verdicts: list[str] | Non
         keep -= 1  # wider than the terminal: leave out the last metric shown
     if hidden is not None:
         hidden += [name for name, _ in metric_columns[keep:]]
-    columns = kept
-    if verdicts is not None:
+    if verdicts is not None:  # every check, shown or not: the columns a narrow terminal leaves out count too
         verdicts += [cell.rsplit(" ", 1)[1] for header, cells in columns if header == "expected"
                      for cell in cells if cell.endswith((" ok", " OFF"))]
+    columns = kept
     shown_rows = len(rows) if max_rows is None else min(len(rows), max_rows)
     columns = [(header, cells[:shown_rows]) for header, cells in columns]
     widths = [max(len(header), *(len(cell) for cell in cells)) for header, cells in columns]

@@ -31,17 +31,36 @@ from privlab.platform.results.reports import parquet_frame, reservoir_frame
 from privlab.platform.run.configuration_state import ConfigState
 from privlab.platform.run.parent_run import ParentRun
 from privlab.platform.tracking.background_writer import BackgroundWriter
-from privlab.platform.tracking.configuration_index import RESULT_PATH, IndexRow, run_params_of
+from privlab.platform.tracking.configuration_index import MLFLOW_METRIC_NAMES, RESULT_PATH, IndexRow, run_params_of
 from privlab.platform.tracking.result_parts import PART_FOLDER, ResultRow, entry_text, read_results
 from privlab.platform.tracking.tracker import ResultRunUpload, Tracker
 from privlab.platform.tracking.unit_table import unit_columns, unit_frame
 
 RESERVOIR_PATH = "reservoir.parquet"  # a configuration run's own sample, in runs logged before result parts
-LEDGER_TEXT_PATH = "ledger.txt"  # a ledger too long for the run's privlab.ledger tag
-MAX_TAG_VALUE_LENGTH = 8000  # MLflow's limit on a tag's value
+LEDGER_TEXT_PATH = "ledger.txt"  # a configuration run's ε ledger, whole; its privlab.ledger tag points to it
 #: Metrics of a configuration's entry that are its ledger's detail (δ, each step's ε): shown by
 #: the run's ledger tag, kept in the index and parts, not logged as MLflow metrics.
 LEDGER_DETAIL = ("delta_total", "eps_step_")
+
+
+def run_name(entry_id: str, point: Mapping[str, Any]) -> str:
+    """A configuration run's name in MLflow: its id, as the command line shows it, then the
+    parameters its study varies (``laplace_mean-000 epsilon=0.1 n=100``,
+    ``pmse_sensitivity-000.d1_cp01 depth=1 cp=0.01``): one style for grid points and facets, and
+    sorted by name the runs of a study are in the spec's order."""
+    varying = " ".join(f"{k.removeprefix('facet.').removeprefix('dataset.')}={v}" for k, v in point.items())
+    return f"{entry_id} {varying}"[:250].rstrip()
+
+
+def ledger_tag(ledger: Any) -> str:
+    """The ``privlab.ledger`` tag: what the ledger totals, and where the whole of it is (the
+    run's ``ledger.txt``; a tag's value is cut short in MLflow's UI)."""
+    total = ledger.total()
+    steps = len(ledger.events)
+    mechanisms = ", ".join(dict.fromkeys(str(e.mechanism) for e in ledger.events))
+    delta = f", δ = {total.delta:.3g}" if total.delta else ""
+    return (f"ε = {total.epsilon:.6g}{delta} over {steps} step(s) ({mechanisms}); every step, with its sensitivity "
+            f"and noise scale: Artifacts › {LEDGER_TEXT_PATH}")
 
 
 class ConfigurationLog:
@@ -119,6 +138,8 @@ class ConfigurationLog:
             if event.epsilon is not None:  # a Gaussian step has no ε of its own; ledger.txt shows its ρ
                 ledger_metrics[f"eps_step_{i:02d}_{_metric_safe(event.name)}"] = event.effective_epsilon
         wall = time.perf_counter() - (state.started or time.perf_counter())
+        end_millis = int(time.time() * 1000)  # the run's real span in MLflow (its Duration column)
+        start_millis = end_millis - int(wall * 1000)
         timing = {"wall_seconds": wall, "compute_seconds": state.aggregate.compute_seconds,
                   "nodes": float(len(state.aggregate.nodes))} | {k.removeprefix("timing_"): v for k, v in measured.items()}
         reservoirs = {name: acc.reservoir() for name, acc in state.aggregate.metrics.items() if acc.count}
@@ -144,10 +165,9 @@ class ConfigurationLog:
             files: dict[str, str | bytes] = {}
             ledger_text = None
             kept = None
-            if self.spec.tracking.artifacts:
-                ledger_text = ledger.render_table()
-                if len(ledger_text) > MAX_TAG_VALUE_LENGTH:  # too long for a tag: an artifact of its own
-                    files[LEDGER_TEXT_PATH], ledger_text = ledger_text, None
+            if self.spec.tracking.artifacts:  # the ledger whole as an artifact; the tag says what it totals
+                files[LEDGER_TEXT_PATH] = ledger.render_table()
+                ledger_text = ledger_tag(ledger)
                 kept = split_facet(reservoirs, facet, facets)
                 if not (workload.reads_reservoirs or self.spec.tracking.reservoirs == "all"):
                     kept = None  # no report reads it: neither stored nor kept in memory
@@ -164,13 +184,14 @@ class ConfigurationLog:
                                                           if not k.startswith(LEDGER_DETAIL)}
             upload = self.tracker.result_upload(
                 self.parent.experiment_id, parent_id=self.parent.run_id,
-                name=entry["label"][:250], params=run_params if every_statistic else entry["params"],
+                name=run_name(entry_id, entry["grid_point"]), params=run_params if every_statistic else entry["params"],
                 ledger_text=ledger_text,
-                metrics={k: v for k, v in logged.items() if k not in skipped}, files=files,
+                metrics={MLFLOW_METRIC_NAMES.get(k, k): v for k, v in logged.items() if k not in skipped}, files=files,
                 config_id=entry_id, group=config.id, study=config.study, workload=config.workload,
                 standard_tags=self.parent.standard_tags,
                 datasets=[self.parent.datasets[config.id]] if config.id in self.parent.datasets else [],
                 result=result, timing=timing, reservoir=kept, units=units,
+                start_millis=start_millis, end_millis=end_millis,
             )
             self.writer.submit_batched(self._send, (entry_id, row, upload), keep=upload)
             entries.append(entry)
@@ -201,7 +222,7 @@ class ConfigurationLog:
         for index, metrics in records:
             upload = self.tracker.result_upload(
                 self.parent.experiment_id, parent_id=self.parent.run_id,
-                name=f"{config.label()[:200]} #{index}",
+                name=f"{run_name(config.id, config.grid_point)[:200]} #{index}",
                 params=config.flat_params() | {"workload": config.workload, "study": config.study, "unit": index},
                 metrics=metrics, files={}, config_id=config.id, group=config.id, study=config.study,
                 workload=config.workload, unit=index,

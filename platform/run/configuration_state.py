@@ -215,8 +215,8 @@ def warm_up_workloads(configurations: Iterable[Configuration], *, say: Callable[
         by_workload.setdefault(config.workload, []).append(config)
     for name, members in by_workload.items():
         workload = registry.get_workload(name)
-        note = threading.Timer(1.0, say, args=[f"privlab: preparing {name} (compiling its code the first time; "
-                                                 "cached for later runs)"]) if say is not None else None
+        note = threading.Timer(1.0, say, args=[f"privlab: preparing {name} (loading its compiled code, or compiling "
+                                                 "it on a first run: cached for later runs)"]) if say is not None else None
         if note is not None:
             note.daemon = True
             note.start()

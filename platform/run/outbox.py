@@ -64,13 +64,23 @@ class HeldBack:
         return outbox_path(self.run_id)
 
     def describe(self) -> str:
-        configurations = sum(1 for u in self.uploads if u.kind == "configuration")
-        units = len(self.uploads) - configurations
+        """What is kept, counted as a user counts it: finished configurations (a facetted one logs
+        several runs under one id), unit runs, and the configurations with partial results in
+        the checkpoint; a kind with none is not named."""
+        runs = [u for u in self.uploads if u.kind == "configuration"]
+        finished = len({u.config_id for u in runs})
+        units = len(self.uploads) - len(runs)
         partial = len((self.checkpoint or {}).get("partial", {}))
-        parts = [f"{configurations} configuration run(s)"]
+        parts = []
+        if finished:
+            extra = f" ({len(runs)} runs)" if len(runs) != finished else ""
+            parts.append(f"the results of {finished} finished configuration(s){extra}")
         if units:
             parts.append(f"{units} unit run(s)")
-        parts.append(f"the partial results of {partial} configuration(s)")
+        if partial:
+            parts.append(f"the partial results of {partial} unfinished configuration(s)")
+        if not parts:
+            return "the run's checkpoint (every finished configuration was logged)"
         return ", ".join(parts)
 
 

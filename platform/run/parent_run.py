@@ -21,6 +21,7 @@ from typing import Any
 
 from privlab.platform.core.errors import ExecutionError
 from privlab.platform.dp.seeding import fresh_root_seed
+from privlab.platform.experiment import registry
 from privlab.platform.experiment.spec import ExperimentSpec
 from privlab.platform.tracking.liveness import take_over
 from privlab.platform.tracking.run_datasets import DatasetDescription
@@ -64,8 +65,26 @@ def start_parent_run(
     if spec.tracking.artifacts:
         tracker.log_texts(run_id, {"spec.json": json.dumps(spec.document, indent=2, default=str),
                                    "spec.toml": spec.text})
+    tracker.set_default_columns(experiment_id, default_columns(spec))
     return ParentRun(experiment_id=experiment_id, run_id=run_id, root_seed=root_seed, standard_tags=standard,
                      datasets=datasets)
+
+
+def default_columns(spec: ExperimentSpec) -> list[str]:
+    """The metric columns MLflow's runs table opens with under ``privlab ui``: each study's
+    headline metric (its workload's first, as its configuration runs log it: ``abs_error_mean``,
+    ``accepted_rate``) and the configurations' ε (``eps_configuration``)."""
+    from privlab.platform.experiment.registry import MetricKind
+
+    columns: list[str] = []
+    for study in spec.studies:
+        workload = registry.get_workload(study.workload)
+        names = list(study.metrics) or list(workload.metrics)
+        if names and names[0] in workload.metrics:
+            kind = workload.metrics[names[0]]
+            metric = names[0].split("/", 1)[-1]  # a facetted study's runs log a facet's metric bare
+            columns.append(f"{metric}_{'rate' if kind == MetricKind.RATE else 'mean'}")
+    return [*dict.fromkeys(columns), "eps_configuration"]
 
 
 def run_name(spec: ExperimentSpec, *, now: float | None = None) -> str:

@@ -303,7 +303,7 @@ class _Driver:
             return TrackingOutage(f"{reason}. Keeping what run {self.run_id} computed failed too ({failure}); "
                                   "a resume goes on from the run's last checkpoint in the tracking store",
                                   run_id=self.run_id)
-        return TrackingOutage(f"{reason}. Nothing computed is lost: {held.describe()} are kept in {path}; a resume "
+        return TrackingOutage(f"{reason}. Nothing computed is lost; kept in {path}: {held.describe()}; a resume "
                               "logs them once the server answers again", run_id=self.run_id)
 
     def _close(self, backend: Backend | None, status: str) -> None:
@@ -311,6 +311,8 @@ class _Driver:
         if self.closed:
             return
         self.closed = True
+        if self.progress is not None:
+            self.progress.stop()
         self.writer.close()
         if backend is not None:
             backend.shutdown()
@@ -342,6 +344,7 @@ class _Driver:
         self.progress.resume_from(sum(class_done.values()), classes=class_done,
                                   seconds_per_unit=self._measured_costs())
         self.progress.update(configs_done=len(self.configuration_log.results), force=True)
+        self.progress.start_ticking()  # long units: the line keeps moving between results
 
     def _measured_costs(self) -> dict[str, float]:
         """Compute seconds per unit of each cost class, from what earlier sessions of a resumed

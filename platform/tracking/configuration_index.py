@@ -25,6 +25,11 @@ INDEX_PATH = "configurations.parquet"
 # A configuration run's summary entry, every statistic of every metric included (its MLflow
 # metrics may hold only the summary statistics: [tracking] run_statistics).
 RESULT_PATH = "result.json"
+#: Summary metrics a configuration run logs under another name in MLflow: its ledger's ε is
+#: ``eps_configuration``, as the parent's largest is ``eps_max_configuration``.
+MLFLOW_METRIC_NAMES = {"eps_total": "eps_configuration"}
+SUMMARY_METRIC_NAMES = {logged: name for name, logged in MLFLOW_METRIC_NAMES.items()}
+
 ID_FIELDS = ("config_id", "study", "workload", "run_id")
 METRIC_PREFIX = "metric."  # a metric's column; null where the run did not log it (NaN is a logged NaN)
 
@@ -47,7 +52,8 @@ class IndexRow:
         ``result.json``), which holds the statistics the run did not log as MLflow metrics, and
         by its ``timing`` (``timing_*``), kept beside the entry."""
         tags = RunTags.of(run)
-        metrics = {k: float(v) for k, v in (entry or {}).get("metrics", {}).items()} | dict(run.data.metrics)
+        logged = {SUMMARY_METRIC_NAMES.get(k, k): v for k, v in run.data.metrics.items()}
+        metrics = {k: float(v) for k, v in (entry or {}).get("metrics", {}).items()} | logged
         metrics |= {f"timing_{k}": float(v) for k, v in (timing or {}).items()}
         params = dict(run.data.params) if entry is None else run_params_of(entry)
         return cls(config_id=tags.config_id or "", study=tags.study or "", workload=tags.workload or "",

@@ -46,6 +46,9 @@ SOURCE_TAGS = (USER_TAG, SOURCE_NAME_TAG, SOURCE_TYPE_TAG, SOURCE_GIT_COMMIT_TAG
 # traces opens in the GenAI view ("Traces 0"), privlab's runs hidden behind a toggle.
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
+# The metric columns `privlab ui` shows by default in an experiment's runs table (JSON list of
+# metric names: each study's headline metric and the configurations' ε; platform/cli/ui_app.py).
+DEFAULT_COLUMNS_TAG = "privlab.default_columns"
 
 
 def source_tags(*, source_name: str, git_commit: str | None, source_type: str = "LOCAL") -> dict[str, str]:

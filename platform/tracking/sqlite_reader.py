@@ -104,7 +104,7 @@ class SqliteStoreReader:
     def get_run(self, run_id: str) -> StoredRun:
         runs = self._runs("r.run_uuid = ?", (run_id,))
         if not runs:
-            raise TrackingError(f"no run {run_id!r} in the tracking store {self.uri}; check the id "
+            raise NotFoundError(f"no run {run_id!r} in the tracking store {self.uri}; check the id "
                                 "(`privlab runs` lists run ids) and --tracking-uri")
         return runs[0]
 

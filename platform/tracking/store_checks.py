@@ -97,6 +97,29 @@ def check_store_uri(uri: str, *, source: str) -> None:
             f"create it (a typo would scatter stores): create it (mkdir -p {folder}) or fix the URI")
 
 
+def existing_store(cli_uri: str | None) -> str:
+    """The resolved URI of a store a command only reads or serves (``privlab ui``), checked as a
+    run's is (:func:`check_store_uri`) and, when local, required to exist: MLflow would create
+    an empty one, or answer a missing ``file:`` store or an ``ftp://`` URI with its own words
+    (a model-registry message, a deprecation notice) and exit 4.
+
+    Raises:
+        InputError: the scheme is not a tracking store's, or a sqlite path is a folder.
+        NotFoundError: a local store (sqlite file or folder) that does not exist.
+    """
+    from privlab.platform.tracking.store_location import resolve_tracking_uri
+
+    uri = resolve_tracking_uri(cli_uri)
+    source = uri_source(cli_uri, None)
+    path = local_store_path(uri) if uri_scheme(uri) in _supported_schemes() else None
+    if path is not None and not path.exists():
+        raise NotFoundError(
+            f"no MLflow tracking store at {str(path)!r} ({uri}, {source}); run `privlab run SPEC` in this folder "
+            "first, or point --tracking-uri / MLFLOW_TRACKING_URI at the store that holds your runs")
+    check_store_uri(uri, source=source)
+    return uri
+
+
 def check_resumable(uri: str, run_id: str, *, source: str) -> None:
     """Check that ``run_id`` is a run of the store at ``uri``, creating no store.
 

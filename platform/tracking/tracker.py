@@ -34,6 +34,7 @@ from privlab.platform.tracking.run_tags import (
     COMMAND_TAG,
     CONFIG_TAG,
     DRIVER_TAG,
+    DEFAULT_COLUMNS_TAG,
     EXPERIMENT_KIND,
     EXPERIMENT_KIND_TAG,
     GIT_COMMIT_TAG,
@@ -318,6 +319,8 @@ class Tracker:
         reservoir: Mapping[str, Iterable[float]] | None = None,
         ledger_text: str | None = None,
         units: Mapping[str, Any] | None = None,
+        start_millis: int | None = None,
+        end_millis: int | None = None,
     ) -> ResultRunUpload:
         """A finished child run, ready for :meth:`send`: the result of a configuration (or of
         one facet of it, in ``group``), or with ``unit`` of one unit of a ``unit_runs`` workload;
@@ -340,7 +343,8 @@ class Tracker:
                                timing=None if timing is None else {k: float(v) for k, v in timing.items()},
                                reservoir=None if reservoir is None else
                                {name: [float(v) for v in values] for name, values in reservoir.items()},
-                               units=None if units is None else dict(units))
+                               units=None if units is None else dict(units),
+                               start_millis=start_millis, end_millis=end_millis)
 
     @_timed
     def send(self, upload: ResultRunUpload) -> str:
@@ -400,9 +404,14 @@ class Tracker:
         for future in futures:
             future.result()
 
+    def set_default_columns(self, experiment_id: str, metrics: Sequence[str]) -> None:
+        """The metric columns MLflow's runs table shows for the experiment by default under
+        ``privlab ui`` (the :data:`DEFAULT_COLUMNS_TAG` experiment tag)."""
+        self.client.set_experiment_tag(experiment_id, DEFAULT_COLUMNS_TAG, json.dumps(list(metrics)))
+
     def _create_run(self, upload: ResultRunUpload) -> None:
-        upload.run_id = self.client.create_run(upload.experiment_id, run_name=upload.name,
-                                               tags=upload.tags).info.run_id
+        upload.run_id = self.client.create_run(upload.experiment_id, run_name=upload.name, tags=upload.tags,
+                                               start_time=upload.start_millis).info.run_id
 
     def _finish_run(self, upload: ResultRunUpload) -> None:
         """Log a created run's params, metrics, inputs and files, then end it (step by step)."""
@@ -415,7 +424,7 @@ class Tracker:
         if not upload.uploaded:
             self._log_texts(upload.run_id, upload.files)
             upload.uploaded = True
-        self.client.set_terminated(upload.run_id, status="FINISHED")
+        self.client.set_terminated(upload.run_id, status="FINISHED", end_time=upload.end_millis)
         upload.finished = True
 
     def _write_part(self, uploads: Sequence[ResultRunUpload], *, local: SqliteRunWriter | None = None) -> None:
@@ -448,13 +457,24 @@ class Tracker:
 
     # -- reading ------------------------------------------------------------------------------
     def get_run(self, run_id: str) -> Any:
+        """The run ``run_id``.
+
+        Raises:
+            NotFoundError: the store holds no such run (bad input: exit 2).
+            TrackingError: the store could not be read.
+        """
+        from mlflow.exceptions import MlflowException
+
         try:
             return self.client.get_run(run_id)
-        except Exception:
-            raise TrackingError(
-                f"no run {run_id!r} in the tracking store {self.uri}; check the id "
-                "(`privlab runs` lists run ids) and --tracking-uri"
-            ) from None
+        except MlflowException as error:
+            if error.error_code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
+                raise NotFoundError(
+                    f"no run {run_id!r} in the tracking store {self.uri}; check the id "
+                    "(`privlab runs` lists run ids) and --tracking-uri") from None
+            raise TrackingError(f"cannot read run {run_id!r} in the tracking store {self.uri}: {error}") from None
+        except Exception as error:
+            raise TrackingError(f"cannot read run {run_id!r} in the tracking store {self.uri}: {error}") from None
 
     def child_runs(self, experiment_id: str, parent_id: str) -> list[Any]:
         return self._search([experiment_id], f"tags.`{PARENT_TAG}` = '{parent_id}'")
@@ -530,6 +550,8 @@ class ResultRunUpload:
     timing: dict[str, float] | None = None  # its timing, in the same part
     reservoir: dict[str, list[float]] | None = None  # its reservoir sample, in the same part
     units: dict[str, Any] | None = None  # its per-unit table (a unit_runs workload's), in the same part
+    start_millis: int | None = None  # when its first unit started (epoch ms): MLflow's start and duration
+    end_millis: int | None = None  # when its last unit was merged
     run_id: str | None = None  # once created
     part_written: bool = False  # result and reservoir
     logged: bool = False  # params and metrics
@@ -548,7 +570,8 @@ class ResultRunUpload:
     def finished_run(self) -> FinishedRun:
         """The upload as a whole finished run (params as MLflow stores them)."""
         return FinishedRun(run_id=self.run_id or "", name=self.name, tags=self.tags, params=param_texts(self.params),
-                           metrics=self.metrics, files=self.files, datasets=self.datasets)
+                           metrics=self.metrics, files=self.files, datasets=self.datasets,
+                           start_millis=self.start_millis, end_millis=self.end_millis)
 
     def to_record(self) -> dict[str, Any]:
         """The upload as JSON-ready data (bytes files in base64)."""

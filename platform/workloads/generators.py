@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from privlab.platform.core.errors import SpecError
-from privlab.platform.core.validation import ConstrainedParams, Interval
+from privlab.platform.core.validation import MAX_RECORDS, ConstrainedParams, Interval
 from privlab.platform.experiment.registry import register_dataset_generator
 
 
@@ -31,7 +31,8 @@ class BoundedNormalParams(ConstrainedParams):
     upper: float = 4.0
 
     _parameter_constraints: ClassVar = {
-        "n": [Interval(Integral, 1, None, closed="left")], "columns": [Interval(Integral, 1, None, closed="left")],
+        "n": [Interval(Integral, 1, MAX_RECORDS, closed="both")],
+        "columns": [Interval(Integral, 1, MAX_RECORDS, closed="both")],
         "mean": [Interval(Real, None, None, closed="neither")], "sd": [Interval(Real, 0, None, closed="neither")],
         "lower": [Interval(Real, None, None, closed="neither")], "upper": [Interval(Real, None, None, closed="neither")],
     }
@@ -39,6 +40,9 @@ class BoundedNormalParams(ConstrainedParams):
     def _check_together(self) -> None:
         if self.upper <= self.lower:
             raise SpecError(f"upper ({self.upper!r}) must be greater than lower ({self.lower!r})")
+        if self.n * self.columns > MAX_RECORDS:
+            raise SpecError(f"n × columns ({self.n:,} × {self.columns:,}) must be at most {MAX_RECORDS:,} values "
+                            "(the most one generated dataset may hold)")
 
 
 @register_dataset_generator("bounded_normal", BoundedNormalParams)
