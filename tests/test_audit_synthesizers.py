@@ -133,6 +133,7 @@ def test_correct_privbayes_is_not_flagged_and_its_bound_is_positive(uri):
 
 
 @pytest.mark.statistical
+@pytest.mark.slow  # 4 s: kept under the default run's 6-minute budget
 def test_privbayes_with_quarter_noise_is_flagged(uri, monkeypatch):
     """Tables released with a quarter of the Laplace scale the claim needs: ε_lb > ε."""
     monkeypatch.setattr(privbayes, "TABLE_SENSITIVITY", privbayes.TABLE_SENSITIVITY / 4)

@@ -933,6 +933,7 @@ def _deterministic_lines(runs: list[Path], name: str) -> dict[int, str]:
             if all(i < len(other) and other[i] == line for other in texts[1:])}
 
 
+@pytest.mark.slow  # 6 s: kept under the default run's 6-minute budget
 @pytest.mark.usefixtures("far_count_margin")  # the DP count never lands on n or n − 1 by chance
 def test_neighbours_that_differ_in_a_dropped_record_publish_nothing_different_for_sure(tmp_path: Path) -> None:
     # Issue 15 item 2: two raw inputs that differ in one record, which the raw constraints drop on

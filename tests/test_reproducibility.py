@@ -22,6 +22,8 @@ def _run(spec_path: Path, uri: str, *overrides: str, **options: object) -> dict:
     return run_experiment(spec, RunOptions(serial=True, tracking_uri=uri, progress=False, **options))  # type: ignore[arg-type]
 
 
+# Slow suite: kept under the default run's 6-minute budget (CI runs it with -m slow).
+@pytest.mark.slow
 def test_batch_size_does_not_change_results(mini_spec: Path, tracking_uri: str) -> None:
     auto = _run(mini_spec, tracking_uri)
     small = _run(mini_spec, tracking_uri, "execution.batch_size=7")
@@ -30,6 +32,8 @@ def test_batch_size_does_not_change_results(mini_spec: Path, tracking_uri: str) 
     assert len(auto["configurations"]) == 5
 
 
+# Slow suite: kept under the default run's 6-minute budget (CI runs it with -m slow).
+@pytest.mark.slow
 def test_a_different_seed_changes_results(mini_spec: Path, tracking_uri: str) -> None:
     first = _run(mini_spec, tracking_uri)
     second = _run(mini_spec, tracking_uri, "seed=8")
