@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from privlab.platform.core.columns import Schema
 from privlab.platform.core.csv_fields import check_field_counts
 from privlab.platform.core.errors import SchemaError, SpecError
-from privlab.platform.core.validation import check_path_text, closest
+from privlab.platform.core.validation import check_path_text, closest, shown
 
 FILE_FORMATS = ("parquet", "csv")
 
@@ -84,7 +84,7 @@ def dataset_from_spec(table: Mapping[str, Any], *, spec_dir: Path, where: str) -
             path = (spec_dir / path).resolve()
         fmt = table.get("format", path.suffix.lstrip(".").lower())
         if fmt not in FILE_FORMATS:
-            raise SpecError(f"{where}.format ({fmt!r}) must be one of {', '.join(FILE_FORMATS)}")
+            raise SpecError(f"{where}.format ({shown(fmt)}) must be one of {', '.join(FILE_FORMATS)}")
         if not path.is_file():
             raise SpecError(
                 f"{where}.path: file {str(path)!r} does not exist (relative paths are resolved against the "

@@ -486,7 +486,7 @@ def _parse_study(
     axes: list[tuple[str, list[Any]]] = []
     for key, values in grid.items():
         if not isinstance(values, list) or not values:
-            raise SpecError(f"{where} [grid] {key} must be a non-empty list of values, got {values!r}")
+            raise SpecError(f"{where} [grid] {key} must be a non-empty list of values, got {shown(values)}")
         if len({canonical_params({"v": _numeric_identity(v)}) for v in values}) != len(values):
             raise SpecError(f"{where} [grid] {key} lists a value twice: {values!r}")
         if key.startswith("dataset."):

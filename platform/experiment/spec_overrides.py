@@ -84,7 +84,7 @@ def apply_override(document: dict[str, Any], override: str) -> tuple[dict[str, A
     key, sep, raw = override.partition("=")
     key = key.strip()
     if not sep or not key:
-        raise SpecError(f"--set {override!r} must look like key=value (e.g. trials=1000000)")
+        raise SpecError(f"--set {shown(override)} must look like key=value (e.g. trials=1000000)")
     try:
         value = tomllib.loads(f"v = {raw.strip()}")["v"]
     except tomllib.TOMLDecodeError:
