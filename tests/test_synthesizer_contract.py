@@ -316,7 +316,7 @@ def _check_zcdp_charge(synth: Synthesizer, ledger: Ledger, epsilon: float, data:
     total = ledger.total()
     assert epsilon * (1 - 1e-6) <= total.epsilon <= epsilon and total.delta == DELTA
     for event in ledger.events:
-        assert event.scope == "births" and event.mechanism in ("gaussian", "exponential")
+        assert event.scope == "births" and event.mechanism in ("gaussian", "exponential_bounded_range")
         if event.mechanism == "gaussian":
             assert event.sensitivity == math.sqrt(2) and event.typed.sigma == event.noise_scale
     assert synth.planned_events(epsilon, domain, len(data), scope="births", delta=DELTA) == plan  # type: ignore[call-arg]
@@ -330,8 +330,8 @@ def test_release_mode_charges_the_same_epsilon(
     synth = _build(name, params).fit(
         data, domain=domain, epsilon=EPSILON, ledger=ledger, source=SecureSource(writer)
     )
-    if name in ZCDP:  # discrete Gaussian measurements, permute-and-flip choices, all in the transcript
-        assert {e.mechanism for e in ledger.events} == {"discrete_gaussian", "permute_and_flip"}
+    if name in ZCDP:  # discrete Gaussian measurements, exact bounded-range choices, all in the transcript
+        assert {e.mechanism for e in ledger.events} == {"discrete_gaussian", "exponential_rejection"}
         assert ledger.total().epsilon <= EPSILON
         for _, noisy, _ in synth.measurements_:
             assert np.array_equal(noisy, np.round(noisy))  # integer counts + integer noise
@@ -500,7 +500,7 @@ def expected_step(name: str, params: Mapping[str, Any], event: PrivacyEvent, *, 
         # ‖M(D) − M̂‖₁ (weighted by AIM's workload weight c_r = Σ_s |r ∩ s|): one replaced record
         # moves the count vector by 2 in ℓ1. In the all-pairs workload over a, b, c, d the largest
         # weight is a pair's: 2 (itself) + 4 × 1 (the pairs sharing one column) = 6.
-        return "exponential", 2.0 * (6.0 if name == "aim" else 1.0)
+        return "exponential_bounded_range", 2.0 * (6.0 if name == "aim" else 1.0)
     if name in ZCDP:
         return "gaussian", math.sqrt(2.0)  # a count vector: one cell −1, another +1
     raise AssertionError(f"{name}: no hand-derived sensitivity for step {event.name!r}; add one here")
@@ -541,15 +541,15 @@ def test_sensitivities_and_noise_scales_match_hand_derived_values(
         # The noise actually drawn: one request per measurement at σ = Δ/sqrt(2ρ_step).
         assert source.gaussian_sigmas == pytest.approx([math.sqrt(2.0) / math.sqrt(2 * e.typed.rho)
                                                         for e in gaussians], rel=1e-12)
-        if name == "mst":  # ρ/3 over d one-ways, ρ/3 over d − 1 choices (ε = sqrt(2ρ)), ρ/3 over d − 1 pairs
+        if name == "mst":  # ρ/3 over d one-ways, ρ/3 over d − 1 choices (bounded range: ε = sqrt(8ρ)), ρ/3 over d − 1 pairs
             assert [e.typed.rho for e in gaussians] == pytest.approx([rho / (3 * d)] * d + [rho / (3 * (d - 1))] * (d - 1))
-            assert [e.epsilon for e in ledger.events if e.mechanism == "exponential"] == pytest.approx(
-                [math.sqrt(2 * rho / (3 * (d - 1)))] * (d - 1))
+            assert [e.epsilon for e in ledger.events if e.mechanism == "exponential_bounded_range"] == pytest.approx(
+                [math.sqrt(8 * rho / (3 * (d - 1)))] * (d - 1))
         else:  # AIM: each one-way gets 0.9ρ/T; the first round's σ and ε are those of ρ/T
             rounds = params["rounds"]
             assert [e.typed.rho for e in gaussians[:d]] == pytest.approx([0.9 * rho / rounds] * d)
-            first = next(e for e in ledger.events if e.mechanism == "exponential")
-            assert first.epsilon == pytest.approx(math.sqrt(2 * 0.1 * rho / rounds))
+            first = next(e for e in ledger.events if e.mechanism == "exponential_bounded_range")
+            assert first.epsilon == pytest.approx(math.sqrt(8 * 0.1 * rho / rounds))  # bounded range: ε²/8 = ρ
         return
     laplace_events = []
     for event in ledger.events:
