@@ -67,6 +67,27 @@ RELEASE_FILES = (*PUBLIC_FILES, CHECKSUMS)
 PRIVATE_ENTRIES = (TRANSCRIPT, f"{PRIVATE_DIR}/")
 
 
+def _work_tree_of(out: Path) -> tuple[str, Path, Path] | None:
+    """(git, the work tree's root, ``out`` relative to it) when ``out`` lies in a git work tree;
+    None when git is absent, ``out`` is outside any work tree, or git cannot tell."""
+    git = shutil.which("git")
+    if git is None:
+        return None
+    out = Path(out).absolute()
+    folder = out.parent
+    while not folder.exists():
+        folder = folder.parent
+    try:
+        top = subprocess.run([git, "-C", str(folder), "rev-parse", "--show-toplevel"], capture_output=True,
+                             text=True, timeout=60)
+        if top.returncode != 0 or not top.stdout.strip():
+            return None
+        root = Path(top.stdout.strip()).resolve()
+        return git, root, (folder.resolve() / out.relative_to(folder)).relative_to(root)
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+
+
 def unignored_transcript_paths(out: Path) -> list[str]:
     """Where a release into ``out`` would write its transcript inside a git work tree that does
     not ignore it, as the ``.gitignore`` lines that would (empty: nothing exposed, git is not
@@ -78,22 +99,11 @@ def unignored_transcript_paths(out: Path) -> list[str]:
     ``<name>.transcript.bin`` beside ``out`` when writing the bundle fails after the seal
     (:func:`keep_transcript`). Each is asked of ``git check-ignore``.
     """
-    git = shutil.which("git")
-    if git is None:
-        return []
+    tree = _work_tree_of(out)
+    if tree is None:
+        return []  # git absent, or not a work tree (or git cannot tell): nothing to check
+    git, root, relative = tree
     out = Path(out).absolute()
-    folder = out.parent
-    while not folder.exists():
-        folder = folder.parent
-    try:
-        top = subprocess.run([git, "-C", str(folder), "rev-parse", "--show-toplevel"], capture_output=True,
-                             text=True, timeout=60)
-        if top.returncode != 0 or not top.stdout.strip():
-            return []  # not a work tree (or git cannot tell): nothing to check
-        root = Path(top.stdout.strip()).resolve()
-        relative = (folder.resolve() / out.relative_to(folder)).relative_to(root)
-    except (OSError, ValueError, subprocess.SubprocessError):
-        return []
     parent = "/" if relative.parent == Path(".") else f"/{relative.parent.as_posix()}/"
     places = {  # .gitignore line → a path it must cover
         f"/{relative.as_posix()}/": (relative / TRANSCRIPT).as_posix(),
@@ -116,23 +126,14 @@ def public_files_shown_by_git(out: Path) -> Path | None:
     lists them, ``git add .`` commits them); None otherwise (outside any work tree, ignored
     there, or git absent). The transcript has its own check (:func:`unignored_transcript_paths`);
     a broad ignore rule such as ``**/private/transcript.bin`` hides it, not the bundle."""
-    git = shutil.which("git")
-    if git is None:
+    tree = _work_tree_of(out)
+    if tree is None:
         return None
-    out = Path(out).absolute()
-    folder = out.parent
-    while not folder.exists():
-        folder = folder.parent
+    git, root, relative = tree
     try:
-        top = subprocess.run([git, "-C", str(folder), "rev-parse", "--show-toplevel"], capture_output=True,
-                             text=True, timeout=60)
-        if top.returncode != 0 or not top.stdout.strip():
-            return None
-        root = Path(top.stdout.strip()).resolve()
-        probe = ((folder.resolve() / out.relative_to(folder)).relative_to(root) / PUBLIC_FILES[0]).as_posix()
-        checked = subprocess.run([git, "-C", str(root), "check-ignore", "-q", "--", probe], capture_output=True,
-                                 text=True, timeout=60)
-    except (OSError, ValueError, subprocess.SubprocessError):
+        checked = subprocess.run([git, "-C", str(root), "check-ignore", "-q", "--", (relative / PUBLIC_FILES[0]).as_posix()],
+                                 capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
         return None
     return root if checked.returncode == 1 else None  # 0: ignored; 128: git could not tell
 

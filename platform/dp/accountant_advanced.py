@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from privlab.platform.dp import composition
 from privlab.platform.dp.accountant_base import Accountant, register_accountant
-from privlab.platform.dp.accountant_basic import gaussian_refusal
+from privlab.platform.dp.accountant_basic import compose_scopes, gaussian_refusal, with_partitions
 from privlab.platform.dp.composition_tree import Guarantee, ScopeNode, basic_of
 from privlab.platform.dp.dp_events import Composed, DpEvent, SelfComposed
 from privlab.platform.dp.positional_split import NeighbouringRelation
@@ -48,11 +48,7 @@ def _scope_terms(node: ScopeNode, delta_slack: float) -> tuple[list[float], list
             eps, dels = basic_eps, basic_dels
         else:
             eps, dels = [adv_e], [adv_d]
-    for parts in node.partitions:
-        pe, pd = composition.parallel([composition.sequential(*_scope_terms(p, delta_slack)) for p in parts])
-        eps.append(pe)
-        dels.append(pd)
-    return eps, dels
+    return with_partitions(node, eps, dels, lambda part: _scope_terms(part, delta_slack))
 
 
 @register_accountant
@@ -64,10 +60,4 @@ class AdvancedAccountant(Accountant):
 
     def compose(self, scopes: Sequence[ScopeNode], *, delta_slack: float | None, relation: NeighbouringRelation,
                 delta_cap: float | None) -> Guarantee:
-        eps: list[float] = []
-        dels: list[float] = []
-        for scope in scopes:
-            e, d = _scope_terms(scope, delta_slack)  # type: ignore[arg-type]
-            eps += e
-            dels += d
-        return Guarantee(*composition.sequential(eps, dels), accountant=self.name)
+        return compose_scopes(scopes, lambda scope: _scope_terms(scope, delta_slack), self.name)  # type: ignore[arg-type]

@@ -27,7 +27,8 @@ from typing import ClassVar, TypeVar
 
 from privlab.platform.core.errors import LedgerError
 from privlab.platform.core.plugins import Registry
-from privlab.platform.dp.composition_tree import Alternative, Guarantee, ScopeNode, alternative_basic, alternatives
+from privlab.platform.dp.composition_tree import (Alternative, Guarantee, ScopeNode, alternative_basic, alternatives,
+                                                  leaf_counts)
 from privlab.platform.dp.dp_events import Composed, DpEvent, RandomStoppingEvent, Subsampled
 from privlab.platform.dp.positional_split import NeighbouringRelation
 
@@ -56,7 +57,7 @@ class Accountant(abc.ABC):
         own = self.event_refusal(event)
         if own is not None:
             return own
-        for leaf, _ in _leaves(event):
+        for leaf, _ in leaf_counts(event):
             if isinstance(leaf, Subsampled) and relation != NeighbouringRelation.ADD_REMOVE:
                 return (f"{leaf.label()}: amplification by subsampling does not hold as computed for "
                         f"{relation.value} neighbours")
@@ -123,12 +124,6 @@ class CurveAccountant(Accountant):
     def alternative_guarantee(self, alt: Alternative, delta_slack: float) -> tuple[float, float] | None:
         """(ε, δ) of one choice of parts, its leaf steps composed sequentially by the curve;
         ``None`` to keep the choice's basic guarantee instead."""
-
-
-def _leaves(event: DpEvent) -> list[tuple[DpEvent, int]]:
-    from privlab.platform.dp.composition_tree import leaf_counts
-
-    return leaf_counts(event)
 
 
 def _check(name: str, accountant: object) -> None:
